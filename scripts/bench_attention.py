@@ -1,0 +1,147 @@
+"""Benchmark every attention backend beside the raw F.scaled_dot_product_attention call.
+
+    python scripts/bench_attention.py                  # T in 256 1024 4096, ~5 min on 2 CPU threads
+    python scripts/bench_attention.py --seq-lens 256 --repeats 3
+
+One attention op, B=1, H=12, d=64 (an ANDREA-120M layer), causal and sliding-
+window masks, forward and forward+backward. The mask reaches each backend as the
+block passes it (a static mask sliced from a buffer built once). Every cell
+times the raw SDPA call and each backend in interleaved rounds on the same
+tensors and reports the median, the ratio to the raw call, and the peak tensor
+memory created during one call (andrea.bench.PeakMemory). A backend that
+declares a pass unsupported is listed with its reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+
+import torch
+import torch.nn.functional as F
+
+from andrea.attention import Causal, SlidingWindow, UnsupportedAttentionError, backends, get_backend
+from andrea.attention.masks import PrecomputedMask
+from andrea.bench import median_ms, peak_memory_mib
+
+RAW = "raw F.sdpa"
+
+
+def candidates(device: str, with_compiled_flex: bool) -> dict[str, object]:
+    found = {name: get_backend(name) for name in backends.names()}
+    if "flex" in found:
+        found["flex"] = get_backend("flex", compile=False)
+        if with_compiled_flex:
+            found["flex+compile"] = get_backend("flex", compile=True)
+    return found
+
+
+def make_call(fn, inputs, backward: bool):
+    def call():
+        out = fn(*inputs)
+        if backward:
+            out.backward(torch.ones_like(out))
+            for t in inputs:
+                t.grad = None
+        return out
+
+    return call
+
+
+def bench_cell(seq_len, mask, backward, impls, args, device):
+    shape = (args.batch, args.heads, seq_len, args.head_dim)
+    inputs = [torch.randn(shape, device=device, requires_grad=backward) for _ in range(3)]
+    dense = mask.dense(seq_len, seq_len, device=device)  # built once, as a block's buffer is
+    block_mask = PrecomputedMask(mask, dense)
+
+    def raw(q, k, v):
+        if mask.is_causal:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=dense)
+
+    calls, rows = {RAW: make_call(raw, inputs, backward)}, {}
+    for name, backend in impls.items():
+        try:
+            backend.check(mask=block_mask, n_head=args.heads, n_kv_head=args.heads, device=device, needs_grad=backward)
+        except UnsupportedAttentionError as err:
+            rows[name] = f"unsupported: {err}"
+            continue
+        calls[name] = make_call(lambda q, k, v, b=backend: b.run(q, k, v, block_mask, None, False)[0], inputs, backward)
+
+    repeats = max(3, args.repeats if seq_len < 4096 else args.repeats // 2)
+    times = median_ms(calls, repeats=repeats, warmup=1)
+    memory = {name: peak_memory_mib(call) for name, call in calls.items()}
+    for name in calls:
+        rows[name] = (times[name], memory[name])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=[256, 1024, 4096])
+    parser.add_argument("--window", type=int, default=256, help="sliding window size (keys per query)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed rounds per cell (halved at T >= 4096)")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--no-compiled-flex", action="store_true", help="skip torch.compile'd Flex (slow to compile)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    impls = candidates(args.device, not args.no_compiled_flex)
+
+    print(
+        f"# attention backends vs raw SDPA: B={args.batch} H={args.heads} d={args.head_dim}, "
+        f"{args.device} ({platform.processor() or platform.machine()}, {args.threads} threads), torch {torch.__version__}\n"
+    )
+    print("| T | mask | pass | backend | median ms | × raw | peak MiB | mem × raw |")
+    print("|---:|---|---|---|---:|---:|---:|---:|")
+    notes, results = {}, {}
+    for seq_len in args.seq_lens:
+        for mask in (Causal(), SlidingWindow(args.window)):
+            for backward in (False, True):
+                rows = bench_cell(seq_len, mask, backward, impls, args, args.device)
+                raw_ms, raw_mib = rows[RAW]
+                pass_name = "fwd+bwd" if backward else "fwd"
+                for name, row in rows.items():
+                    results[(seq_len, mask.kind, pass_name, name)] = row
+                    if isinstance(row, str):
+                        number = notes.setdefault(row, len(notes) + 1)
+                        print(f"| {seq_len} | {mask.name} | {pass_name} | {name} | n/a [{number}] | | | |")
+                        continue
+                    ms, mib = row
+                    print(
+                        f"| {seq_len} | {mask.name} | {pass_name} | {name} | {ms:.2f} | {ms / raw_ms:.2f} "
+                        f"| {mib:.1f} | {mib / raw_mib:.2f} |",
+                        flush=True,
+                    )
+    for reason, number in notes.items():
+        print(f"\n[{number}] {reason}")
+    report_targets(results, args.seq_lens)
+
+
+def report_targets(results, seq_lens) -> None:
+    print("\n## targets")
+    ratios = [
+        results[key][0] / results[key[:3] + (RAW,)][0]
+        for key in results
+        if key[3] == "sdpa" and not isinstance(results[key], str)
+    ]
+    if ratios:
+        worst = max(ratios)
+        print(f"- sdpa backend / raw call, worst cell: {worst:.3f}× (target <= 1.03×): {'met' if worst <= 1.03 else 'MISSED'}")
+    longest = max(seq_lens)
+    for mask_kind in ("causal", "sliding_window"):
+        sdpa, eager = (results.get((longest, mask_kind, "fwd+bwd", name)) for name in ("sdpa", "eager"))
+        if isinstance(sdpa, tuple) and isinstance(eager, tuple):
+            factor = eager[1] / sdpa[1]
+            print(
+                f"- T={longest} {mask_kind} fwd+bwd memory, eager / sdpa: {factor:.1f}× (target >= 4×): "
+                f"{'met' if factor >= 4 else 'MISSED'}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""The attention zoo: one contract, interchangeable backends, masks and head configs."""
+
+from andrea.attention.block import MultiHeadSelfAttention
+from andrea.attention.contract import (
+    AttentionBackend,
+    Capabilities,
+    UnsupportedAttentionError,
+    attention_weights,
+    masked_softmax,
+)
+from andrea.attention.heads import HeadConfig, gqa, mha, mqa
+from andrea.attention.masks import (
+    Causal,
+    Document,
+    KeyPadding,
+    Mask,
+    NoMask,
+    PrefixLM,
+    SlidingWindow,
+)
+from andrea.attention.registry import backends, get_backend, get_mask, masks, parse_mask
+
+__all__ = [
+    "AttentionBackend",
+    "Capabilities",
+    "Causal",
+    "Document",
+    "HeadConfig",
+    "KeyPadding",
+    "Mask",
+    "MultiHeadSelfAttention",
+    "NoMask",
+    "PrefixLM",
+    "SlidingWindow",
+    "UnsupportedAttentionError",
+    "attention_weights",
+    "backends",
+    "get_backend",
+    "get_mask",
+    "gqa",
+    "masked_softmax",
+    "masks",
+    "mha",
+    "mqa",
+    "parse_mask",
+]

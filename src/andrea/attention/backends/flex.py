@@ -1,0 +1,56 @@
+"""flex: torch FlexAttention, the mask compiled into a block-sparse BlockMask.
+
+The BlockMask is built from the mask's own predicate (its `mask_mod`) and
+cached per (mask, shape, device), so a static mask is built once. Flex has no
+backward on CPU: the capability says so and training with it there is refused.
+Without torch.compile Flex runs an unfused path that materialises scores; by
+default it compiles on GPU and stays eager on CPU (compiling costs ~20 s there).
+"""
+
+import warnings
+from functools import lru_cache
+
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from andrea.attention.contract import AttentionBackend, Capabilities
+
+
+@lru_cache(maxsize=32)
+def _block_mask(mask, batch_size, num_heads, q_len, kv_len, device):
+    offset = kv_len - q_len  # queries are aligned to the end of the keys
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return mask.predicate(b, h, q_idx + offset, kv_idx)
+
+    return create_block_mask(mask_mod, batch_size, num_heads, q_len, kv_len, device=device)
+
+
+@lru_cache(maxsize=1)
+def _compiled_flex():
+    return torch.compile(flex_attention, dynamic=False)
+
+
+class FlexBackend(AttentionBackend):
+    name = "flex"
+    capabilities = Capabilities(native_weights=False, cpu_backward=False, native_gqa=True, wants_compile=True)
+
+    def __init__(self, compile: bool | None = None):
+        self.compile = compile  # None: compile on GPU, eager on CPU
+
+    def forward(self, q, k, v, mask, scale, need_weights):
+        B, H, T, _ = q.shape
+        S = k.shape[2]
+        block_mask = None
+        if mask is not None and not mask.is_full:
+            batch = B if mask.batch_dependent else None  # None: one BlockMask broadcast over the batch
+            heads = H if mask.head_dependent else None
+            block_mask = _block_mask(mask, batch, heads, T, S, str(q.device))
+        compile = q.device.type != "cpu" if self.compile is None else self.compile
+        gqa = H != k.shape[1]
+        if compile:
+            return _compiled_flex()(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=gqa), None
+        with warnings.catch_warnings():  # running unfused was chosen (compile=False or CPU default)
+            warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+            out = flex_attention(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=gqa)  # (B, H, T, d)
+        return out, None

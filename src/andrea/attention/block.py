@@ -1,0 +1,108 @@
+"""MultiHeadSelfAttention (SPEC §2): (B, T, D) -> (B, T, D) with any backend, mask and head config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from andrea.attention.contract import AttentionBackend
+from andrea.attention.heads import HeadConfig
+from andrea.attention.masks import Mask, PrecomputedMask
+from andrea.attention.registry import get_backend, parse_mask
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Fused QKV projection -> attention backend -> output projection W_O.
+
+    backend: a registry name ("naive", "eager", "sdpa", "flex", or a plugin's) or an instance.
+    mask:    a Mask, or a mask expression such as "causal & sliding_window(window=64)".
+    A static mask is materialised once at `max_context` as a buffer and sliced per call.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        n_kv_head: int | None = None,
+        backend: str | AttentionBackend = "sdpa",
+        mask: Mask | str = "causal",
+        max_context: int = 1024,
+        bias: bool = False,
+        dropout: float = 0.0,
+        backend_options: dict[str, Any] | None = None,
+    ):
+        super().__init__()
+        if not isinstance(d_model, int) or d_model <= 0:
+            raise ValueError(f"d_model={d_model!r} must be a positive integer")
+        self.heads = HeadConfig(n_head, n_head if n_kv_head is None else n_kv_head)
+        if d_model % n_head != 0:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by n_head={n_head}; "
+                f"pick n_head among {[h for h in range(1, d_model + 1) if d_model % h == 0][:12]}..."
+            )
+        if max_context <= 0:
+            raise ValueError(f"max_context={max_context!r} must be a positive integer")
+        self.d_model, self.head_dim, self.max_context = d_model, d_model // n_head, max_context
+        self.backend = get_backend(backend, **(backend_options or {})) if isinstance(backend, str) else backend
+        self.mask = parse_mask(mask) if isinstance(mask, str) else mask
+        # Refuse an impossible mask/head combination now, not at the first batch.
+        self.backend.check(
+            mask=self.mask, n_head=n_head, n_kv_head=self.heads.n_kv_head, device="cpu", needs_grad=False
+        )
+
+        self.qkv = nn.Linear(d_model, self.heads.qkv_features(self.head_dim), bias=bias)  # W_Q, W_K, W_V fused
+        self.proj = nn.Linear(d_model, d_model, bias=bias)  # W_O: mixes the heads
+        self.dropout = nn.Dropout(dropout)
+        if not self.mask.batch_dependent:
+            # (1, 1, L, L) True = attend; not a parameter, not saved in checkpoints, moves with .to()
+            dense = self.mask.dense(max_context, max_context, num_heads=n_head)
+            self.register_buffer("mask_buffer", dense, persistent=False)
+
+    def forward(
+        self, x: Tensor, mask: Mask | None = None, return_weights: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """x (B, T, D) -> (B, T, D); with return_weights also the weights (B, H, T, T).
+
+        `mask`, when given, is combined (AND) with the block's own mask: per-batch
+        key padding or packed-document ids.
+        """
+        B, T, D = x.shape
+        if D != self.d_model:
+            raise ValueError(f"input has d_model={D}, the block was built for {self.d_model}")
+        if T > self.max_context:
+            raise ValueError(f"sequence length {T} exceeds max_context={self.max_context}; raise max_context")
+        full_mask = self._mask() if mask is None else self._mask() & mask
+        needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.qkv.weight.requires_grad)
+        self.backend.check(
+            mask=full_mask, n_head=self.heads.n_head, n_kv_head=self.heads.n_kv_head,
+            device=x.device, needs_grad=needs_grad,
+        )  # fmt: skip
+
+        qkv = self.qkv(x)  # (B, T, (H + 2·H_kv)·d)
+        q, k, v = self.heads.split_qkv(qkv, self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2
+        y, weights = self.backend.run(q, k, v, full_mask, None, return_weights)  # (B, H, T, d)
+        y = y.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
+        y = self.dropout(self.proj(y))  # (B, T, D)
+        return (y, weights) if return_weights else y
+
+    def _mask(self) -> Mask:
+        if hasattr(self, "mask_buffer"):
+            return PrecomputedMask(self.mask, self.mask_buffer)
+        return self.mask
+
+    def per_head_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        """W_Q^h (H, D, d), W_K^h and W_V^h (H_kv, D, d): the per-head view of the fused projection."""
+        return self.heads.unfuse(self.qkv.weight.detach(), self.head_dim)
+
+    @torch.no_grad()
+    def load_per_head_weights(self, w_q: Tensor, w_k: Tensor, w_v: Tensor) -> None:
+        self.qkv.weight.copy_(self.heads.fuse(w_q, w_k, w_v))
+
+    def extra_repr(self) -> str:
+        h = self.heads
+        return (
+            f"d_model={self.d_model}, n_head={h.n_head}, n_kv_head={h.n_kv_head} ({h.kind}), "
+            f"backend={self.backend.name}, mask={self.mask.name}, max_context={self.max_context}"
+        )

@@ -1,0 +1,184 @@
+"""The one attention contract every backend implements, and the capabilities it declares.
+
+    backend(q, k, v, mask, scale, need_weights) -> (out, weights | None)
+
+    q        (B, H, T, d)      queries
+    k, v     (B, H_kv, S, d)   keys and values; H % H_kv == 0 (MHA, GQA, MQA)
+    mask     Mask | None       an index predicate (andrea.attention.masks); None = no mask
+    scale    float | None      multiplies q·k; None = 1/sqrt(d)
+    out      (B, H, T, d)
+    weights  (B, H, T, S)      only when need_weights=True
+
+A backend declares what it can do in `capabilities`; `check()` compares them
+with a call BEFORE any tensor work and refuses with one line that names what
+to use instead. What a backend lacks but the contract can supply without
+changing how the output is computed (expanding k/v for grouped heads, the
+attention weights) is supplied here, in `run()`, never silently elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+from andrea.attention.masks import Mask
+
+
+class UnsupportedAttentionError(ValueError):
+    """A backend was asked for something it declares it cannot do."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    native_weights: bool = True  # returns the attention weights itself (else a probe computes them)
+    cpu_backward: bool = True  # can be trained on CPU
+    native_gqa: bool = True  # takes k, v with fewer heads than q (else k, v are expanded first)
+    mask_kinds: frozenset[str] | None = None  # mask strategies it accepts; None = all
+    wants_compile: bool = False  # only fast under torch.compile
+
+
+def masked_softmax(scores: Tensor, allowed: Tensor | None, attends_self: bool = False) -> Tensor:
+    """Softmax over keys (last dim) where `allowed` is True; `scores` is overwritten in place.
+
+    A row with no allowed key becomes all zeros instead of NaN: masked scores
+    are filled with the dtype's lowest finite value (so the softmax stays
+    finite, forward and backward) and empty rows are then zeroed, a step
+    skipped when the mask guarantees every query sees itself.
+    """
+    if allowed is None:
+        return scores.softmax(dim=-1)
+    weights = scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min).softmax(dim=-1)
+    return weights if attends_self else weights * allowed.any(dim=-1, keepdim=True)
+
+
+def attention_weights(q: Tensor, k: Tensor, mask: Mask | None, scale: float) -> Tensor:
+    """softmax(mask(q kᵀ · scale)) for all heads at once: (B, H, T, S).
+
+    Grouped heads are handled by viewing the H query heads as (H_kv, group)
+    rather than copying k. This is the materialised math of the `eager`
+    backend, and the probe that gives weights for backends that never form them.
+    """
+    B, H, T, d = q.shape
+    H_kv, S = k.shape[1], k.shape[2]
+    q = (q * scale).view(B, H_kv, H // H_kv, T, d)  # (B, H_kv, group, T, d); scaling q is cheaper than T·S scores
+    scores = (q @ k.unsqueeze(2).transpose(-2, -1)).view(B, H, T, S)  # (B, H_kv, group, T, S) -> (B, H, T, S)
+    if mask is None or mask.is_full:
+        return scores.softmax(dim=-1)
+    allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
+    return masked_softmax(scores, allowed, mask.attends_self)
+
+
+def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
+    """weights (B, H, T, S) @ v (B, H_kv, S, d) -> (B, H, T, d), grouped heads sharing v."""
+    B, H, T, S = weights.shape
+    H_kv = v.shape[1]
+    out = weights.view(B, H_kv, H // H_kv, T, S) @ v.unsqueeze(2)  # (B, H_kv, group, T, d)
+    return out.view(B, H, T, v.shape[-1])
+
+
+def expand_kv(x: Tensor, n_head: int) -> Tensor:
+    """(B, H_kv, S, d) -> (B, H, S, d): each kv head repeated for the query heads of its group."""
+    return x.repeat_interleave(n_head // x.shape[1], dim=1)
+
+
+class AttentionBackend(ABC):
+    """Base class of every backend: `forward` holds the backend's own computation."""
+
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __call__(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Mask | None = None,
+        scale: float | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        check_shapes(q, k, v)
+        self.check(
+            mask=mask,
+            n_head=q.shape[1],
+            n_kv_head=k.shape[1],
+            device=q.device,
+            needs_grad=torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad),
+        )
+        return self.run(q, k, v, mask, scale, need_weights)
+
+    def check(
+        self,
+        *,
+        mask: Mask | None,
+        n_head: int,
+        n_kv_head: int,
+        device: torch.device | str,
+        needs_grad: bool,
+    ) -> None:
+        """Refuse, before any tensor work, what this backend declares it cannot do."""
+        caps = self.capabilities
+        if mask is not None and caps.mask_kinds is not None and not mask.kinds <= caps.mask_kinds:
+            missing = ", ".join(sorted(mask.kinds - caps.mask_kinds))
+            raise UnsupportedAttentionError(
+                f"attention backend '{self.name}' does not accept mask kind(s) {missing}; "
+                f"use {_alternatives(lambda c: c.mask_kinds is None or mask.kinds <= c.mask_kinds)}"
+            )
+        if needs_grad and torch.device(device).type == "cpu" and not caps.cpu_backward:
+            raise UnsupportedAttentionError(
+                f"attention backend '{self.name}' has no backward on CPU; train with "
+                f"{_alternatives(lambda c: c.cpu_backward)}, or run it under torch.no_grad() / on a GPU"
+            )
+        if n_head % n_kv_head != 0:
+            raise UnsupportedAttentionError(f"n_head={n_head} is not a multiple of n_kv_head={n_kv_head}")
+
+    def run(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, scale: float | None, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """The backend's forward, with what the contract supplies around it (no checks)."""
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        n_head = q.shape[1]
+        if k.shape[1] != n_head and not self.capabilities.native_gqa:
+            k, v = expand_kv(k, n_head), expand_kv(v, n_head)
+        if not need_weights or self.capabilities.native_weights:
+            return self.forward(q, k, v, mask, scale, need_weights)
+        out, _ = self.forward(q, k, v, mask, scale, need_weights=False)
+        with torch.no_grad():  # the probe only shows; it never feeds the loss
+            weights = attention_weights(q, k, mask, scale)
+        return out, weights
+
+    @abstractmethod
+    def forward(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, scale: float, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """(B, H, T, d), (B, H_kv, S, d) x2 -> (B, H, T, d), weights (B, H, T, S) or None."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def check_shapes(q: Tensor, k: Tensor, v: Tensor) -> None:
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(
+            f"attention expects q (B, H, T, d) and k, v (B, H_kv, S, d); got dims {q.dim()}, {k.dim()}, {v.dim()}"
+        )
+    if k.shape != v.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
+    if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree on batch or head_dim")
+    if q.shape[1] % k.shape[1] != 0:
+        raise ValueError(f"q has {q.shape[1]} heads, not a multiple of k's {k.shape[1]} (n_head % n_kv_head != 0)")
+    if q.shape[2] > k.shape[2]:
+        raise ValueError(f"{q.shape[2]} queries over {k.shape[2]} keys: self-attention needs T <= S")
+
+
+def _alternatives(accepts) -> str:
+    """The registered backends whose capabilities satisfy `accepts`, for error messages."""
+    from andrea.attention.registry import backends
+
+    names = [name for name in backends.names() if accepts(backends.load(name).capabilities)]
+    return "attention backend " + " / ".join(names) if names else "another attention backend"

@@ -1,0 +1,94 @@
+"""Head configurations (MHA, GQA, MQA) and the layout of the fused QKV projection.
+
+One Linear maps D -> (n_head + 2·n_kv_head)·d_head. Its output rows hold, in
+order: every query head, every key head, every value head, each head's d_head
+rows side by side. For MHA that is SPEC §2's stack of W_Q, W_K, W_V (3D, D).
+Per-head view (SPEC §2): Q_h = X W_Q^h with W_Q^h of shape (d_model, d_head);
+nn.Linear stores the transpose, so W_Q^h is rows h·d_head .. (h+1)·d_head of
+the fused weight, transposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    n_head: int
+    n_kv_head: int
+
+    def __post_init__(self):
+        for key, value in (("n_head", self.n_head), ("n_kv_head", self.n_kv_head)):
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"heads.{key}={value!r} must be a positive integer")
+        if self.n_head % self.n_kv_head != 0:
+            divisors = [d for d in range(1, self.n_head + 1) if self.n_head % d == 0]
+            raise ValueError(
+                f"heads.n_kv_head={self.n_kv_head} does not divide heads.n_head={self.n_head}; "
+                f"choose one of {divisors} ({self.n_head} = MHA, 1 = MQA)"
+            )
+
+    @property
+    def kind(self) -> str:
+        if self.n_kv_head == self.n_head:
+            return "mha"
+        return "mqa" if self.n_kv_head == 1 else "gqa"
+
+    @property
+    def group_size(self) -> int:
+        """Query heads that share one key/value head."""
+        return self.n_head // self.n_kv_head
+
+    def qkv_features(self, head_dim: int) -> int:
+        return (self.n_head + 2 * self.n_kv_head) * head_dim
+
+    def split_qkv(self, qkv: Tensor, head_dim: int) -> tuple[Tensor, Tensor, Tensor]:
+        """(B, T, (H + 2·H_kv)·d) -> q (B, H, T, d), k (B, H_kv, T, d), v (B, H_kv, T, d)."""
+        B, T, _ = qkv.shape
+        q, k, v = qkv.split(
+            [self.n_head * head_dim, self.n_kv_head * head_dim, self.n_kv_head * head_dim], dim=-1
+        )
+        q = q.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, H, T, d)
+        k = k.view(B, T, self.n_kv_head, head_dim).transpose(1, 2)  # (B, H_kv, T, d)
+        v = v.view(B, T, self.n_kv_head, head_dim).transpose(1, 2)  # (B, H_kv, T, d)
+        return q, k, v
+
+    def fuse(self, w_q: Tensor, w_k: Tensor, w_v: Tensor) -> Tensor:
+        """Per-head weights -> the fused nn.Linear weight ((H + 2·H_kv)·d, D).
+
+        w_q: (H, D, d), w_k and w_v: (H_kv, D, d), each [h] being W^h of SPEC §2.
+        """
+        if w_q.shape[0] != self.n_head or w_k.shape[0] != self.n_kv_head or w_v.shape[0] != self.n_kv_head:
+            raise ValueError(
+                f"per-head weights give {w_q.shape[0]}/{w_k.shape[0]}/{w_v.shape[0]} q/k/v heads, "
+                f"expected {self.n_head}/{self.n_kv_head}/{self.n_kv_head}"
+            )
+        per_head = torch.cat([w_q, w_k, w_v], dim=0)  # (H + 2·H_kv, D, d)
+        return per_head.transpose(1, 2).reshape(-1, per_head.shape[1])  # ((H + 2·H_kv)·d, D)
+
+    def unfuse(self, weight: Tensor, head_dim: int) -> tuple[Tensor, Tensor, Tensor]:
+        """The fused weight ((H + 2·H_kv)·d, D) -> per-head w_q (H, D, d), w_k, w_v (H_kv, D, d)."""
+        expected = self.qkv_features(head_dim)
+        if weight.shape[0] != expected:
+            raise ValueError(f"fused QKV weight has {weight.shape[0]} rows, expected {expected}")
+        per_head = weight.view(-1, head_dim, weight.shape[1]).transpose(1, 2)  # (H + 2·H_kv, D, d)
+        return tuple(per_head.split([self.n_head, self.n_kv_head, self.n_kv_head], dim=0))
+
+
+def mha(n_head: int) -> HeadConfig:
+    """Multi-head attention: every query head has its own key and value head."""
+    return HeadConfig(n_head, n_head)
+
+
+def gqa(n_head: int, n_kv_head: int) -> HeadConfig:
+    """Grouped-query attention: groups of query heads share a key/value head."""
+    return HeadConfig(n_head, n_kv_head)
+
+
+def mqa(n_head: int) -> HeadConfig:
+    """Multi-query attention: all query heads share one key/value head."""
+    return HeadConfig(n_head, 1)

@@ -1,0 +1,22 @@
+"""Mask strategies: one small file each, composable with `&` and `|`."""
+
+from andrea.attention.masks.base import AndMask, Mask, OrMask, PrecomputedMask
+from andrea.attention.masks.causal import Causal
+from andrea.attention.masks.document import Document
+from andrea.attention.masks.none import NoMask
+from andrea.attention.masks.padding import KeyPadding
+from andrea.attention.masks.prefix_lm import PrefixLM
+from andrea.attention.masks.sliding_window import SlidingWindow
+
+__all__ = [
+    "AndMask",
+    "Causal",
+    "Document",
+    "KeyPadding",
+    "Mask",
+    "NoMask",
+    "OrMask",
+    "PrecomputedMask",
+    "PrefixLM",
+    "SlidingWindow",
+]

@@ -1,0 +1,16 @@
+"""Causal: query i sees keys 0..i, so no position can read the token it predicts."""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from andrea.attention.masks.base import Mask
+
+
+@dataclass(frozen=True, repr=False)
+class Causal(Mask):
+    kind: ClassVar[str] = "causal"
+    is_causal: ClassVar[bool] = True
+    attends_self: ClassVar[bool] = True
+
+    def predicate(self, b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx

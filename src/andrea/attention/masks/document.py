@@ -1,0 +1,25 @@
+"""Document: several sequences packed into one row; a token attends only to
+tokens of its own document. Compose with causal for packed LM training."""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from torch import Tensor
+
+from andrea.attention.masks.base import Mask
+
+
+@dataclass(frozen=True, repr=False, eq=False)  # holds a tensor: equal only to itself
+class Document(Mask):
+    document_ids: Tensor  # (B, S) integer segment id of every key position
+    kind: ClassVar[str] = "document"
+    batch_dependent: ClassVar[bool] = True
+    attends_self: ClassVar[bool] = True
+
+    def __post_init__(self):
+        ids = self.document_ids
+        if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point():
+            raise ValueError("document mask: document_ids must be a 2-D integer tensor of shape (batch, seq_len)")
+
+    def predicate(self, b, h, q_idx, kv_idx):
+        return self.document_ids[b, q_idx] == self.document_ids[b, kv_idx]

@@ -1,0 +1,16 @@
+"""None (bidirectional): every query sees every key, as in an encoder."""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from andrea.attention.masks.base import Mask
+
+
+@dataclass(frozen=True, repr=False)
+class NoMask(Mask):
+    kind: ClassVar[str] = "none"
+    is_full: ClassVar[bool] = True
+    attends_self: ClassVar[bool] = True
+
+    def predicate(self, b, h, q_idx, kv_idx):
+        return (q_idx >= 0) & (kv_idx >= 0)

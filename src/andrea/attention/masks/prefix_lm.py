@@ -1,0 +1,25 @@
+"""Prefix-LM: the first `prefix_len` tokens see each other in both directions
+(the prompt is encoded bidirectionally), every later token is causal."""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from andrea.attention.masks.base import Mask
+
+
+@dataclass(frozen=True, repr=False)
+class PrefixLM(Mask):
+    prefix_len: int
+    kind: ClassVar[str] = "prefix_lm"
+    attends_self: ClassVar[bool] = True
+
+    def __post_init__(self):
+        if not isinstance(self.prefix_len, int) or isinstance(self.prefix_len, bool) or self.prefix_len < 0:
+            raise ValueError(f"mask.prefix_len={self.prefix_len!r} must be an integer >= 0 (0 is plain causal)")
+
+    @property
+    def name(self) -> str:
+        return f"prefix_lm_{self.prefix_len}"
+
+    def predicate(self, b, h, q_idx, kv_idx):
+        return (kv_idx < self.prefix_len) | (q_idx >= kv_idx)

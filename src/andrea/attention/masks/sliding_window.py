@@ -1,0 +1,29 @@
+"""Sliding window: a query sees itself and the `window - 1` keys before it
+(Longformer / Mistral style local attention), so memory stays bounded."""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from andrea.attention.masks.base import Mask
+
+
+@dataclass(frozen=True, repr=False)
+class SlidingWindow(Mask):
+    window: int
+    causal: bool = True  # False: a symmetric band |i - j| < window, for encoders
+    kind: ClassVar[str] = "sliding_window"
+    attends_self: ClassVar[bool] = True
+
+    def __post_init__(self):
+        if not isinstance(self.window, int) or isinstance(self.window, bool) or self.window <= 0:
+            raise ValueError(f"mask.window={self.window!r} must be a positive integer (the number of keys a query sees)")
+
+    @property
+    def name(self) -> str:
+        return f"sliding_window_{self.window}" + ("" if self.causal else "_bidirectional")
+
+    def predicate(self, b, h, q_idx, kv_idx):
+        distance = q_idx - kv_idx
+        if self.causal:
+            return (distance >= 0) & (distance < self.window)
+        return (distance < self.window) & (distance > -self.window)

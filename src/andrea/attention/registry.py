@@ -1,0 +1,130 @@
+"""Registries of attention backends and mask strategies: the built-ins, plus
+whatever installed packages declare under an entry-point group.
+
+A third-party package adds a backend without touching andrea:
+
+    [project.entry-points."andrea.attention_backends"]
+    my_backend = "my_pkg.attention:MyBackend"     # a subclass of AttentionBackend
+
+and a mask strategy under "andrea.attention_masks" (a subclass of Mask).
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any
+
+
+class Registry:
+    """Name -> class, loaded lazily; unknown names are refused with the list of known ones."""
+
+    def __init__(self, what: str, group: str, builtins: dict[str, str]):
+        self.what = what  # "attention backend"
+        self.group = group  # the entry-point group plugins declare under
+        self.builtins = builtins  # name -> "module:Class"
+        self._plugins: dict[str, Any] | None = None
+
+    def _discover(self) -> dict[str, Any]:
+        if self._plugins is None:
+            found = {ep.name: ep for ep in entry_points(group=self.group)}
+            clashes = sorted(set(found) & set(self.builtins))
+            if clashes:
+                raise ValueError(
+                    f"{self.what} plugin(s) {', '.join(clashes)} reuse a built-in name; "
+                    f"rename them in the '{self.group}' entry points"
+                )
+            self._plugins = found
+        return self._plugins
+
+    def refresh(self) -> None:
+        """Forget discovered plugins (after installing one into a running process)."""
+        self._plugins = None
+
+    def names(self) -> list[str]:
+        return sorted({*self.builtins, *self._discover()})
+
+    def load(self, name: str) -> type:
+        if name in self.builtins:
+            module, _, attr = self.builtins[name].partition(":")
+            return getattr(importlib.import_module(module), attr)
+        plugins = self._discover()
+        if name not in plugins:
+            raise ValueError(
+                f"unknown {self.what} '{name}'; available: {', '.join(self.names())} "
+                f"(plugins register under the entry-point group '{self.group}')"
+            )
+        return plugins[name].load()
+
+
+backends = Registry(
+    "attention backend",
+    "andrea.attention_backends",
+    {
+        "naive": "andrea.attention.backends.naive:NaiveBackend",
+        "eager": "andrea.attention.backends.eager:EagerBackend",
+        "sdpa": "andrea.attention.backends.sdpa:SDPABackend",
+        "flex": "andrea.attention.backends.flex:FlexBackend",
+    },
+)
+
+masks = Registry(
+    "mask strategy",
+    "andrea.attention_masks",
+    {
+        "causal": "andrea.attention.masks.causal:Causal",
+        "none": "andrea.attention.masks.none:NoMask",
+        "sliding_window": "andrea.attention.masks.sliding_window:SlidingWindow",
+        "prefix_lm": "andrea.attention.masks.prefix_lm:PrefixLM",
+        "padding": "andrea.attention.masks.padding:KeyPadding",
+        "document": "andrea.attention.masks.document:Document",
+    },
+)
+
+
+def get_backend(name: str, **options: Any):
+    """An attention backend instance by registry name, e.g. get_backend("flex", compile=True)."""
+    cls = backends.load(name)
+    try:
+        return cls(**options)
+    except TypeError as err:
+        raise ValueError(f"attention backend '{name}' does not take options {sorted(options)}: {err}") from None
+
+
+def get_mask(name: str, **params: Any):
+    """A mask strategy instance by registry name, e.g. get_mask("sliding_window", window=64)."""
+    cls = masks.load(name)
+    try:
+        return cls(**params)
+    except TypeError as err:
+        raise ValueError(f"mask '{name}' does not take parameters {sorted(params)}: {err}") from None
+
+
+def parse_mask(expression: str):
+    """A mask from a small expression of registered names, `&`, `|` and parentheses:
+
+        parse_mask("causal & (sliding_window(window=64) | prefix_lm(prefix_len=8))")
+
+    Only names, keyword arguments with literal values and the two operators are
+    accepted; nothing is evaluated as Python.
+    """
+    import ast
+
+    def build(node):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+            left, right = build(node.left), build(node.right)
+            return left & right if isinstance(node.op, ast.BitAnd) else left | right
+        if isinstance(node, ast.Name):
+            return get_mask(node.id)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
+            return get_mask(node.func.id, **{kw.arg: ast.literal_eval(kw.value) for kw in node.keywords})
+        raise ValueError(
+            f"mask expression {expression!r}: cannot read {ast.unparse(node)!r}; "
+            "write names and name(key=value) joined by & and |"
+        )
+
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:
+        raise ValueError(f"mask expression {expression!r} is not valid; e.g. 'causal & sliding_window(window=64)'") from None
+    return build(tree.body)

@@ -1,0 +1,57 @@
+"""Measuring tools for the benchmarks in scripts/: side-by-side medians and peak memory.
+
+Timings are taken in interleaved rounds (every candidate once per round), so a
+noisy neighbour slows all candidates alike and ratios stay honest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch._C._profiler import _EventType
+from torch.profiler import ProfilerActivity, profile
+
+
+def peak_memory_mib(fn: Callable[[], object], device: str = "cpu") -> float:
+    """Peak extra memory, in MiB, that `fn` holds at once through torch's allocator.
+
+    Read from the allocation and free events torch's profiler records (every
+    allocation, a kernel's scratch space and compiled code's buffers included),
+    replayed in time order. Memory allocated before the call is not counted.
+    """
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with profile(activities=activities, profile_memory=True) as prof:
+        fn()
+    events, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        event = stack.pop()
+        if event.tag == _EventType.Allocation and event.extra_fields.device.type == torch.device(device).type:
+            events.append((event.start_time_ns, event.extra_fields.alloc_size))  # size < 0: a free
+        stack.extend(event.children)
+    events.sort()
+    return max(itertools.accumulate((size for _, size in events), initial=0)) / 2**20
+
+
+def _synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def median_ms(candidates: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, float]:
+    """Median wall time in ms of each candidate, measured in interleaved rounds."""
+    for fn in candidates.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            _synchronize()
+            start = time.perf_counter()
+            fn()
+            _synchronize()
+            samples[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(times) for name, times in samples.items()}

@@ -1,0 +1,37 @@
+"""andrea-show-mask: draw a mask so a learner can see it.
+
+    andrea-show-mask "causal & sliding_window(window=4)" --length 12 -o window.png
+
+Prints the mask as text (■ attend, · masked; rows are queries, columns keys)
+and writes it as a PNG. Any registered strategy, composed with & and |.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from andrea.attention import masks, parse_mask
+from andrea.attention.masks.draw import mask_as_text
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="andrea-show-mask", description=__doc__.split("\n\n")[0])
+    parser.add_argument("expression", help=f"a mask expression over: {', '.join(masks.names())}")
+    parser.add_argument("--length", type=int, default=16, help="sequence length to draw (default 16)")
+    parser.add_argument("-o", "--output", help="PNG file to write (default: <mask name>.png)")
+    args = parser.parse_args(argv)
+    if args.length <= 0:
+        parser.error(f"--length={args.length} must be a positive integer")
+    try:
+        mask = parse_mask(args.expression)
+        if mask.batch_dependent:
+            raise ValueError(f"mask {mask.name} needs per-batch data (lengths or document ids) and cannot be drawn alone")
+    except ValueError as err:
+        parser.error(str(err))
+    print(mask.name)
+    print(mask_as_text(mask, args.length))
+    print(f"wrote {mask.draw(args.output or f'{mask.name}.png', length=args.length)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Each mask strategy against its pattern written out by hand, and their composition."""
+
+import pytest
+import torch
+
+from andrea.attention import Causal, Document, KeyPadding, NoMask, PrefixLM, SlidingWindow, parse_mask
+from andrea.attention.masks import PrecomputedMask
+from andrea.attention.masks.draw import mask_as_text
+
+T = 6
+
+
+def grid(mask, q_len=T, kv_len=T, batch=1, index=0):
+    return mask.dense(q_len, kv_len, batch_size=batch)[index, 0].int().tolist()
+
+
+def by_hand(rule, q_len=T, kv_len=T):
+    offset = kv_len - q_len
+    return [[int(rule(i + offset, j)) for j in range(kv_len)] for i in range(q_len)]
+
+
+@pytest.mark.parametrize(
+    "mask, rule",
+    [
+        (Causal(), lambda i, j: j <= i),
+        (NoMask(), lambda i, j: True),
+        (SlidingWindow(3), lambda i, j: i - 3 < j <= i),
+        (SlidingWindow(2, causal=False), lambda i, j: abs(i - j) < 2),
+        (PrefixLM(3), lambda i, j: j < 3 or j <= i),
+        (KeyPadding(torch.tensor([4])), lambda i, j: j < 4),
+        (Document(torch.tensor([[0, 0, 1, 1, 1, 2]])), lambda i, j: (i < 2) == (j < 2) and (i == 5) == (j == 5)),
+        (Causal() & Document(torch.tensor([[0, 0, 1, 1, 1, 2]])), lambda i, j: j <= i and (i < 2) == (j < 2) and (i == 5) == (j == 5)),
+        (SlidingWindow(2) | Document(torch.tensor([[0, 0, 0, 1, 1, 1]])), lambda i, j: (i - 2 < j <= i) or (i < 3) == (j < 3)),
+    ],
+    ids=lambda m: m.name if hasattr(m, "name") else "",
+)
+def test_pattern(mask, rule):
+    assert grid(mask) == by_hand(rule)
+
+
+@pytest.mark.parametrize("mask", [Causal(), SlidingWindow(2), PrefixLM(3)], ids=lambda m: m.name)
+def test_queries_align_to_the_end_of_the_keys(mask):
+    """With a KV cache, 2 new queries over 6 keys are rows 4 and 5 of the square mask."""
+    assert grid(mask, q_len=2, kv_len=T) == grid(mask)[4:]
+
+
+def test_batch_dependent_masks_differ_per_sequence():
+    mask = KeyPadding(torch.tensor([2, 5]))
+    assert grid(mask, batch=2, index=0)[0] == [1, 1, 0, 0, 0, 0]
+    assert grid(mask, batch=2, index=1)[0] == [1, 1, 1, 1, 1, 0]
+
+
+def test_names_describe_themselves():
+    assert SlidingWindow(64).name == "sliding_window_64"
+    assert (Causal() & SlidingWindow(8)).name == "(causal&sliding_window_8)"
+    assert (Causal() & KeyPadding(torch.tensor([1]))).kinds == {"causal", "padding"}
+
+
+def test_fast_path_flags():
+    assert Causal().is_causal and (Causal() & NoMask()).is_causal and (Causal() & Causal()).is_causal
+    assert not (Causal() & SlidingWindow(4)).is_causal and not (Causal() | PrefixLM(2)).is_causal
+    assert NoMask().is_full and (NoMask() | Causal()).is_full and not Causal().is_full
+    assert Causal().attends_self and (Causal() & SlidingWindow(2)).attends_self and (PrefixLM(1) | KeyPadding(torch.tensor([1]))).attends_self
+    assert not KeyPadding(torch.tensor([1])).attends_self and not (Causal() & KeyPadding(torch.tensor([1]))).attends_self
+
+
+def test_equal_definitions_hash_equal():
+    assert SlidingWindow(4) == SlidingWindow(4) and hash(SlidingWindow(4)) == hash(SlidingWindow(4))
+    assert SlidingWindow(4) != SlidingWindow(5)
+    lengths = torch.tensor([3])
+    assert KeyPadding(lengths) != KeyPadding(lengths)  # tensors: identity only
+    dense = Causal().dense(8, 8)
+    assert PrecomputedMask(Causal(), dense) == Causal() and hash(PrecomputedMask(Causal(), dense)) == hash(Causal())
+
+
+def test_precomputed_mask_slices_the_buffer():
+    mask = SlidingWindow(3)
+    pre = PrecomputedMask(mask, mask.dense(16, 16))
+    for q_len, kv_len in [(6, 6), (1, 9), (4, 16), (3, 20)]:  # the last outgrows the buffer
+        assert torch.equal(pre.dense(q_len, kv_len), mask.dense(q_len, kv_len))
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (lambda: SlidingWindow(0), "mask.window=0 must be a positive integer"),
+        (lambda: SlidingWindow(-2), "mask.window=-2"),
+        (lambda: PrefixLM(-1), "mask.prefix_len=-1"),
+        (lambda: KeyPadding(torch.tensor([1.5])), "1-D integer tensor"),
+        (lambda: KeyPadding(torch.tensor([-1])), "lengths must be >= 0"),
+        (lambda: Document(torch.tensor([1, 2])), "2-D integer tensor"),
+        (lambda: Causal().dense(5, 3), "queries cannot outnumber keys"),
+    ],
+)
+def test_bad_parameters_are_refused(bad, message):
+    with pytest.raises(ValueError, match=message):
+        bad()
+
+
+def test_parse_mask_expressions():
+    assert parse_mask("causal") == Causal()
+    assert parse_mask("causal & sliding_window(window=8)") == Causal() & SlidingWindow(8)
+    assert parse_mask("sliding_window(window=2) | prefix_lm(prefix_len=3)") == SlidingWindow(2) | PrefixLM(3)
+    assert parse_mask("(none)") == NoMask()
+
+
+@pytest.mark.parametrize(
+    "expression, message",
+    [
+        ("causal +", "is not valid"),
+        ("causal + none", "cannot read"),
+        ("__import__('os')", "cannot read"),
+        ("sliding(window=2)", "unknown mask strategy 'sliding'; available: causal, document, none"),
+        ("sliding_window(size=2)", "mask 'sliding_window' does not take parameters \\['size'\\]"),
+    ],
+)
+def test_parse_mask_refuses(expression, message):
+    with pytest.raises(ValueError, match=message):
+        parse_mask(expression)
+
+
+def test_mask_draws_itself(tmp_path):
+    path = SlidingWindow(3).draw(tmp_path / "window.png", length=8)
+    assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert mask_as_text(Causal(), 3) == "■··\n■■·\n■■■"

@@ -1,0 +1,133 @@
+"""The registries: built-ins, unknown names, and a plugin declared only through entry-point metadata."""
+
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from andrea.attention import (
+    MultiHeadSelfAttention,
+    UnsupportedAttentionError,
+    backends,
+    get_backend,
+    masks,
+    parse_mask,
+)
+
+PLUGIN = '''
+import torch
+from andrea.attention import AttentionBackend, Capabilities, Mask, masked_softmax
+
+
+class CausalOnlyBackend(AttentionBackend):
+    """Materialised attention that accepts nothing but causal masks and MHA."""
+
+    name = "causal_only"
+    capabilities = Capabilities(native_weights=False, native_gqa=False, mask_kinds=frozenset({"causal"}))
+
+    def forward(self, q, k, v, mask, scale, need_weights):
+        allowed = mask.dense(q.shape[2], k.shape[2], device=q.device)
+        weights = masked_softmax(q @ k.transpose(-2, -1) * scale, allowed)
+        return weights @ v, None
+
+
+class EveryOther(Mask):
+    """Attend to keys at even positions and to yourself."""
+
+    kind = "every_other"
+
+    def __eq__(self, other):
+        return isinstance(other, EveryOther)
+
+    def __hash__(self):
+        return hash("every_other")
+
+    def predicate(self, b, h, q_idx, kv_idx):
+        return (kv_idx % 2 == 0) | (q_idx == kv_idx)
+'''
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """A third-party package installed as files only: a module and its dist-info entry points."""
+    (tmp_path / "zoo_plugin.py").write_text(PLUGIN)
+    dist_info = tmp_path / "zoo_plugin-0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: zoo-plugin\nVersion: 0.1\n")
+    (dist_info / "entry_points.txt").write_text(
+        textwrap.dedent(
+            """\
+            [andrea.attention_backends]
+            causal_only = zoo_plugin:CausalOnlyBackend
+
+            [andrea.attention_masks]
+            every_other = zoo_plugin:EveryOther
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    backends.refresh(), masks.refresh()
+    yield
+    backends.refresh(), masks.refresh()
+    sys.modules.pop("zoo_plugin", None)
+
+
+def test_builtin_names():
+    assert {"naive", "eager", "sdpa", "flex"} <= set(backends.names())
+    assert {"causal", "none", "sliding_window", "prefix_lm", "padding", "document"} <= set(masks.names())
+
+
+def test_unknown_backend_lists_the_available_ones():
+    with pytest.raises(ValueError, match="unknown attention backend 'fast'; available: eager, flex, naive, sdpa"):
+        get_backend("fast")
+    with pytest.raises(ValueError, match="unknown attention backend 'fast'"):
+        MultiHeadSelfAttention(32, 4, backend="fast")
+
+
+def test_unknown_backend_option():
+    with pytest.raises(ValueError, match="attention backend 'sdpa' does not take options \\['compile'\\]"):
+        get_backend("sdpa", compile=True)
+
+
+def test_plugin_backend_runs_through_the_whole_block(plugin):
+    assert "causal_only" in backends.names()
+    plugin_block = MultiHeadSelfAttention(32, 4, 2, backend="causal_only", max_context=16)
+    reference = MultiHeadSelfAttention(32, 4, 2, backend="naive", max_context=16)
+    reference.load_state_dict(plugin_block.state_dict())
+    x = torch.randn(2, 10, 32, requires_grad=True)
+    y, weights = plugin_block(x, return_weights=True)  # k/v expanded for it, weights from the probe
+    y_ref, weights_ref = reference(x, return_weights=True)
+    torch.testing.assert_close(y, y_ref, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(weights, weights_ref)
+    y.sum().backward()
+    assert plugin_block.qkv.weight.grad.abs().sum() > 0
+
+
+def test_plugin_capabilities_are_enforced(plugin):
+    with pytest.raises(UnsupportedAttentionError, match="'causal_only' does not accept mask kind\\(s\\) sliding_window; use attention backend eager / flex / naive / sdpa"):
+        MultiHeadSelfAttention(32, 4, backend="causal_only", mask="sliding_window(window=4)")
+
+
+def test_plugin_mask(plugin):
+    mask = parse_mask("causal & every_other")
+    assert mask.dense(4, 4)[0, 0].int().tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 1, 1]]
+    block = MultiHeadSelfAttention(16, 2, backend="flex", mask=mask, max_context=8)
+    with torch.no_grad():
+        _, weights = block(torch.randn(1, 4, 16), return_weights=True)
+    assert (weights[0, :, 2, 1] == 0).all() and (weights[0, :, 3, 1] == 0).all()
+
+
+def test_plugin_may_not_shadow_a_builtin(tmp_path, monkeypatch):
+    dist_info = tmp_path / "shadow-0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: shadow\nVersion: 0.1\n")
+    (dist_info / "entry_points.txt").write_text("[andrea.attention_backends]\nsdpa = shadow:Fake\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    backends.refresh()
+    try:
+        with pytest.raises(ValueError, match="plugin\\(s\\) sdpa reuse a built-in name"):
+            backends.names()
+    finally:
+        monkeypatch.undo()
+        backends.refresh()

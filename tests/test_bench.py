@@ -1,0 +1,46 @@
+"""The measuring tools the benchmarks rely on."""
+
+import torch
+
+from andrea.attention import Causal, get_backend
+from andrea.bench import median_ms, peak_memory_mib
+
+
+def test_peak_memory_sees_a_transient_tensor():
+    x = torch.randn(256, 256)  # 256 KiB, made before: not counted
+
+    def work():
+        big = x.repeat(4, 4)  # 4 MiB, freed before the end
+        return (big.sum() + x.sum()).item()
+
+    assert 4.0 <= peak_memory_mib(work) < 4.1
+
+
+def test_peak_memory_counts_what_is_alive_at_once():
+    def work():
+        a = torch.ones(1024, 256)  # 1 MiB
+        del a
+        b = torch.ones(512, 256)  # 0.5 MiB, after the first was freed
+        c = torch.ones(512, 256)  # 0.5 MiB, beside b
+        return b, c
+
+    assert 1.0 <= peak_memory_mib(work) < 1.1
+
+
+def test_peak_memory_sees_inside_flex():
+    """Flex runs through a compiled wrapper; its unfused CPU path still shows its score matrix."""
+    q = torch.randn(1, 2, 256, 16)
+    with torch.no_grad():
+        flex = peak_memory_mib(lambda: get_backend("flex")(q, q, q, Causal()))
+    assert flex >= 2 * 256 * 256 * 4 / 2**20  # at least the (H, T, S) fp32 scores
+
+
+def test_median_ms_runs_every_candidate():
+    calls = {"a": 0, "b": 0}
+
+    def bump(name):
+        calls[name] += 1
+
+    times = median_ms({"a": lambda: bump("a"), "b": lambda: bump("b")}, repeats=3, warmup=2)
+    assert set(times) == {"a", "b"} and all(t >= 0 for t in times.values())
+    assert calls == {"a": 5, "b": 5}
