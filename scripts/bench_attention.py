@@ -1,6 +1,6 @@
 """Benchmark every attention backend beside the raw F.scaled_dot_product_attention call.
 
-    python scripts/bench_attention.py                  # T in 256 1024 4096, ~5 min on 2 CPU threads
+    python scripts/bench_attention.py                  # T in 256 1024 4096, about 10 min on 2 CPU threads
     python scripts/bench_attention.py --seq-lens 256 --repeats 3
 
 One attention op, B=1, H=12, d=64 (an ANDREA-120M layer), causal and sliding-
@@ -28,7 +28,9 @@ RAW = "raw F.sdpa"
 
 
 def candidates(device: str, with_compiled_flex: bool) -> dict[str, object]:
-    found = {name: get_backend(name) for name in backends.names()}
+    order = ["naive", "eager", "sdpa", "flex"]  # built-ins first, then plugins
+    names = sorted(backends.names(), key=lambda n: (order.index(n) if n in order else len(order), n))
+    found = {name: get_backend(name) for name in names}
     if "flex" in found:
         found["flex"] = get_backend("flex", compile=False)
         if with_compiled_flex:
@@ -68,7 +70,7 @@ def bench_cell(seq_len, mask, backward, impls, args, device):
             continue
         calls[name] = make_call(lambda q, k, v, b=backend: b.run(q, k, v, block_mask, None, False)[0], inputs, backward)
 
-    repeats = max(3, args.repeats if seq_len < 4096 else args.repeats // 2)
+    repeats = max(3, round(args.repeats * (1024 / seq_len) ** 0.5))  # more rounds where calls are short
     times = median_ms(calls, repeats=repeats, warmup=1)
     memory = {name: peak_memory_mib(call) for name, call in calls.items()}
     for name in calls:
@@ -79,8 +81,8 @@ def bench_cell(seq_len, mask, backward, impls, args, device):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seq-lens", type=int, nargs="+", default=[256, 1024, 4096])
-    parser.add_argument("--window", type=int, default=256, help="sliding window size (keys per query)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed rounds per cell (halved at T >= 4096)")
+    parser.add_argument("--window", type=int, default=128, help="sliding window size (keys per query)")
+    parser.add_argument("--repeats", type=int, default=9, help="timed rounds per cell at T=1024 (scaled by sqrt(1024/T))")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--head-dim", type=int, default=64)

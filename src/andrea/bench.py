@@ -1,12 +1,14 @@
 """Measuring tools for the benchmarks in scripts/: side-by-side medians and peak memory.
 
-Timings are taken in interleaved rounds (every candidate once per round), so a
-noisy neighbour slows all candidates alike and ratios stay honest.
+Timings are taken in interleaved rounds (every candidate once per round, in a
+fresh random order each round), so a noisy neighbour or the after-effects of
+the previous candidate (freed memory, cold caches) fall on all candidates alike.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -41,14 +43,18 @@ def _synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def median_ms(candidates: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, float]:
+def median_ms(
+    candidates: dict[str, Callable[[], object]], repeats: int, warmup: int = 1, seed: int = 0
+) -> dict[str, float]:
     """Median wall time in ms of each candidate, measured in interleaved rounds."""
     for fn in candidates.values():
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {name: [] for name in candidates}
+    order, rng = list(candidates.items()), random.Random(seed)
     for _ in range(repeats):
-        for name, fn in candidates.items():
+        rng.shuffle(order)
+        for name, fn in order:
             _synchronize()
             start = time.perf_counter()
             fn()
