@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from andrea.attention import Causal, SlidingWindow, UnsupportedAttentionError, backends, get_backend
 from andrea.attention.masks import PrecomputedMask
-from andrea.bench import median_ms, peak_memory_mib
+from andrea.bench import median_ms, paired_ratio, peak_memory_mib
 
 RAW = "raw F.sdpa"
 
@@ -75,6 +75,8 @@ def bench_cell(seq_len, mask, backward, impls, args, device):
     memory = {name: peak_memory_mib(call) for name, call in calls.items()}
     for name in calls:
         rows[name] = (times[name], memory[name])
+    if "sdpa" in calls:  # the 1.03x target, measured pair by pair with more rounds
+        rows["sdpa / raw, paired"] = paired_ratio(calls["sdpa"], calls[RAW], rounds=max(9, 3 * repeats))
     return rows
 
 
@@ -109,6 +111,8 @@ def main() -> None:
                 pass_name = "fwd+bwd" if backward else "fwd"
                 for name, row in rows.items():
                     results[(seq_len, mask.kind, pass_name, name)] = row
+                    if isinstance(row, float):
+                        continue  # a paired ratio, reported under targets
                     if isinstance(row, str):
                         number = notes.setdefault(row, len(notes) + 1)
                         print(f"| {seq_len} | {mask.name} | {pass_name} | {name} | n/a [{number}] | | | |")
@@ -126,14 +130,12 @@ def main() -> None:
 
 def report_targets(results, seq_lens) -> None:
     print("\n## targets")
-    ratios = [
-        results[key][0] / results[key[:3] + (RAW,)][0]
-        for key in results
-        if key[3] == "sdpa" and not isinstance(results[key], str)
-    ]
-    if ratios:
-        worst = max(ratios)
-        print(f"- sdpa backend / raw call, worst cell: {worst:.3f}× (target <= 1.03×): {'met' if worst <= 1.03 else 'MISSED'}")
+    paired = {key[:3]: ratio for key, ratio in results.items() if key[3] == "sdpa / raw, paired"}
+    for (seq_len, mask_kind, pass_name), ratio in paired.items():
+        print(f"- sdpa backend / raw call, T={seq_len} {mask_kind} {pass_name}, median of paired rounds: {ratio:.3f}×")
+    if paired:
+        worst = max(paired.values())
+        print(f"- worst: {worst:.3f}× (target <= 1.03×): {'met' if worst <= 1.03 else 'MISSED'}")
     longest = max(seq_lens)
     for mask_kind in ("causal", "sliding_window"):
         sdpa, eager = (results.get((longest, mask_kind, "fwd+bwd", name)) for name in ("sdpa", "eager"))

@@ -3,7 +3,7 @@
 import torch
 
 from andrea.attention import Causal, get_backend
-from andrea.bench import median_ms, peak_memory_mib
+from andrea.bench import median_ms, paired_ratio, peak_memory_mib
 
 
 def test_peak_memory_sees_a_transient_tensor():
@@ -44,3 +44,13 @@ def test_median_ms_runs_every_candidate():
     times = median_ms({"a": lambda: bump("a"), "b": lambda: bump("b")}, repeats=3, warmup=2)
     assert set(times) == {"a", "b"} and all(t >= 0 for t in times.values())
     assert calls == {"a": 5, "b": 5}
+
+
+def test_paired_ratio_runs_both_once_per_round():
+    calls = {"a": 0, "b": 0}
+
+    def bump(name):
+        calls[name] += 1
+
+    ratio = paired_ratio(lambda: bump("a"), lambda: bump("b"), rounds=4)
+    assert ratio > 0 and calls == {"a": 5, "b": 5}

@@ -61,3 +61,20 @@ def median_ms(
             _synchronize()
             samples[name].append((time.perf_counter() - start) * 1e3)
     return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def paired_ratio(a: Callable[[], object], b: Callable[[], object], rounds: int, seed: int = 0) -> float:
+    """Median over `rounds` of time(a) / time(b), a and b run back to back in random order."""
+    rng, ratios = random.Random(seed), []
+    a(), b()  # warm-up
+    for _ in range(rounds):
+        pair = {"a": a, "b": b}
+        times = {}
+        for name in rng.sample(sorted(pair), 2):
+            _synchronize()
+            start = time.perf_counter()
+            pair[name]()
+            _synchronize()
+            times[name] = time.perf_counter() - start
+        ratios.append(times["a"] / times["b"])
+    return statistics.median(ratios)
