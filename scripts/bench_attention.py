@@ -20,7 +20,7 @@ import platform
 import torch
 import torch.nn.functional as F
 
-from andrea.attention import Causal, SlidingWindow, UnsupportedAttentionError, backends, get_backend
+from andrea.attention import Causal, SlidingWindow, UnsupportedAttentionError, backend_registry, get_backend
 from andrea.attention.masks import PrecomputedMask
 from andrea.bench import median_ms, paired_ratio, peak_memory_mib
 
@@ -29,7 +29,7 @@ RAW = "raw F.sdpa"
 
 def candidates(device: str, with_compiled_flex: bool) -> dict[str, object]:
     order = ["naive", "eager", "sdpa", "flex"]  # built-ins first, then plugins
-    names = sorted(backends.names(), key=lambda n: (order.index(n) if n in order else len(order), n))
+    names = sorted(backend_registry.names(), key=lambda n: (order.index(n) if n in order else len(order), n))
     found = {name: get_backend(name) for name in names}
     if "flex" in found:
         found["flex"] = get_backend("flex", compile=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections import defaultdict
 
 import pytest
@@ -10,6 +11,19 @@ import torch
 from hypothesis import settings
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+# wandb: offline, quiet, and nothing written to HOME
+_WANDB_HOME = tempfile.mkdtemp(prefix="andrea-tests-wandb-")
+for _key, _value in {
+    "WANDB_MODE": "offline",
+    "WANDB_SILENT": "true",
+    "WANDB_CONSOLE": "off",
+    "WANDB_DIR": _WANDB_HOME,
+    "WANDB_CACHE_DIR": _WANDB_HOME,
+    "WANDB_CONFIG_DIR": _WANDB_HOME,
+    "WANDB_DATA_DIR": _WANDB_HOME,
+}.items():
+    os.environ[_key] = _value
 settings.register_profile("andrea", deadline=None, max_examples=40, derandomize=True)
 settings.load_profile("andrea")
 

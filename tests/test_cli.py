@@ -22,10 +22,10 @@ def options(group):
 @pytest.mark.parametrize("heads", options("heads"))
 @pytest.mark.parametrize("mask", options("mask"))
 @pytest.mark.parametrize("attention", options("attention"))
-def test_every_group_option_composes_into_a_block(attention, mask, heads):
+def test_every_attention_option_composes_into_a_block(attention, mask, heads):
     with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
         cfg = compose("attention_demo", overrides=[f"attention={attention}", f"mask={mask}", f"heads={heads}"])
-    block = instantiate(cfg.model.attention)
+    block = instantiate(cfg.block)
     assert isinstance(block, MultiHeadSelfAttention)
     assert block.backend.name == attention and block.heads.kind == heads and block.mask.kind == mask
     with torch.no_grad():
@@ -60,7 +60,7 @@ def test_demo_console_script_from_another_folder(tmp_path):
     """The installed console script finds conf/ from any folder and writes its pictures."""
     script = Path(sys.executable).with_name("andrea-demo")
     result = subprocess.run(
-        [str(script), "attention=eager", "mask=prefix_lm", "model.attention.mask.prefix_len=3", "heads=mqa",
+        [str(script), "attention=eager", "mask=prefix_lm", "mask.prefix_len=3", "heads=mqa",
          "seq_len=6", f"hydra.run.dir={tmp_path}/run"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

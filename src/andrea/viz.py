@@ -25,12 +25,19 @@ def save_attention_grid(weights: Tensor, path: str | Path, title: str = "", colu
     n_head = weights.shape[0]
     columns = min(columns, n_head)
     rows = -(-n_head // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(2.6 * columns + 0.8, 2.6 * rows), squeeze=False, dpi=100)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(2.4 * columns + 1.0, 2.4 * rows + 0.4), squeeze=False, dpi=100, layout="constrained"
+    )
     for h, ax in enumerate(axes.flat):
-        ax.set_axis_off()
-        if h < n_head:
-            image = ax.imshow(weights[h].float().cpu().numpy(), cmap="viridis", vmin=0, vmax=1)
-            ax.set_title(f"head {h}", fontsize=9)
+        if h >= n_head:
+            ax.set_axis_off()
+            continue
+        image = ax.imshow(weights[h].float().cpu().numpy(), cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_title(f"head {h}", fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    axes[0, 0].set_xlabel("key")
+    axes[0, 0].set_ylabel("query")
     fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     if title:
         fig.suptitle(title, fontsize=10)

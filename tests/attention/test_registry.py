@@ -9,9 +9,9 @@ import torch
 from andrea.attention import (
     MultiHeadSelfAttention,
     UnsupportedAttentionError,
-    backends,
+    backend_registry,
     get_backend,
-    masks,
+    mask_registry,
     parse_mask,
 )
 
@@ -67,15 +67,15 @@ def plugin(tmp_path, monkeypatch):
         )
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    backends.refresh(), masks.refresh()
+    backend_registry.refresh(), mask_registry.refresh()
     yield
-    backends.refresh(), masks.refresh()
+    backend_registry.refresh(), mask_registry.refresh()
     sys.modules.pop("zoo_plugin", None)
 
 
 def test_builtin_names():
-    assert {"naive", "eager", "sdpa", "flex"} <= set(backends.names())
-    assert {"causal", "none", "sliding_window", "prefix_lm", "padding", "document"} <= set(masks.names())
+    assert {"naive", "eager", "sdpa", "flex"} <= set(backend_registry.names())
+    assert {"causal", "none", "sliding_window", "prefix_lm", "padding", "document"} <= set(mask_registry.names())
 
 
 def test_unknown_backend_lists_the_available_ones():
@@ -91,7 +91,7 @@ def test_unknown_backend_option():
 
 
 def test_plugin_backend_runs_through_the_whole_block(plugin):
-    assert "causal_only" in backends.names()
+    assert "causal_only" in backend_registry.names()
     plugin_block = MultiHeadSelfAttention(32, 4, 2, backend="causal_only", max_context=16)
     reference = MultiHeadSelfAttention(32, 4, 2, backend="naive", max_context=16)
     reference.load_state_dict(plugin_block.state_dict())
@@ -124,10 +124,10 @@ def test_plugin_may_not_shadow_a_builtin(tmp_path, monkeypatch):
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: shadow\nVersion: 0.1\n")
     (dist_info / "entry_points.txt").write_text("[andrea.attention_backends]\nsdpa = shadow:Fake\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    backends.refresh()
+    backend_registry.refresh()
     try:
         with pytest.raises(ValueError, match="plugin\\(s\\) sdpa reuse a built-in name"):
-            backends.names()
+            backend_registry.names()
     finally:
         monkeypatch.undo()
-        backends.refresh()
+        backend_registry.refresh()

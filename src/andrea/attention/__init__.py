@@ -1,4 +1,4 @@
-"""The attention zoo: one contract, interchangeable backends, masks and head configs."""
+"""The attention zoo: one contract, interchangeable backends, masks and head configurations."""
 
 from andrea.attention.block import MultiHeadSelfAttention
 from andrea.attention.contract import (
@@ -18,7 +18,7 @@ from andrea.attention.masks import (
     PrefixLM,
     SlidingWindow,
 )
-from andrea.attention.registry import backends, get_backend, get_mask, masks, parse_mask
+from andrea.attention.registry import backend_registry, get_backend, get_mask, mask_registry, parse_mask
 
 __all__ = [
     "AttentionBackend",
@@ -34,12 +34,12 @@ __all__ = [
     "SlidingWindow",
     "UnsupportedAttentionError",
     "attention_weights",
-    "backends",
+    "backend_registry",
     "get_backend",
     "get_mask",
     "gqa",
     "masked_softmax",
-    "masks",
+    "mask_registry",
     "mha",
     "mqa",
     "parse_mask",

@@ -178,7 +178,7 @@ def check_shapes(q: Tensor, k: Tensor, v: Tensor) -> None:
 
 def _alternatives(accepts) -> str:
     """The registered backends whose capabilities satisfy `accepts`, for error messages."""
-    from andrea.attention.registry import backends
+    from andrea.attention.registry import backend_registry
 
-    names = [name for name in backends.names() if accepts(backends.load(name).capabilities)]
+    names = [name for name in backend_registry.names() if accepts(backend_registry.load(name).capabilities)]
     return "attention backend " + " / ".join(names) if names else "another attention backend"

@@ -57,7 +57,7 @@ class Registry:
         return plugins[name].load()
 
 
-backends = Registry(
+backend_registry = Registry(
     "attention backend",
     "andrea.attention_backends",
     {
@@ -68,7 +68,7 @@ backends = Registry(
     },
 )
 
-masks = Registry(
+mask_registry = Registry(
     "mask strategy",
     "andrea.attention_masks",
     {
@@ -84,7 +84,7 @@ masks = Registry(
 
 def get_backend(name: str, **options: Any):
     """An attention backend instance by registry name, e.g. get_backend("flex", compile=True)."""
-    cls = backends.load(name)
+    cls = backend_registry.load(name)
     try:
         return cls(**options)
     except TypeError as err:
@@ -93,7 +93,7 @@ def get_backend(name: str, **options: Any):
 
 def get_mask(name: str, **params: Any):
     """A mask strategy instance by registry name, e.g. get_mask("sliding_window", window=64)."""
-    cls = masks.load(name)
+    cls = mask_registry.load(name)
     try:
         return cls(**params)
     except TypeError as err:

@@ -1,7 +1,7 @@
 """andrea-demo: one attention block, composed by Hydra, run on every backend side by side.
 
     andrea-demo                                   # sdpa, causal, MHA
-    andrea-demo mask=sliding_window model.attention.mask.window=4 heads=gqa
+    andrea-demo mask=sliding_window mask.window=4 heads=gqa
     andrea-demo --cfg job                         # show the composed config
 
 Prints how far each backend is from `naive` on the same weights and input, one
@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from andrea.attention import MultiHeadSelfAttention, backends
+from andrea.attention import MultiHeadSelfAttention, backend_registry
 from andrea.viz import save_attention_grid, weights_as_text
 
 
@@ -30,12 +30,12 @@ from andrea.viz import save_attention_grid, weights_as_text
 def main(cfg: DictConfig) -> None:
     console = Console()
     torch.manual_seed(cfg.seed)
-    block: MultiHeadSelfAttention = instantiate(cfg.model.attention)
+    block: MultiHeadSelfAttention = instantiate(cfg.block)
     x = torch.randn(1, cfg.seq_len, block.d_model)
     console.print(f"[bold]block[/bold] {block.extra_repr()}")
 
     results = {}  # backend -> (output, weights, milliseconds)
-    for name in backends.names():
+    for name in backend_registry.names():
         other = MultiHeadSelfAttention(
             block.d_model, block.heads.n_head, block.heads.n_kv_head, backend=name,
             mask=block.mask, max_context=block.max_context,

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 
-from andrea.attention import masks, parse_mask
+from andrea.attention import mask_registry, parse_mask
 from andrea.attention.masks.draw import mask_as_text
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="andrea-show-mask", description=__doc__.split("\n\n")[0])
-    parser.add_argument("expression", help=f"a mask expression over: {', '.join(masks.names())}")
+    parser.add_argument("expression", help=f"a mask expression over: {', '.join(mask_registry.names())}")
     parser.add_argument("--length", type=int, default=16, help="sequence length to draw (default 16)")
     parser.add_argument("-o", "--output", help="PNG file to write (default: <mask name>.png)")
     args = parser.parse_args(argv)

@@ -1,0 +1,46 @@
+"""andrea-train: the Hydra app that trains any model of the zoo.
+
+    andrea-train                                   # the repetition task, sdpa, causal, MHA, on CPU
+    andrea-train experiment=lookback attention=eager heads=gqa
+    andrea-train -m attention=naive,eager,sdpa heads=mha,gqa
+    andrea-train --help | --cfg job | -m ... | --shell-completion install=bash
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from andrea.config import ConfigError
+
+
+@hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    from andrea.pipeline import train  # imported here: Lightning takes seconds to import
+
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # a deprecation inside Lightning itself
+    # `import lightning` adds a console handler of its own; Hydra's root handlers already print
+    # (and file) every record, so keep one copy of each line.
+    lightning_logger = logging.getLogger("lightning")
+    for handler in list(lightning_logger.handlers):
+        lightning_logger.removeHandler(handler)
+
+    try:
+        result = train(cfg)
+    except ConfigError as err:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise  # the job is marked failed in the sweep summary
+        print(f"andrea-train: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    metric = cfg.get("optimized_metric")
+    return result.get(metric.replace("/", "_")) if metric else None
+
+
+if __name__ == "__main__":
+    main()

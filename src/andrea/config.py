@@ -1,0 +1,118 @@
+"""One validation step for a composed training config, run before anything is built.
+
+Every refusal is one line that names the config key and how to fix it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from andrea.attention import HeadConfig, backend_registry, get_backend
+
+
+class ConfigError(ValueError):
+    """A composed config that cannot run."""
+
+
+def _hydra():
+    try:
+        return HydraConfig.get()
+    except ValueError:  # composed without a Hydra run (tests, notebooks)
+        return None
+
+
+def sweep_group() -> str | None:
+    """The sweep's folder name in a multirun (one logger group per sweep), else None."""
+    hydra = _hydra()
+    return Path(hydra.sweep.dir).name if hydra and hydra.mode == RunMode.MULTIRUN else None
+
+
+def run_name() -> str | None:
+    """A logger run name: the job's overrides in a multirun, else the run folder's name."""
+    hydra = _hydra()
+    if hydra is None:
+        return None
+    if hydra.mode == RunMode.MULTIRUN:
+        return f"{hydra.job.num}:{hydra.job.override_dirname or 'defaults'}"
+    output_dir = OmegaConf.select(hydra, "runtime.output_dir", throw_on_missing=False)
+    return Path(output_dir).name if output_dir else None
+
+
+for _name, _fn in (("andrea.sweep_group", sweep_group), ("andrea.run_name", run_name)):
+    if not OmegaConf.has_resolver(_name):
+        OmegaConf.register_new_resolver(_name, _fn)
+
+
+def _get(cfg: DictConfig, key: str, default=None):
+    return OmegaConf.select(cfg, key, default=default)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Refuse an impossible config with a one-line ConfigError naming the key."""
+    try:
+        _validate(cfg)
+    except ConfigError:
+        raise
+    except ValueError as err:  # the zoo's own one-line messages already name the key
+        raise ConfigError(str(err).splitlines()[0]) from None
+
+
+def _validate(cfg: DictConfig) -> None:
+    net = _get(cfg, "model.net")
+    if net is None:
+        raise ConfigError("model.net is missing: choose a model, e.g. model=toy")
+    data = instantiate(cfg.data)  # checks data.* sizes; builds no tensors yet
+    seq_len = data.seq_len
+    if _get(cfg, "model.net.max_context", seq_len) < seq_len:
+        raise ConfigError(f"data.seq_len={seq_len} exceeds model.net.max_context={net.max_context}; raise max_context")
+    if _get(cfg, "model.optimizer.lr", 1.0) <= 0:
+        raise ConfigError(f"model.optimizer.lr={cfg.model.optimizer.lr} must be > 0")
+    for key in ("trainer.max_epochs", "trainer.max_steps"):
+        value = _get(cfg, key)
+        if value is not None and value == 0:
+            raise ConfigError(f"{key}=0 trains nothing; give a positive number (-1 for no limit on max_steps)")
+    mode = _get(cfg, "logger.wandb.mode")
+    if mode is not None and mode not in ("online", "offline", "disabled"):
+        raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
+    if _get(cfg, "model.net.attention") is None:
+        return  # the no-attention ablation: nothing below applies
+    _validate_attention(cfg, seq_len)
+
+
+def _validate_attention(cfg: DictConfig, seq_len: int) -> None:
+    d_model = _get(cfg, "model.net.d_model")
+    heads = HeadConfig(cfg.heads.n_head, cfg.heads.n_kv_head)  # heads.n_kv_head must divide heads.n_head
+    if not isinstance(d_model, int) or d_model <= 0:
+        raise ConfigError(f"model.net.d_model={d_model!r} must be a positive integer")
+    if d_model % heads.n_head:
+        raise ConfigError(
+            f"model.net.d_model={d_model} is not divisible by heads.n_head={heads.n_head}; "
+            f"choose n_head among {[h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]}"
+        )
+    name = cfg.attention.backend
+    if name not in backend_registry.names():
+        raise ConfigError(f"attention.backend={name!r} is unknown; available: {', '.join(backend_registry.names())}")
+    backend = get_backend(name, **(_get(cfg, "attention.options") or {}))
+    mask = instantiate(cfg.mask)  # mask.window, mask.prefix_len, ... are checked by the mask itself
+    for key in ("window", "prefix_len"):
+        value = _get(cfg, f"mask.{key}")
+        if value is not None and value > seq_len:
+            raise ConfigError(
+                f"mask.{key}={value} is wider than the context data.seq_len={seq_len}; "
+                f"use a value <= {seq_len} (a window that covers the whole context is mask=causal)"
+            )
+    accelerator = _get(cfg, "trainer.accelerator", "cpu")
+    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    if on_cpu and not backend.capabilities.cpu_backward:
+        trainable = [n for n in backend_registry.names() if backend_registry.load(n).capabilities.cpu_backward]
+        raise ConfigError(
+            f"attention={name} cannot train on CPU (no backward there); "
+            f"use attention={' / '.join(trainable)} or trainer=gpu"
+        )
+    backend.check(mask=mask, n_head=heads.n_head, n_kv_head=heads.n_kv_head, device="cpu", needs_grad=False)

@@ -1,0 +1,134 @@
+"""Synthetic tasks whose answer is known, so what the heads learn can be checked.
+
+Every task makes rows of `seq_len` input ids and `seq_len` labels (IGNORE_INDEX
+where nothing can be predicted), seeded and split into train and validation.
+
+- repetition (SPEC §5): each row is one random id repeated; the label is the
+  next id. The current token alone predicts the next, so attention is NOT
+  needed (train `model.net.attention=null` to see it learn as fast).
+- lookback(k): random ids; the label at t is the id k positions back. Only
+  attention can fetch it; the oracle head attends from t to t - k.
+- induction: a random block of distinct ids, repeated to fill the row, with a
+  period drawn per row; the label is the next id, scored once the current id
+  has occurred before. The oracle head attends to the token after the previous
+  occurrence of the current token (t - period + 1), which needs two layers.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+
+IGNORE_INDEX = -100
+
+
+class TokenRows(Dataset):
+    def __init__(self, input_ids: Tensor, labels: Tensor):
+        self.input_ids, self.labels = input_ids, labels
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def __getitem__(self, index: int) -> dict[str, Tensor]:
+        return {"input_ids": self.input_ids[index], "labels": self.labels[index]}
+
+
+class SyntheticTaskDataModule(L.LightningDataModule):
+    """Base of the synthetic tasks: subclasses write `make_rows`."""
+
+    name = "synthetic"
+
+    def __init__(
+        self,
+        vocab_size: int = 64,
+        seq_len: int = 32,
+        num_train: int = 4096,
+        num_val: int = 512,
+        batch_size: int = 64,
+        seed: int = 0,
+        num_workers: int = 0,
+    ):
+        super().__init__()
+        for key, value in (("vocab_size", vocab_size), ("seq_len", seq_len), ("num_train", num_train),
+                           ("num_val", num_val), ("batch_size", batch_size)):  # fmt: skip
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"data.{key}={value!r} must be a positive integer")
+        self.vocab_size, self.seq_len = vocab_size, seq_len
+        self.num_train, self.num_val, self.batch_size = num_train, num_val, batch_size
+        self.seed, self.num_workers = seed, num_workers
+        self.train_set: TokenRows | None = None
+        self.val_set: TokenRows | None = None
+
+    def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """(n, seq_len) input ids and (n, seq_len) labels."""
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is None:
+            generator = torch.Generator().manual_seed(self.seed)
+            input_ids, labels = self.make_rows(self.num_train + self.num_val, generator)
+            n = self.num_train
+            self.train_set = TokenRows(input_ids[:n], labels[:n])
+            self.val_set = TokenRows(input_ids[n:], labels[n:])
+
+    def train_dataloader(self) -> DataLoader:
+        generator = torch.Generator().manual_seed(self.seed)
+        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, generator=generator,
+                          num_workers=self.num_workers, drop_last=True)  # fmt: skip
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers)
+
+    def probe_batch(self, n: int = 4) -> dict[str, Tensor]:
+        """A few fixed validation rows, for attention maps and head-role metrics."""
+        self.setup()
+        return {"input_ids": self.val_set.input_ids[:n], "labels": self.val_set.labels[:n]}
+
+
+class RepetitionDataModule(SyntheticTaskDataModule):
+    name = "repetition"
+
+    def make_rows(self, n, generator):
+        ids = torch.randint(self.vocab_size, (n, 1), generator=generator).expand(n, self.seq_len + 1)
+        return ids[:, :-1].clone(), ids[:, 1:].clone()  # labels: the next id
+
+
+class LookbackDataModule(SyntheticTaskDataModule):
+    name = "lookback"
+
+    def __init__(self, k: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(k, int) or not 0 < k < self.seq_len:
+            raise ValueError(f"data.k={k!r} must be an integer in [1, data.seq_len - 1 = {self.seq_len - 1}]")
+        self.k = k
+
+    def make_rows(self, n, generator):
+        ids = torch.randint(self.vocab_size, (n, self.seq_len), generator=generator)
+        labels = torch.full_like(ids, IGNORE_INDEX)
+        labels[:, self.k :] = ids[:, : -self.k]  # label at t: the id at t - k
+        return ids, labels
+
+
+class InductionDataModule(SyntheticTaskDataModule):
+    name = "induction"
+
+    def __init__(self, min_period: int = 6, max_period: int = 12, **kwargs):
+        super().__init__(**kwargs)
+        if not 2 <= min_period <= max_period or 2 * max_period > self.seq_len or max_period > self.vocab_size:
+            raise ValueError(
+                f"data.min_period={min_period}, data.max_period={max_period}: need 2 <= min_period <= max_period, "
+                f"2 * max_period <= data.seq_len={self.seq_len} and max_period <= data.vocab_size={self.vocab_size}"
+            )
+        self.min_period, self.max_period = min_period, max_period
+
+    def make_rows(self, n, generator):
+        periods = torch.randint(self.min_period, self.max_period + 1, (n, 1), generator=generator)
+        # distinct ids per block (a random permutation's prefix), so a previous occurrence is unique
+        blocks = torch.rand(n, self.vocab_size, generator=generator).argsort(dim=-1)
+        positions = torch.arange(self.seq_len + 1).unsqueeze(0) % periods  # (n, seq_len + 1)
+        ids = blocks.gather(1, positions)
+        labels = ids[:, 1:].clone()
+        labels[torch.arange(self.seq_len).unsqueeze(0) < periods] = IGNORE_INDEX  # current id not seen before
+        return ids[:, :-1].clone(), labels

@@ -1,0 +1,123 @@
+"""Callbacks that put attention on the dashboard: maps, head-role metrics, run statistics."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+
+from andrea.metrics import HEAD_ROLES
+from andrea.viz import save_attention_grid
+
+
+class AttentionMaps(L.Callback):
+    """Every `every_n_steps` optimisation steps and at the end of training: run the model on
+    a few fixed validation rows, draw each chosen layer's heads as a heatmap grid (PNG in
+    `<run dir>/attention_maps/`, and to every logger that shows images), and log the
+    head-role metrics of every layer and head."""
+
+    def __init__(
+        self,
+        every_n_steps: int = 50,
+        layers: list[int] | None = None,
+        probe_rows: int = 8,
+        dirname: str = "attention_maps",
+    ):
+        if every_n_steps <= 0:
+            raise ValueError(f"callbacks.attention_maps.every_n_steps={every_n_steps} must be a positive integer")
+        self.every_n_steps, self.layers, self.probe_rows, self.dirname = every_n_steps, layers, probe_rows, dirname
+        self.out_dir: Path | None = None
+        self.last_step = -1
+        self.written: list[str] = []
+        self.scores: dict[str, float] = {}
+
+    def setup(self, trainer, pl_module, stage):
+        self.out_dir = Path(trainer.default_root_dir) / self.dirname
+
+    def on_train_start(self, trainer, pl_module):
+        self.record(trainer, pl_module)  # the untrained heads, to compare against
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step % self.every_n_steps == 0:
+            self.record(trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module):
+        self.record(trainer, pl_module)
+
+    @torch.no_grad()
+    def record(self, trainer, pl_module) -> None:
+        step = trainer.global_step
+        if step == self.last_step or not trainer.is_global_zero:
+            return
+        self.last_step = step
+        probe = trainer.datamodule.probe_batch(self.probe_rows)
+        input_ids = probe["input_ids"].to(pl_module.device)
+        was_training = pl_module.training
+        pl_module.eval()
+        _, weights = pl_module.net(input_ids, return_weights=True)  # one (B, H, T, T) per layer
+        pl_module.train(was_training)
+        if not weights:  # a model without attention (the ablation): nothing to draw
+            return
+        self._log_scores(trainer, weights, input_ids.cpu(), step)
+        layers = range(len(weights)) if self.layers is None else self.layers
+        for layer in layers:
+            path = self.out_dir / f"layer{layer}_step{step:06d}.png"
+            mask_name = pl_module.net.attention[layer].mask.name
+            save_attention_grid(weights[layer][0].cpu(), path, title=f"layer {layer} · step {step} · {mask_name}")
+            self.written.append(str(path))
+            for logger in trainer.loggers:
+                _log_image(logger, f"attention/layer{layer}", path, step)
+
+    def _log_scores(self, trainer, weights, input_ids, step) -> None:
+        weights = [w.cpu() for w in weights]
+        scores = {}
+        for role, metric_class in HEAD_ROLES.items():
+            metric = metric_class(len(weights), weights[0].shape[1])
+            metric.update(weights, input_ids)
+            for (layer, head), value in _enumerate_2d(metric.compute()):
+                scores[f"heads/{role}/L{layer}H{head}"] = value
+        self.scores = scores
+        for logger in trainer.loggers:
+            logger.log_metrics(scores, step=step)
+
+
+class RunStats(L.Callback):
+    """Training throughput: tokens/s every step (logged) and over the whole fit."""
+
+    def __init__(self):
+        self.tokens = 0
+        self.train_seconds = 0.0
+        self._batch_start = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.train_seconds if self.train_seconds else 0.0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self._batch_start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        seconds = time.perf_counter() - self._batch_start
+        tokens = batch["input_ids"].numel() * trainer.world_size
+        self.tokens += tokens
+        self.train_seconds += seconds
+        pl_module.log("train/tokens_per_s", tokens / max(seconds, 1e-9), on_step=True, on_epoch=False)
+
+
+def _enumerate_2d(values: torch.Tensor):
+    for layer in range(values.shape[0]):
+        for head in range(values.shape[1]):
+            yield (layer, head), float(values[layer, head])
+
+
+def _log_image(logger, key: str, path: Path, step: int) -> None:
+    if isinstance(logger, WandbLogger):
+        logger.log_image(key=key, images=[str(path)], step=step)
+    elif isinstance(logger, TensorBoardLogger):
+        import matplotlib.pyplot as plt
+
+        image = plt.imread(path)[..., :3]  # (H, W, 3) floats in [0, 1]
+        logger.experiment.add_image(key, image, global_step=step, dataformats="HWC")

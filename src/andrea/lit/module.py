@@ -1,0 +1,65 @@
+"""LanguageModelModule: next-token (or per-position) cross-entropy for any model of the zoo."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import lightning as L
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+from andrea.data.tasks import IGNORE_INDEX
+
+
+class LanguageModelModule(L.LightningModule):
+    """Wraps `net` (idx (B, T) -> logits (B, T, V), weights) with loss, metrics and optimisation.
+
+    optimizer: a partial taking `params` (Hydra `_partial_: true`), e.g. AdamW with its lr.
+    scheduler: an optional partial taking `optimizer`, stepped every optimisation step.
+    """
+
+    def __init__(
+        self,
+        net: nn.Module,
+        optimizer: Callable,
+        scheduler: Callable | None = None,
+    ):
+        super().__init__()
+        self.net = net
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        vocab_size = net.vocab_size
+        self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
+        self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
+        self.val_loss = MeanMetric()
+
+    def forward(self, input_ids):
+        return self.net(input_ids)[0]
+
+    def _loss(self, batch):
+        logits = self(batch["input_ids"])  # (B, T, V)
+        labels = batch["labels"]  # (B, T), IGNORE_INDEX where nothing is predicted
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+        return loss, logits.flatten(0, 1), labels.flatten()
+
+    def training_step(self, batch, batch_idx):
+        loss, logits, labels = self._loss(batch)
+        self.train_acc(logits, labels)
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True)
+        self.log("train/acc", self.train_acc, on_step=True, on_epoch=True, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        loss, logits, labels = self._loss(batch)
+        self.val_loss(loss, weight=(labels != IGNORE_INDEX).sum())
+        self.val_acc(logits, labels)
+        self.log("val/loss", self.val_loss, on_epoch=True, prog_bar=True)
+        self.log("val/acc", self.val_acc, on_epoch=True, prog_bar=True)
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer_factory(params=self.parameters())
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = self.scheduler_factory(optimizer=optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

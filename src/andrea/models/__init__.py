@@ -1,0 +1,1 @@
+"""Models built around the attention zoo."""

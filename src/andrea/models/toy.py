@@ -1,0 +1,66 @@
+"""The lesson's toy model (SPEC §5): token + position embeddings, attention, LM head.
+
+    idx (B, T) -> embeddings (B, T, D) -> n_layer x [x + attention(norm(x))] -> norm -> logits (B, T, V)
+
+Attention only, no MLP: whatever the model learns beyond the current token, it
+learns through its heads. `attention=None` removes every attention block, the
+ablation that shows the repetition task does not need attention.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from andrea.attention import MultiHeadSelfAttention
+
+POSITIONS = ("learned", "none")
+
+
+class ToyModel(nn.Module):
+    def __init__(
+        self,
+        vocab_size: int,
+        max_context: int,
+        d_model: int = 32,
+        n_layer: int = 1,
+        attention: dict[str, Any] | None = None,
+        position: str = "learned",
+    ):
+        super().__init__()
+        if position not in POSITIONS:
+            raise ValueError(f"position.kind={position!r} is not one of {', '.join(POSITIONS)} for the toy model")
+        self.vocab_size, self.max_context = vocab_size, max_context
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.position_embedding = nn.Embedding(max_context, d_model) if position == "learned" else None
+        blocks = [] if attention is None else range(n_layer)
+        self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in blocks)
+        self.attention = nn.ModuleList(
+            MultiHeadSelfAttention(d_model, max_context=max_context, **attention) for _ in blocks
+        )
+        self.final_norm = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.attention)
+
+    def forward(self, idx: Tensor, return_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, T) weight tensor per layer."""
+        B, T = idx.shape
+        if T > self.max_context:
+            raise ValueError(f"sequence length {T} exceeds the model's max_context={self.max_context}")
+        x = self.token_embedding(idx)  # (B, T, D)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(T, device=idx.device))  # (T, D) broadcast over B
+        weights = []
+        for norm, attention in zip(self.norms, self.attention):
+            if return_weights:
+                y, w = attention(norm(x), return_weights=True)
+                weights.append(w)
+            else:
+                y = attention(norm(x))
+            x = x + y  # residual
+        return self.lm_head(self.final_norm(x)), weights  # (B, T, V)

@@ -1,0 +1,106 @@
+"""train(cfg): validate, build, fit, validate, summarise. The Hydra app in cli/train.py wraps it."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import lightning as L
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import LearningRateMonitor
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from andrea.config import validate
+from andrea.lit.callbacks import AttentionMaps, RunStats
+
+RESULT_FILE = "result.json"
+
+
+def _instantiate_all(group: DictConfig | None) -> list:
+    """Every entry of a group of named objects (callbacks, loggers) that has a `_target_`."""
+    if not group:
+        return []
+    return [instantiate(node) for node in group.values() if node is not None and "_target_" in node]
+
+
+def train(cfg: DictConfig) -> dict:
+    """Run one training job; returns (and writes to <run dir>/result.json) its summary."""
+    start = time.perf_counter()
+    validate(cfg)  # before anything is built
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule = instantiate(cfg.data)
+    module = instantiate(cfg.model)
+    loggers = _instantiate_all(cfg.get("logger"))
+    callbacks = _instantiate_all(cfg.get("callbacks"))
+    if not loggers:  # logger=none: Lightning refuses a LearningRateMonitor with nothing to log to
+        callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    run_dir = Path(trainer.default_root_dir)
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        fitted = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if cfg.get("validate") else {}
+        result = _summary(cfg, trainer, {**fitted, **final}, time.perf_counter() - start, run_dir)
+        if trainer.is_global_zero:
+            (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
+            _print_summary(result)
+        return result
+    finally:
+        _finish_loggers(loggers)
+
+
+def _summary(cfg, trainer, metrics, wall_s, run_dir) -> dict:
+    stats = next((c for c in trainer.callbacks if isinstance(c, RunStats)), None)
+    maps = next((c for c in trainer.callbacks if isinstance(c, AttentionMaps)), None)
+    return {
+        "status": "completed",
+        "overrides": _overrides(),
+        "train_loss": metrics.get("train/loss_epoch"),
+        "train_acc": metrics.get("train/acc_epoch"),
+        "val_loss": metrics.get("val/loss"),
+        "val_acc": metrics.get("val/acc"),
+        "tokens_per_s": stats.tokens_per_s if stats else None,
+        "wall_s": wall_s,
+        "global_step": trainer.global_step,
+        "epochs": trainer.current_epoch,
+        "run_dir": str(run_dir),
+        "attention_maps": str(maps.out_dir) if maps and maps.written else None,
+        "head_roles": maps.scores if maps else {},
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }
+
+
+def _overrides() -> list[str]:
+    from andrea.config import _hydra
+
+    hydra = _hydra()
+    return list(hydra.overrides.task) if hydra else []
+
+
+def _print_summary(result: dict) -> None:
+    def fmt(value):
+        return "-" if value is None else f"{value:.4f}"
+
+    console = Console()
+    console.print(
+        f"[bold]done[/bold] in {result['wall_s']:.1f} s: train loss {fmt(result['train_loss'])}, "
+        f"val loss {fmt(result['val_loss'])}, val acc {fmt(result['val_acc'])}, "
+        f"{result['tokens_per_s'] or 0:,.0f} tokens/s"
+    )
+    console.print(f"run dir: {result['run_dir']}")
+    if result["attention_maps"]:
+        console.print(f"attention maps: {result['attention_maps']}")
+
+
+def _finish_loggers(loggers: list) -> None:
+    """Close every logger run, so the next job in this process starts a run of its own."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    for logger in loggers:
+        logger.finalize("success")
+    if any(isinstance(logger, WandbLogger) for logger in loggers):
+        import wandb
+
+        wandb.finish()

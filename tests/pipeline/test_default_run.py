@@ -1,0 +1,84 @@
+"""The default run end to end, read back from what it wrote: wandb's offline run, PNGs, checkpoints."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from ..wandb_reader import history, run_info
+from .conftest import compose_train
+
+
+def test_loss_falls_below_one_within_three_epochs(default_run):
+    result, _ = default_run
+    assert result["status"] == "completed" and result["epochs"] == 3
+    assert result["val_loss"] < 1.0 and result["train_loss"] < 1.0
+    assert result["val_acc"] > 0.9
+
+
+def test_wandb_history_has_every_step(default_run):
+    result, run_dir = default_run
+    rows = history(run_dir)
+    losses = [row["train/loss_step"] for row in rows if "train/loss_step" in row]
+    rates = [row for row in rows if any(key.startswith("lr-") for key in row)]
+    accuracies = [row["train/acc_step"] for row in rows if "train/acc_step" in row]
+    assert len(losses) == len(accuracies) == len(rates) == result["global_step"] == 3 * 4096 // 64
+    assert abs(losses[0] - math.log(64)) < 0.5  # starts near chance
+    assert losses[-1] < 1.0
+    assert sum(losses[-10:]) < sum(losses[:10])
+    val_losses = [row["val/loss"] for row in rows if "val/loss" in row]
+    assert len(val_losses) >= 3 and val_losses[-1] == pytest.approx(result["val_loss"], rel=1e-5)
+
+
+def test_wandb_run_is_offline_and_finished(default_run):
+    import wandb
+
+    _, run_dir = default_run
+    assert run_info(run_dir).project == "andrea"
+    assert wandb.run is None  # wandb.finish() was called, the next job gets a run of its own
+
+
+def test_attention_maps_as_png_and_on_the_dashboard(default_run):
+    result, run_dir = default_run
+    pngs = sorted((run_dir / "attention_maps").glob("layer0_step*.png"))
+    steps = [int(p.stem.split("step")[1]) for p in pngs]
+    assert steps[0] == 0 and steps[-1] == result["global_step"] and 50 in steps
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    logged = [row for row in history(run_dir) if "attention/layer0/filenames" in row]
+    assert len(logged) == len(pngs)
+    media = run_dir.glob("wandb/offline-run-*/files/" + logged[-1]["attention/layer0/filenames"][0])
+    assert next(media).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_head_role_metrics_are_logged(default_run):
+    result, run_dir = default_run
+    last = [row for row in history(run_dir) if "heads/previous_token/L0H0" in row][-1]
+    for role in ("entropy", "previous_token", "first_token", "induction"):
+        for head in range(4):
+            assert f"heads/{role}/L0H{head}" in last
+    assert result["head_roles"]["heads/entropy/L0H0"] == pytest.approx(last["heads/entropy/L0H0"])
+
+
+def test_checkpoints_last_and_best(default_run):
+    _, run_dir = default_run
+    names = sorted(p.name for p in (run_dir / "checkpoints").glob("*.ckpt"))
+    assert "last.ckpt" in names and len(names) == 2
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert checkpoint["global_step"] == 192
+
+
+def test_result_file(default_run):
+    result, run_dir = default_run
+    written = json.loads((run_dir / "result.json").read_text())
+    assert written["val_loss"] == result["val_loss"] and written["tokens_per_s"] > 0
+    assert written["config"]["attention"]["backend"] == "sdpa"
+
+
+def test_resume_from_last_checkpoint(default_run, tmp_path):
+    from andrea.pipeline import train
+
+    _, run_dir = default_run
+    overrides = ["logger=none", "trainer.max_epochs=4", f"ckpt_path={run_dir}/checkpoints/last.ckpt"]
+    resumed = train(compose_train(tmp_path, overrides))
+    assert resumed["epochs"] == 4 and resumed["global_step"] == 4 * 4096 // 64  # one more epoch, not four
