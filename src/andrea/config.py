@@ -9,8 +9,9 @@ from pathlib import Path
 
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.types import RunMode
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from andrea.attention import HeadConfig, backend_registry, get_backend
@@ -59,6 +60,9 @@ def validate(cfg: DictConfig) -> None:
         _validate(cfg)
     except ConfigError:
         raise
+    except InstantiationException as err:  # Hydra wraps what the constructor raised
+        cause = err.__cause__ if isinstance(err.__cause__, ValueError) else err
+        raise ConfigError(str(cause).splitlines()[0]) from None
     except ValueError as err:  # the zoo's own one-line messages already name the key
         raise ConfigError(str(err).splitlines()[0]) from None
 
@@ -71,6 +75,9 @@ def _validate(cfg: DictConfig) -> None:
     seq_len = data.seq_len
     if _get(cfg, "model.net.max_context", seq_len) < seq_len:
         raise ConfigError(f"data.seq_len={seq_len} exceeds model.net.max_context={net.max_context}; raise max_context")
+    position, supported = _get(cfg, "position.kind"), getattr(get_class(net._target_), "positions", None)
+    if position is not None and supported is not None and position not in supported:
+        raise ConfigError(f"position.kind={position!r} is not one of {', '.join(supported)} for model.net={net._target_}")
     if _get(cfg, "model.optimizer.lr", 1.0) <= 0:
         raise ConfigError(f"model.optimizer.lr={cfg.model.optimizer.lr} must be > 0")
     for key in ("trainer.max_epochs", "trainer.max_steps"):

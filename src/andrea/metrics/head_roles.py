@@ -6,8 +6,8 @@ for every (layer, head), from the attention weights the model returns:
 - entropy: -sum_j A[t, j] log A[t, j] in nats; 0 = one key, log(t + 1) = uniform.
 - previous_token: A[t, t - 1], the mass on the immediately previous token.
 - first_token: A[t, 0] for t >= 1, the mass on the start of the sequence.
-- induction: A[t, j + 1] where j < t is the last earlier position holding the
-  same token as t: the mass on "what came after this token last time".
+- induction: sum of A[t, j + 1] over every earlier position j < t holding the
+  same token as t: the mass on "what came after this token before".
 
 Weights from any backend give the same numbers (the block returns the same
 (B, H, T, S) weights for all of them), so the metrics compare backends too.
@@ -72,14 +72,14 @@ class FirstTokenScore(HeadScore):
 
 class InductionScore(HeadScore):
     def query_scores(self, weights, input_ids):
-        B, H, T, _ = weights.shape
+        T = input_ids.shape[-1]
         positions = torch.arange(T, device=input_ids.device)
         same = input_ids.unsqueeze(2) == input_ids.unsqueeze(1)  # (B, T, T): token at j equals token at t
-        earlier = same & (positions.view(1, T, 1) > positions.view(1, 1, T))  # only j < t
-        last = torch.where(earlier, positions.view(1, 1, T), -1).amax(dim=-1)  # (B, T); -1: no earlier copy
-        target = (last + 1).clamp(max=T - 1)  # the position after it (<= t)
-        scores = weights.gather(-1, target.view(B, 1, T, 1).expand(B, H, T, 1)).squeeze(-1)  # (B, H, T)
-        return scores, last >= 0
+        earlier = same & (positions.view(1, T, 1) > positions.view(1, 1, T))  # ... and j < t
+        after_earlier = torch.zeros_like(earlier)
+        after_earlier[..., 1:] = earlier[..., :-1]  # key j + 1 for every earlier occurrence j
+        scores = (weights * after_earlier.unsqueeze(1)).sum(dim=-1)  # (B, H, T)
+        return scores, earlier.any(dim=-1)
 
 
 HEAD_ROLES: dict[str, type[HeadScore]] = {

@@ -16,10 +16,8 @@ from torch import Tensor, nn
 
 from andrea.attention import MultiHeadSelfAttention
 
-POSITIONS = ("learned", "none")
-
-
 class ToyModel(nn.Module):
+    positions = ("learned", "none")  # position.kind values it understands
     def __init__(
         self,
         vocab_size: int,
@@ -30,8 +28,8 @@ class ToyModel(nn.Module):
         position: str = "learned",
     ):
         super().__init__()
-        if position not in POSITIONS:
-            raise ValueError(f"position.kind={position!r} is not one of {', '.join(POSITIONS)} for the toy model")
+        if position not in self.positions:
+            raise ValueError(f"position.kind={position!r} is not one of {', '.join(self.positions)} for the toy model")
         self.vocab_size, self.max_context = vocab_size, max_context
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(max_context, d_model) if position == "learned" else None

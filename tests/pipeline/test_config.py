@@ -1,0 +1,100 @@
+"""Every experiment and every option of every group composes; impossible configs are refused
+with one line naming the key, before anything is built."""
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from andrea.config import ConfigError, validate
+
+from .conftest import compose_train, group_options
+
+GROUPS = ["data", "model", "attention", "mask", "heads", "position", "trainer", "logger", "callbacks", "debug"]
+OPTIONS = [(group, option) for group in GROUPS for option in group_options(group)]
+
+
+def composes_and_validates(tmp_path, overrides):
+    cfg = compose_train(tmp_path, overrides)
+    OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+    validate(cfg)
+    return cfg
+
+
+@pytest.mark.parametrize("group, option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_every_group_option(group, option, tmp_path):
+    overrides = [f"{group}={option}"]
+    if (group, option) == ("attention", "flex"):
+        with pytest.raises(ConfigError, match="attention=flex cannot train on CPU"):
+            composes_and_validates(tmp_path, overrides)
+        overrides.append("trainer=gpu")  # where Flex can train: composes and validates
+    composes_and_validates(tmp_path, overrides)  # raises if any key fails to resolve or validate
+
+
+@pytest.mark.parametrize("experiment", group_options("experiment"))
+def test_every_experiment(experiment, tmp_path):
+    cfg = composes_and_validates(tmp_path, [f"experiment={experiment}"])
+    assert cfg.task_name == experiment
+
+
+def test_hparams_search_optuna_composes(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the optional `sweep` extra is not installed")
+    with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
+        cfg = compose("train", overrides=["hparams_search=optuna"], return_hydra_config=True)
+    assert cfg.optimized_metric == "val/loss"
+    assert "OptunaSweeper" in cfg.hydra.sweeper._target_
+
+
+def test_groups_select_what_they_say(tmp_path):
+    cfg = compose_train(tmp_path, ["attention=eager", "heads=gqa", "mask=sliding_window", "mask.window=4"])
+    attention = cfg.model.net.attention
+    assert (attention.backend, attention.n_head, attention.n_kv_head, attention.mask.window) == ("eager", 4, 2, 4)
+
+
+REJECTED = [
+    (["model.net.d_model=30"], "model.net.d_model=30 is not divisible by heads.n_head=4"),
+    (["heads.n_kv_head=3"], "heads.n_kv_head=3 does not divide heads.n_head=4"),
+    (["heads.n_head=0"], "heads.n_head=0 must be a positive integer"),
+    (["attention.backend=fast"], "attention.backend='fast' is unknown; available: eager, flex, naive, sdpa"),
+    (["attention=flex"], "attention=flex cannot train on CPU (no backward there); use attention=eager / naive / sdpa or trainer=gpu"),
+    (["attention=sdpa", "+attention.options.compile=true"], "attention backend 'sdpa' does not take options \\['compile'\\]"),
+    (["mask=sliding_window", "mask.window=0"], "mask.window=0 must be a positive integer"),
+    (["mask=sliding_window", "mask.window=-3"], "mask.window=-3 must be a positive integer"),
+    (["mask=sliding_window", "mask.window=64"], "mask.window=64 is wider than the context data.seq_len=32"),
+    (["mask=prefix_lm", "mask.prefix_len=-1"], "mask.prefix_len=-1 must be an integer >= 0"),
+    (["data.seq_len=0"], "data.seq_len=0 must be a positive integer"),
+    (["data.batch_size=-2"], "data.batch_size=-2 must be a positive integer"),
+    (["data=lookback", "data.k=32"], "data.k=32 must be an integer in \\[1, data.seq_len - 1 = 31\\]"),
+    (["data=induction", "data.max_period=20"], "2 \\* max_period <= data.seq_len=32"),
+    (["model.net.max_context=16"], "data.seq_len=32 exceeds model.net.max_context=16"),
+    (["position=none", "position.kind=rotary"], "position.kind='rotary' is not one of learned, none"),
+    (["model.optimizer.lr=0"], "model.optimizer.lr=0 must be > 0"),
+    (["trainer.max_epochs=0"], "trainer.max_epochs=0 trains nothing"),
+    (["logger.wandb.mode=sometimes"], "logger.wandb.mode='sometimes' must be online, offline or disabled"),
+]
+
+
+@pytest.mark.parametrize("overrides, message", REJECTED, ids=[" ".join(o) for o, _ in REJECTED])
+def test_rejected(overrides, message, tmp_path):
+    cfg = compose_train(tmp_path, overrides)
+    with pytest.raises(ConfigError, match=message.replace("(", "\\(").replace(")", "\\)")) as refused:
+        validate(cfg)
+    assert "\n" not in str(refused.value)
+
+
+def test_unknown_keys_and_options_are_refused_by_hydra(tmp_path):
+    with pytest.raises(ConfigCompositionException, match="Could not override 'model.net.width'"):
+        compose_train(tmp_path, ["model.net.width=3"])
+    with pytest.raises(ConfigCompositionException, match="Could not find 'attention/fast'"):
+        compose_train(tmp_path, ["attention=fast"])
+
+
+def test_validation_builds_no_model(tmp_path, monkeypatch):
+    """The refusal comes before any module is constructed."""
+    from andrea.models import toy
+
+    built = []
+    monkeypatch.setattr(toy.ToyModel, "__init__", lambda *a, **k: built.append(1))
+    with pytest.raises(ConfigError):
+        validate(compose_train(tmp_path, ["heads.n_kv_head=3"]))
+    assert built == []

@@ -1,0 +1,39 @@
+"""Tasks where attention is the only route: a briefly trained model grows the oracle head.
+
+Chance levels (uniform causal attention over T=32): previous-token ~0.13,
+induction ~0.1. Measured here with these very runs (256 steps each, ~5 s): the
+best head's previous-token score on lookback(k=1) is 0.94 (val loss 0.015), and
+layer 1's best induction score 0.98 against layer 0's 0.11 (val loss 0.005),
+identical on every backend that trains on CPU. The thresholds leave a margin.
+"""
+
+import pytest
+
+from andrea.attention import backend_registry
+from andrea.pipeline import train
+
+from .conftest import compose_train
+
+TRAINABLE = [name for name in backend_registry.names() if backend_registry.load(name).capabilities.cpu_backward]
+
+
+def best(result, role, layer=None):
+    scores = {k: v for k, v in result["head_roles"].items() if k.startswith(f"heads/{role}/")}
+    if layer is not None:
+        scores = {k: v for k, v in scores.items() if f"/L{layer}H" in k}
+    return max(scores.values())
+
+
+@pytest.mark.parametrize("backend", TRAINABLE)
+def test_lookback_grows_a_previous_token_head(backend, tmp_path):
+    result = train(compose_train(tmp_path, ["experiment=lookback", f"attention={backend}", "logger=none"]))
+    assert result["val_loss"] < 0.1
+    assert best(result, "previous_token") > 0.8
+
+
+@pytest.mark.parametrize("backend", TRAINABLE)
+def test_induction_grows_an_induction_head(backend, tmp_path):
+    result = train(compose_train(tmp_path, ["experiment=induction", f"attention={backend}", "logger=none"]))
+    assert result["val_loss"] < 0.1
+    assert best(result, "induction", layer=1) > 0.8
+    assert best(result, "induction", layer=1) > 3 * best(result, "induction", layer=0)  # it is layer 1's job

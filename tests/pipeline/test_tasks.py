@@ -1,0 +1,58 @@
+"""The synthetic tasks: their rows, labels, seeding and split."""
+
+import pytest
+import torch
+
+from andrea.data import IGNORE_INDEX, InductionDataModule, LookbackDataModule, RepetitionDataModule
+
+
+def rows(module):
+    module.setup()
+    return module.train_set.input_ids, module.train_set.labels
+
+
+def test_repetition_rows_repeat_one_id():
+    ids, labels = rows(RepetitionDataModule(num_train=100, num_val=10))
+    assert ids.shape == labels.shape == (100, 32)
+    assert (ids == ids[:, :1]).all() and (labels == ids).all()  # the next id is the same id
+    assert ids.max() < 64 and len(ids[:, 0].unique()) > 30
+
+
+def test_lookback_labels_are_k_back():
+    ids, labels = rows(LookbackDataModule(k=3, num_train=50, num_val=10))
+    assert (labels[:, :3] == IGNORE_INDEX).all()
+    assert torch.equal(labels[:, 3:], ids[:, :-3])
+
+
+def test_induction_rows_are_periodic_with_distinct_blocks():
+    module = InductionDataModule(min_period=5, max_period=9, num_train=200, num_val=10)
+    ids, labels = rows(module)
+    for row, label in zip(ids, labels):
+        period = int((label == IGNORE_INDEX).sum())  # nothing is scored before the block repeats
+        assert 5 <= period <= 9
+        assert len(row[:period].unique()) == period  # distinct ids inside a block
+        assert torch.equal(row[period:], row[: 32 - period])  # then the block again
+        assert torch.equal(label[period:-1], row[period + 1 :])  # the label is the next id
+
+
+def test_seeded_and_split():
+    a, b = RepetitionDataModule(seed=1, num_train=64, num_val=16), RepetitionDataModule(seed=1, num_train=64, num_val=16)
+    assert torch.equal(rows(a)[0], rows(b)[0])
+    assert not torch.equal(rows(a)[0], rows(RepetitionDataModule(seed=2, num_train=64, num_val=16))[0])
+    assert len(a.val_set) == 16 and len(a.train_set) == 64
+    batch = next(iter(a.train_dataloader()))
+    assert batch["input_ids"].shape == (64, 32) and batch["labels"].shape == (64, 32)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: LookbackDataModule(k=0), "data.k=0 must be an integer in \\[1, data.seq_len - 1 = 31\\]"),
+        (lambda: InductionDataModule(min_period=1), "need 2 <= min_period"),
+        (lambda: InductionDataModule(max_period=70, seq_len=200), "max_period <= data.vocab_size=64"),
+        (lambda: RepetitionDataModule(vocab_size=0), "data.vocab_size=0 must be a positive integer"),
+    ],
+)
+def test_bad_task_parameters(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
