@@ -71,10 +71,6 @@ def _validate(cfg: DictConfig) -> None:
     net = _get(cfg, "model.net")
     if net is None:
         raise ConfigError("model.net is missing: choose a model, e.g. model=toy")
-    data = instantiate(cfg.data)  # checks data.* sizes; builds no tensors yet
-    seq_len = data.seq_len
-    if _get(cfg, "model.net.max_context", seq_len) < seq_len:
-        raise ConfigError(f"data.seq_len={seq_len} exceeds model.net.max_context={net.max_context}; raise max_context")
     position, supported = _get(cfg, "position.kind"), getattr(get_class(net._target_), "positions", None)
     if position is not None and supported is not None and position not in supported:
         raise ConfigError(f"position.kind={position!r} is not one of {', '.join(supported)} for model.net={net._target_}")
@@ -87,9 +83,11 @@ def _validate(cfg: DictConfig) -> None:
     mode = _get(cfg, "logger.wandb.mode")
     if mode is not None and mode not in ("online", "offline", "disabled"):
         raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
-    if _get(cfg, "model.net.attention") is None:
-        return  # the no-attention ablation: nothing below applies
-    _validate_attention(cfg, seq_len)
+    if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
+        _validate_attention(cfg, _get(cfg, "data.seq_len"))
+    data = instantiate(cfg.data)  # checks data.* itself; builds no tensors yet (imports Lightning: last)
+    if _get(cfg, "model.net.max_context", data.seq_len) < data.seq_len:
+        raise ConfigError(f"data.seq_len={data.seq_len} exceeds model.net.max_context={net.max_context}; raise max_context")
 
 
 def _validate_attention(cfg: DictConfig, seq_len: int) -> None:
@@ -109,7 +107,7 @@ def _validate_attention(cfg: DictConfig, seq_len: int) -> None:
     mask = instantiate(cfg.mask)  # mask.window, mask.prefix_len, ... are checked by the mask itself
     for key in ("window", "prefix_len"):
         value = _get(cfg, f"mask.{key}")
-        if value is not None and value > seq_len:
+        if value is not None and isinstance(seq_len, int) and value > seq_len:
             raise ConfigError(
                 f"mask.{key}={value} is wider than the context data.seq_len={seq_len}; "
                 f"use a value <= {seq_len} (a window that covers the whole context is mask=causal)"

@@ -14,8 +14,7 @@ from rich.console import Console
 
 from andrea.config import validate
 from andrea.lit.callbacks import AttentionMaps, RunStats
-
-RESULT_FILE = "result.json"
+from andrea.sweep import RESULT_FILE
 
 
 def _instantiate_all(group: DictConfig | None) -> list:

@@ -14,7 +14,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from andrea.pipeline import RESULT_FILE
+RESULT_FILE = "result.json"  # what every job writes into its run dir
 
 COLUMNS = ["job", "overrides", "status", "train_loss", "val_loss", "val_acc", "tokens_per_s", "wall_s", "run_dir"]
 

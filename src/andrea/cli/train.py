@@ -17,12 +17,20 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from andrea.config import ConfigError
+from andrea.config import ConfigError, validate
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    from andrea.pipeline import train  # imported here: Lightning takes seconds to import
+    try:
+        validate(cfg)  # a bad config is refused before Lightning (seconds to import) is even loaded
+    except ConfigError as err:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise  # the job is marked failed in the sweep summary
+        print(f"andrea-train: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+    from andrea.pipeline import train
 
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # a deprecation inside Lightning itself
     # `import lightning` adds a console handler of its own; Hydra's root handlers already print
@@ -31,13 +39,7 @@ def main(cfg: DictConfig) -> float | None:
     for handler in list(lightning_logger.handlers):
         lightning_logger.removeHandler(handler)
 
-    try:
-        result = train(cfg)
-    except ConfigError as err:
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
-            raise  # the job is marked failed in the sweep summary
-        print(f"andrea-train: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    result = train(cfg)
     metric = cfg.get("optimized_metric")
     return result.get(metric.replace("/", "_")) if metric else None
 
