@@ -14,7 +14,7 @@ from hydra.types import RunMode
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from andrea.attention import HeadConfig, backend_registry, get_backend
+from andrea.attention import HeadConfig, UnsupportedAttentionError, backend_registry, get_backend
 
 
 class ConfigError(ValueError):
@@ -28,10 +28,14 @@ def _hydra():
         return None
 
 
+def is_multirun() -> bool:
+    hydra = _hydra()
+    return hydra is not None and hydra.mode == RunMode.MULTIRUN
+
+
 def sweep_group() -> str | None:
     """The sweep's folder name in a multirun (one logger group per sweep), else None."""
-    hydra = _hydra()
-    return Path(hydra.sweep.dir).name if hydra and hydra.mode == RunMode.MULTIRUN else None
+    return Path(_hydra().sweep.dir).name if is_multirun() else None
 
 
 def run_name() -> str | None:
@@ -39,7 +43,7 @@ def run_name() -> str | None:
     hydra = _hydra()
     if hydra is None:
         return None
-    if hydra.mode == RunMode.MULTIRUN:
+    if is_multirun():
         return f"{hydra.job.num}:{hydra.job.override_dirname or 'defaults'}"
     output_dir = OmegaConf.select(hydra, "runtime.output_dir", throw_on_missing=False)
     return Path(output_dir).name if output_dir else None
@@ -61,8 +65,9 @@ def validate(cfg: DictConfig) -> None:
     except ConfigError:
         raise
     except InstantiationException as err:  # Hydra wraps what the constructor raised
-        cause = err.__cause__ if isinstance(err.__cause__, ValueError) else err
-        raise ConfigError(str(cause).splitlines()[0]) from None
+        cause = err.__cause__
+        message = str(cause).splitlines()[0] if isinstance(cause, ValueError) else " ".join(str(err).split())
+        raise ConfigError(message) from None
     except ValueError as err:  # the zoo's own one-line messages already name the key
         raise ConfigError(str(err).splitlines()[0]) from None
 
@@ -80,6 +85,7 @@ def _validate(cfg: DictConfig) -> None:
         value = _get(cfg, key)
         if value is not None and value == 0:
             raise ConfigError(f"{key}=0 trains nothing; give a positive number (-1 for no limit on max_steps)")
+    _validate_trainer(cfg)
     mode = _get(cfg, "logger.wandb.mode")
     if mode is not None and mode not in ("online", "offline", "disabled"):
         raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
@@ -88,18 +94,33 @@ def _validate(cfg: DictConfig) -> None:
     data = instantiate(cfg.data)  # checks data.* itself; builds no tensors yet (imports Lightning: last)
     if _get(cfg, "model.net.max_context", data.seq_len) < data.seq_len:
         raise ConfigError(f"data.seq_len={data.seq_len} exceeds model.net.max_context={net.max_context}; raise max_context")
+    if data.num_train < data.batch_size:
+        raise ConfigError(
+            f"data.num_train={data.num_train} is smaller than data.batch_size={data.batch_size}: "
+            "not one full batch to train on; lower the batch size or make more rows"
+        )
+
+
+def _on_cpu(cfg: DictConfig) -> bool:
+    accelerator = _get(cfg, "trainer.accelerator", "cpu")
+    return accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+
+
+def _validate_trainer(cfg: DictConfig) -> None:
+    strategy = str(_get(cfg, "trainer.strategy", "") or "")
+    if "ddp" in strategy.lower() and is_multirun():
+        raise ConfigError(
+            "trainer.strategy=ddp in a multirun: each DDP process would start its own sweep; "
+            "run DDP jobs one at a time (no -m), or sweep with hydra/launcher=submitit_slurm"
+        )
+    precision = str(_get(cfg, "trainer.precision", ""))
+    if precision.startswith("bf16") and not _on_cpu(cfg) and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        raise ConfigError(f"trainer.precision={precision} needs a GPU with bfloat16; use trainer.precision=16-mixed")
 
 
 def _validate_attention(cfg: DictConfig, seq_len: int) -> None:
-    d_model = _get(cfg, "model.net.d_model")
     heads = HeadConfig(cfg.heads.n_head, cfg.heads.n_kv_head)  # heads.n_kv_head must divide heads.n_head
-    if not isinstance(d_model, int) or d_model <= 0:
-        raise ConfigError(f"model.net.d_model={d_model!r} must be a positive integer")
-    if d_model % heads.n_head:
-        raise ConfigError(
-            f"model.net.d_model={d_model} is not divisible by heads.n_head={heads.n_head}; "
-            f"choose n_head among {[h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]}"
-        )
+    head_dim = heads.head_dim(_get(cfg, "model.net.d_model"), key="model.net.d_model")
     name = cfg.attention.backend
     if name not in backend_registry.names():
         raise ConfigError(f"attention.backend={name!r} is unknown; available: {', '.join(backend_registry.names())}")
@@ -112,12 +133,14 @@ def _validate_attention(cfg: DictConfig, seq_len: int) -> None:
                 f"mask.{key}={value} is wider than the context data.seq_len={seq_len}; "
                 f"use a value <= {seq_len} (a window that covers the whole context is mask=causal)"
             )
-    accelerator = _get(cfg, "trainer.accelerator", "cpu")
-    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
-    if on_cpu and not backend.capabilities.cpu_backward:
-        trainable = [n for n in backend_registry.names() if backend_registry.load(n).capabilities.cpu_backward]
+    device = "cpu" if _on_cpu(cfg) else "cuda"
+    try:  # the backend's own capability check, for the device training will run on
+        backend.check(mask=mask, n_head=heads.n_head, n_kv_head=heads.n_kv_head, device=device, needs_grad=True)
+    except UnsupportedAttentionError as err:
+        raise ConfigError(f"attention={name}: {err}" + (" (trainer=gpu)" if device == "cpu" else "")) from None
+    compiled = _get(cfg, "attention.options.compile")
+    if name == "flex" and device == "cuda" and compiled is not False and head_dim < 16:
         raise ConfigError(
-            f"attention={name} cannot train on CPU (no backward there); "
-            f"use attention={' / '.join(trainable)} or trainer=gpu"
+            f"attention=flex compiled on GPU needs head_dim >= 16, got model.net.d_model / heads.n_head = {head_dim}; "
+            "widen model.net.d_model, use fewer heads, or set attention.options.compile=false"
         )
-    backend.check(mask=mask, n_head=heads.n_head, n_kv_head=heads.n_kv_head, device="cpu", needs_grad=False)

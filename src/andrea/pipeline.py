@@ -24,10 +24,11 @@ def _instantiate_all(group: DictConfig | None) -> list:
     return [instantiate(node) for node in group.values() if node is not None and "_target_" in node]
 
 
-def train(cfg: DictConfig) -> dict:
+def train(cfg: DictConfig, validated: bool = False) -> dict:
     """Run one training job; returns (and writes to <run dir>/result.json) its summary."""
     start = time.perf_counter()
-    validate(cfg)  # before anything is built
+    if not validated:
+        validate(cfg)  # before anything is built
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = instantiate(cfg.data)
     module = instantiate(cfg.model)
@@ -37,6 +38,7 @@ def train(cfg: DictConfig) -> dict:
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     run_dir = Path(trainer.default_root_dir)
+    status = "failed"
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         fitted = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
@@ -45,9 +47,10 @@ def train(cfg: DictConfig) -> dict:
         if trainer.is_global_zero:
             (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
             _print_summary(result)
+        status = "success"
         return result
     finally:
-        _finish_loggers(loggers)
+        _finish_loggers(loggers, status)
 
 
 def _summary(cfg, trainer, metrics, wall_s, run_dir) -> dict:
@@ -93,13 +96,13 @@ def _print_summary(result: dict) -> None:
         console.print(f"attention maps: {result['attention_maps']}")
 
 
-def _finish_loggers(loggers: list) -> None:
+def _finish_loggers(loggers: list, status: str) -> None:
     """Close every logger run, so the next job in this process starts a run of its own."""
     from lightning.pytorch.loggers import WandbLogger
 
     for logger in loggers:
-        logger.finalize("success")
+        logger.finalize(status)
     if any(isinstance(logger, WandbLogger) for logger in loggers):
         import wandb
 
-        wandb.finish()
+        wandb.finish(exit_code=0 if status == "success" else 1)

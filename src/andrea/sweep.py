@@ -14,6 +14,8 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from andrea.config import is_multirun
+
 RESULT_FILE = "result.json"  # what every job writes into its run dir
 
 COLUMNS = ["job", "overrides", "status", "train_loss", "val_loss", "val_acc", "tokens_per_s", "wall_s", "run_dir"]
@@ -50,7 +52,7 @@ class SweepSummary(Callback):
     """Hydra callback (hydra.callbacks in conf/hydra/default.yaml)."""
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs) -> None:
-        if config.hydra.mode is None or str(config.hydra.mode) != "RunMode.MULTIRUN":
+        if not is_multirun():
             return
         run_dir = Path(config.hydra.runtime.output_dir)
         if job_return.status == JobStatus.FAILED:

@@ -18,7 +18,7 @@ from .helpers import BACKENDS, make_qkv
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(d_model=30, n_head=4), "d_model=30 is not divisible by n_head=4"),
+        (dict(d_model=30, n_head=4), "d_model=30 is not divisible by heads.n_head=4"),
         (dict(d_model=32, n_head=8, n_kv_head=3), "heads.n_kv_head=3 does not divide heads.n_head=8"),
         (dict(d_model=0, n_head=1), "d_model=0 must be a positive integer"),
         (dict(d_model=32, n_head=4, max_context=0), "max_context=0 must be a positive integer"),
@@ -111,3 +111,14 @@ def test_contract_shape_errors(shapes, message):
     q, k, v = (torch.randn(s) for s in shapes)
     with pytest.raises(ValueError, match=message):
         get_backend("eager")(q, k, v, Causal())
+
+
+def test_no_mask_and_public_softmax_leaves_its_input():
+    from andrea.attention import masked_softmax
+
+    block = MultiHeadSelfAttention(16, 2, backend="eager", mask=None, max_context=8)
+    assert block.mask.is_full
+    scores = torch.randn(2, 3, 3)
+    before = scores.clone()
+    masked_softmax(scores, torch.ones(3, 3, dtype=torch.bool).tril())
+    assert torch.equal(scores, before)

@@ -111,7 +111,10 @@ def test_parse_mask_expressions():
         ("causal + none", "cannot read"),
         ("__import__('os')", "cannot read"),
         ("sliding(window=2)", "unknown mask strategy 'sliding'; available: causal, document, none"),
-        ("sliding_window(size=2)", "mask 'sliding_window' does not take parameters \\['size'\\]"),
+        ("sliding_window(size=2)", "mask 'sliding_window' takes \\(window: int, causal: bool = True\\), got {'size': 2}"),
+        ("padding", "missing a required argument: 'lengths'"),
+        ("sliding_window(window=w)", "cannot read 'w'; write names and name\\(key=value\\) with literal values"),
+        ("sliding_window(**x)", "cannot read 'sliding_window\\(\\*\\*x\\)'"),
     ],
 )
 def test_parse_mask_refuses(expression, message):
@@ -123,3 +126,5 @@ def test_mask_draws_itself(tmp_path):
     path = SlidingWindow(3).draw(tmp_path / "window.png", length=8)
     assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert mask_as_text(Causal(), 3) == "■··\n■■·\n■■■"
+    assert mask_as_text(Causal(), 3, batch_index=2) == mask_as_text(Causal(), 3)  # the same for every sequence
+    assert mask_as_text(KeyPadding(torch.tensor([3, 1])), 3, batch_index=1) == "■··\n■··\n■··"

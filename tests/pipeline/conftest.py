@@ -26,6 +26,13 @@ def compose_train(run_dir: Path | str, overrides=()) -> DictConfig:
     return cfg
 
 
+@pytest.fixture(autouse=True)
+def _forget_hydra_config():
+    """Each test composes its own config; none inherits the previous test's Hydra state."""
+    yield
+    HydraConfig.instance().cfg = None
+
+
 def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 

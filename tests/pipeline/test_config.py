@@ -6,6 +6,9 @@ from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+
 from andrea.config import ConfigError, validate
 
 from .conftest import compose_train, group_options
@@ -25,9 +28,9 @@ def composes_and_validates(tmp_path, overrides):
 def test_every_group_option(group, option, tmp_path):
     overrides = [f"{group}={option}"]
     if (group, option) == ("attention", "flex"):
-        with pytest.raises(ConfigError, match="attention=flex cannot train on CPU"):
+        with pytest.raises(ConfigError, match="attention=flex: attention backend 'flex' has no backward on CPU"):
             composes_and_validates(tmp_path, overrides)
-        overrides.append("trainer=gpu")  # where Flex can train: composes and validates
+        overrides += ["trainer=gpu", "model.net.d_model=64"]  # where Flex trains: a GPU, head_dim >= 16
     composes_and_validates(tmp_path, overrides)  # raises if any key fails to resolve or validate
 
 
@@ -56,8 +59,11 @@ REJECTED = [
     (["heads.n_kv_head=3"], "heads.n_kv_head=3 does not divide heads.n_head=4"),
     (["heads.n_head=0"], "heads.n_head=0 must be a positive integer"),
     (["attention.backend=fast"], "attention.backend='fast' is unknown; available: eager, flex, naive, sdpa"),
-    (["attention=flex"], "attention=flex cannot train on CPU (no backward there); use attention=eager / naive / sdpa or trainer=gpu"),
-    (["attention=sdpa", "+attention.options.compile=true"], "attention backend 'sdpa' does not take options \\['compile'\\]"),
+    (["attention=flex"], "attention=flex: attention backend 'flex' has no backward on CPU; train with attention backend eager / naive / sdpa, or run it under torch.no_grad() / on a GPU (trainer=gpu)"),
+    (["attention=sdpa", "+attention.options.compile=true"], "attention backend 'sdpa' takes (), got {'compile': True}"),
+    (["data.num_train=32"], "data.num_train=32 is smaller than data.batch_size=64: not one full batch to train on"),
+    (["attention=flex", "trainer=gpu"], "attention=flex compiled on GPU needs head_dim >= 16, got model.net.d_model / heads.n_head = 8"),
+    (["+data.k=3"], "Error in call to target 'andrea.data.tasks.RepetitionDataModule'"),
     (["mask=sliding_window", "mask.window=0"], "mask.window=0 must be a positive integer"),
     (["mask=sliding_window", "mask.window=-3"], "mask.window=-3 must be a positive integer"),
     (["mask=sliding_window", "mask.window=64"], "mask.window=64 is wider than the context data.seq_len=32"),
@@ -80,6 +86,14 @@ def test_rejected(overrides, message, tmp_path):
     with pytest.raises(ConfigError, match=message.replace("(", "\\(").replace(")", "\\)")) as refused:
         validate(cfg)
     assert "\n" not in str(refused.value)
+
+
+def test_ddp_is_refused_in_a_multirun(tmp_path):
+    validate(compose_train(tmp_path, ["trainer=ddp_cpu"]))  # a single DDP run is fine
+    cfg = compose_train(tmp_path, ["trainer=ddp_cpu", "hydra.mode=MULTIRUN"])
+    assert HydraConfig.get().mode == RunMode.MULTIRUN
+    with pytest.raises(ConfigError, match="trainer.strategy=ddp in a multirun: each DDP process would start its own sweep"):
+        validate(cfg)
 
 
 def test_unknown_keys_and_options_are_refused_by_hydra(tmp_path):

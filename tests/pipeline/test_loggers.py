@@ -35,6 +35,13 @@ def test_csv_metrics(tmp_path):
     assert [r for r in rows if r.get("val/loss")]
 
 
+def test_attention_maps_layer_out_of_range(tmp_path):
+    import pytest
+
+    with pytest.raises(ValueError, match="callbacks.attention_maps.layers=\\[3\\] names layers \\[3\\]; the model has 1"):
+        quick(tmp_path, "callbacks.attention_maps.layers=[3]")
+
+
 def test_no_attention_ablation_learns_repetition(tmp_path):
     """The repetition task needs no attention: the ablation reaches the same low loss."""
     result = train(compose_train(tmp_path, ["experiment=repetition_no_attention", "logger=none"]))

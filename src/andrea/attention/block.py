@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from andrea.attention.contract import AttentionBackend
 from andrea.attention.heads import HeadConfig
-from andrea.attention.masks import Mask, PrecomputedMask
+from andrea.attention.masks import Mask, NoMask, PrecomputedMask
 from andrea.attention.registry import get_backend, parse_mask
 
 
@@ -17,7 +17,7 @@ class MultiHeadSelfAttention(nn.Module):
     """Fused QKV projection -> attention backend -> output projection W_O.
 
     backend: a registry name ("naive", "eager", "sdpa", "flex", or a plugin's) or an instance.
-    mask:    a Mask, or a mask expression such as "causal & sliding_window(window=64)".
+    mask:    a Mask, a mask expression such as "causal & sliding_window(window=64)", or None (no mask).
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
     """
 
@@ -27,26 +27,20 @@ class MultiHeadSelfAttention(nn.Module):
         n_head: int,
         n_kv_head: int | None = None,
         backend: str | AttentionBackend = "sdpa",
-        mask: Mask | str = "causal",
+        mask: Mask | str | None = "causal",
         max_context: int = 1024,
         bias: bool = False,
         dropout: float = 0.0,
         backend_options: dict[str, Any] | None = None,
     ):
         super().__init__()
-        if not isinstance(d_model, int) or d_model <= 0:
-            raise ValueError(f"d_model={d_model!r} must be a positive integer")
         self.heads = HeadConfig(n_head, n_head if n_kv_head is None else n_kv_head)
-        if d_model % n_head != 0:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by n_head={n_head}; "
-                f"pick n_head among {[h for h in range(1, d_model + 1) if d_model % h == 0][:12]}..."
-            )
-        if max_context <= 0:
+        self.d_model, self.head_dim = d_model, self.heads.head_dim(d_model)
+        if not isinstance(max_context, int) or max_context <= 0:
             raise ValueError(f"max_context={max_context!r} must be a positive integer")
-        self.d_model, self.head_dim, self.max_context = d_model, d_model // n_head, max_context
+        self.max_context = max_context
         self.backend = get_backend(backend, **(backend_options or {})) if isinstance(backend, str) else backend
-        self.mask = parse_mask(mask) if isinstance(mask, str) else mask
+        self.mask = parse_mask(mask) if isinstance(mask, str) else NoMask() if mask is None else mask
         # Refuse an impossible mask/head combination now, not at the first batch.
         self.backend.check(
             mask=self.mask, n_head=n_head, n_kv_head=self.heads.n_kv_head, device="cpu", needs_grad=False
@@ -74,6 +68,7 @@ class MultiHeadSelfAttention(nn.Module):
         if T > self.max_context:
             raise ValueError(f"sequence length {T} exceeds max_context={self.max_context}; raise max_context")
         full_mask = self._mask() if mask is None else self._mask() & mask
+        # The contract's own __call__ checks too, but only after the QKV projection: check first.
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.qkv.weight.requires_grad)
         self.backend.check(
             mask=full_mask, n_head=self.heads.n_head, n_kv_head=self.heads.n_kv_head,

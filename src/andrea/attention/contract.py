@@ -42,17 +42,21 @@ class Capabilities:
     wants_compile: bool = False  # only fast under torch.compile
 
 
-def masked_softmax(scores: Tensor, allowed: Tensor | None, attends_self: bool = False) -> Tensor:
-    """Softmax over keys (last dim) where `allowed` is True; `scores` is overwritten in place.
+def masked_softmax(
+    scores: Tensor, allowed: Tensor | None, attends_self: bool = False, inplace: bool = False
+) -> Tensor:
+    """Softmax over keys (last dim) where `allowed` is True.
 
     A row with no allowed key becomes all zeros instead of NaN: masked scores
     are filled with the dtype's lowest finite value (so the softmax stays
     finite, forward and backward) and empty rows are then zeroed, a step
-    skipped when the mask guarantees every query sees itself.
+    skipped when the mask guarantees every query sees itself. `inplace=True`
+    overwrites `scores` (one score-sized tensor less), for callers that own it.
     """
     if allowed is None:
         return scores.softmax(dim=-1)
-    weights = scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min).softmax(dim=-1)
+    fill = scores.masked_fill_ if inplace else scores.masked_fill
+    weights = fill(~allowed, torch.finfo(scores.dtype).min).softmax(dim=-1)
     return weights if attends_self else weights * allowed.any(dim=-1, keepdim=True)
 
 
@@ -70,7 +74,7 @@ def attention_weights(q: Tensor, k: Tensor, mask: Mask | None, scale: float) -> 
     if mask is None or mask.is_full:
         return scores.softmax(dim=-1)
     allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
-    return masked_softmax(scores, allowed, mask.attends_self)
+    return masked_softmax(scores, allowed, mask.attends_self, inplace=True)  # scores is ours
 
 
 def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
@@ -133,9 +137,6 @@ class AttentionBackend(ABC):
                 f"attention backend '{self.name}' has no backward on CPU; train with "
                 f"{_alternatives(lambda c: c.cpu_backward)}, or run it under torch.no_grad() / on a GPU"
             )
-        if n_head % n_kv_head != 0:
-            raise UnsupportedAttentionError(f"n_head={n_head} is not a multiple of n_kv_head={n_kv_head}")
-
     def run(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, scale: float | None, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:

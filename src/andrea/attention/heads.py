@@ -32,6 +32,15 @@ class HeadConfig:
                 f"choose one of {divisors} ({self.n_head} = MHA, 1 = MQA)"
             )
 
+    def head_dim(self, d_model: int, key: str = "d_model") -> int:
+        """d_model // n_head, refusing a width the heads do not split evenly."""
+        if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model <= 0:
+            raise ValueError(f"{key}={d_model!r} must be a positive integer")
+        if d_model % self.n_head:
+            divisors = [h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]
+            raise ValueError(f"{key}={d_model} is not divisible by heads.n_head={self.n_head}; choose n_head among {divisors}")
+        return d_model // self.n_head
+
     @property
     def kind(self) -> str:
         if self.n_kv_head == self.n_head:

@@ -12,6 +12,7 @@ and a mask strategy under "andrea.attention_masks" (a subclass of Mask).
 from __future__ import annotations
 
 import importlib
+import inspect
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -82,22 +83,24 @@ mask_registry = Registry(
 )
 
 
+def _construct(what: str, name: str, cls: type, params: dict[str, Any]):
+    """cls(**params), with a wrong or missing parameter named against cls's signature."""
+    signature = inspect.signature(cls).replace(return_annotation=inspect.Signature.empty)
+    try:
+        signature.bind(**params)
+    except TypeError as err:
+        raise ValueError(f"{what} '{name}' takes {signature}, got {params}: {err}") from None
+    return cls(**params)
+
+
 def get_backend(name: str, **options: Any):
     """An attention backend instance by registry name, e.g. get_backend("flex", compile=True)."""
-    cls = backend_registry.load(name)
-    try:
-        return cls(**options)
-    except TypeError as err:
-        raise ValueError(f"attention backend '{name}' does not take options {sorted(options)}: {err}") from None
+    return _construct("attention backend", name, backend_registry.load(name), options)
 
 
 def get_mask(name: str, **params: Any):
     """A mask strategy instance by registry name, e.g. get_mask("sliding_window", window=64)."""
-    cls = mask_registry.load(name)
-    try:
-        return cls(**params)
-    except TypeError as err:
-        raise ValueError(f"mask '{name}' does not take parameters {sorted(params)}: {err}") from None
+    return _construct("mask", name, mask_registry.load(name), params)
 
 
 def parse_mask(expression: str):
@@ -110,18 +113,28 @@ def parse_mask(expression: str):
     """
     import ast
 
+    def refuse(node):
+        return ValueError(
+            f"mask expression {expression!r}: cannot read {ast.unparse(node)!r}; "
+            "write names and name(key=value) with literal values, joined by & and |"
+        )
+
+    def literal(node):
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            raise refuse(node) from None
+
     def build(node):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
             left, right = build(node.left), build(node.right)
             return left & right if isinstance(node.op, ast.BitAnd) else left | right
         if isinstance(node, ast.Name):
             return get_mask(node.id)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
-            return get_mask(node.func.id, **{kw.arg: ast.literal_eval(kw.value) for kw in node.keywords})
-        raise ValueError(
-            f"mask expression {expression!r}: cannot read {ast.unparse(node)!r}; "
-            "write names and name(key=value) joined by & and |"
-        )
+        is_call = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        if is_call and not node.args and all(kw.arg for kw in node.keywords):
+            return get_mask(node.func.id, **{kw.arg: literal(kw.value) for kw in node.keywords})
+        raise refuse(node)
 
     try:
         tree = ast.parse(expression, mode="eval")

@@ -13,11 +13,9 @@ import sys
 import warnings
 
 import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from andrea.config import ConfigError, validate
+from andrea.config import ConfigError, is_multirun, validate
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="train")
@@ -25,7 +23,7 @@ def main(cfg: DictConfig) -> float | None:
     try:
         validate(cfg)  # a bad config is refused before Lightning (seconds to import) is even loaded
     except ConfigError as err:
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
+        if is_multirun():
             raise  # the job is marked failed in the sweep summary
         print(f"andrea-train: error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -39,7 +37,7 @@ def main(cfg: DictConfig) -> float | None:
     for handler in list(lightning_logger.handlers):
         lightning_logger.removeHandler(handler)
 
-    result = train(cfg)
+    result = train(cfg, validated=True)
     metric = cfg.get("optimized_metric")
     return result.get(metric.replace("/", "_")) if metric else None
 

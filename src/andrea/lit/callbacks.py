@@ -36,6 +36,10 @@ class AttentionMaps(L.Callback):
 
     def setup(self, trainer, pl_module, stage):
         self.out_dir = Path(trainer.default_root_dir) / self.dirname
+        n_layer = getattr(pl_module.net, "n_layer", 0)
+        bad = [layer for layer in self.layers or [] if not 0 <= layer < n_layer]
+        if bad:
+            raise ValueError(f"callbacks.attention_maps.layers={self.layers} names layers {bad}; the model has {n_layer}")
 
     def on_train_start(self, trainer, pl_module):
         self.record(trainer, pl_module)  # the untrained heads, to compare against
@@ -75,7 +79,7 @@ class AttentionMaps(L.Callback):
         weights = [w.cpu() for w in weights]
         scores = {}
         for role, metric_class in HEAD_ROLES.items():
-            metric = metric_class(len(weights), weights[0].shape[1])
+            metric = metric_class(len(weights), weights[0].shape[1], sync_on_compute=False)  # rank 0 only
             metric.update(weights, input_ids)
             for (layer, head), value in _enumerate_2d(metric.compute()):
                 scores[f"heads/{role}/L{layer}H{head}"] = value
@@ -97,14 +101,21 @@ class RunStats(L.Callback):
         return self.tokens / self.train_seconds if self.train_seconds else 0.0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        _synchronize(pl_module.device)
         self._batch_start = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        _synchronize(pl_module.device)  # GPU work is asynchronous: wait for the step to finish
         seconds = time.perf_counter() - self._batch_start
         tokens = batch["input_ids"].numel() * trainer.world_size
         self.tokens += tokens
         self.train_seconds += seconds
         pl_module.log("train/tokens_per_s", tokens / max(seconds, 1e-9), on_step=True, on_epoch=False)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _enumerate_2d(values: torch.Tensor):

@@ -22,4 +22,5 @@ class Document(Mask):
             raise ValueError("document mask: document_ids must be a 2-D integer tensor of shape (batch, seq_len)")
 
     def predicate(self, b, h, q_idx, kv_idx):
-        return self.document_ids[b, q_idx] == self.document_ids[b, kv_idx]
+        ids = self.document_ids.to(kv_idx.device)
+        return ids[b, q_idx] == ids[b, kv_idx]

@@ -7,9 +7,14 @@ from pathlib import Path
 from andrea.attention.masks.base import Mask
 
 
+def _grid(mask: Mask, length: int, batch_index: int):
+    """(length, length) booleans of one sequence (masks that ignore the batch have one)."""
+    return mask.dense(length, length, batch_size=batch_index + 1)[batch_index if mask.batch_dependent else 0, 0]
+
+
 def mask_as_text(mask: Mask, length: int = 16, batch_index: int = 0) -> str:
     """The mask as rows of '■' (attend) and '·' (masked), query 0 on top."""
-    allowed = mask.dense(length, length, batch_size=batch_index + 1)[batch_index, 0]
+    allowed = _grid(mask, length, batch_index)
     return "\n".join("".join("■" if a else "·" for a in row) for row in allowed.tolist())
 
 
@@ -19,7 +24,7 @@ def draw_mask(mask: Mask, path: str | Path, length: int = 16, batch_index: int =
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    allowed = mask.dense(length, length, batch_size=batch_index + 1)[batch_index, 0].float().cpu().numpy()
+    allowed = _grid(mask, length, batch_index).float().cpu().numpy()
     fig, ax = plt.subplots(figsize=(4.2, 4.0), dpi=100)
     ax.imshow(allowed, cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
     ax.set_title(mask.name, fontsize=10)

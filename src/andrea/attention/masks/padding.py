@@ -27,4 +27,4 @@ class KeyPadding(Mask):
         return cls(attention_mask.long().sum(-1))
 
     def predicate(self, b, h, q_idx, kv_idx):
-        return kv_idx < self.lengths[b]
+        return kv_idx < self.lengths.to(kv_idx.device)[b]
