@@ -168,19 +168,18 @@ class PrecomputedMask(Mask):
     buffer) and is sliced at run time. Compares equal to the mask it wraps, so
     backend caches keyed by the mask still hit."""
 
+    # Plain attributes, copied once: backends read them on every call.
+    kind = name = kinds = None  # type: ignore[assignment]
+    is_causal = is_full = attends_self = head_dependent = False  # type: ignore[assignment]
+
     def __init__(self, mask: Mask, dense_max: Tensor):
         if mask.batch_dependent:
             raise ValueError(f"mask {mask.name} depends on the batch and cannot be precomputed")
         self.mask = mask
         self.dense_max = dense_max  # (1, H or 1, L, L)
-
-    kind = property(lambda self: self.mask.kind)  # type: ignore[assignment]
-    name = property(lambda self: self.mask.name)  # type: ignore[assignment]
-    kinds = property(lambda self: self.mask.kinds)  # type: ignore[assignment]
-    head_dependent = property(lambda self: self.mask.head_dependent)  # type: ignore[assignment]
-    is_causal = property(lambda self: self.mask.is_causal)  # type: ignore[assignment]
-    is_full = property(lambda self: self.mask.is_full)  # type: ignore[assignment]
-    attends_self = property(lambda self: self.mask.attends_self)  # type: ignore[assignment]
+        self.kind, self.name, self.kinds = mask.kind, mask.name, mask.kinds
+        self.is_causal, self.is_full = mask.is_causal, mask.is_full
+        self.attends_self, self.head_dependent = mask.attends_self, mask.head_dependent
 
     def predicate(self, b, h, q_idx, kv_idx):
         return self.mask.predicate(b, h, q_idx, kv_idx)
