@@ -47,3 +47,10 @@ def test_no_attention_ablation_learns_repetition(tmp_path):
     result = train(compose_train(tmp_path, ["experiment=repetition_no_attention", "logger=none"]))
     assert result["val_loss"] < 1.0
     assert result["attention_maps"] is None and result["head_roles"] == {}
+
+
+def test_tiny_gpt_trains_in_the_pipeline(tmp_path):
+    result = quick(tmp_path, "model=andrea-tiny", "heads=gqa", "trainer.max_epochs=2")
+    assert result["config"]["model"]["net"]["_target_"] == "andrea.models.gpt.GPT"
+    assert result["config"]["model"]["net"]["attention"]["n_kv_head"] == 2
+    assert result["val_loss"] < 4.0 and len([k for k in result["head_roles"] if k.startswith("heads/entropy/")]) == 2 * 4

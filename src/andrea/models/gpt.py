@@ -1,0 +1,121 @@
+"""The ANDREA GPT family: a decoder-only transformer around the attention zoo (SPEC §3-4).
+
+    idx (B, T) -> token + position embeddings -> n_layer x Block -> LayerNorm -> tied LM head -> logits (B, T, V)
+    Block: x + attention(ln_1(x)), then x + mlp(ln_2(x))        (pre-norm, GPT-2 style)
+
+Every linear layer and LayerNorm is bias-free, so one attention layer holds
+exactly 4 · d_model² parameters (SPEC §3). The token embedding is tied to the
+LM head. Initialisation follows GPT-2: N(0, 0.02), with the projections that
+write into the residual stream scaled by 1/sqrt(2 · n_layer).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from andrea.attention import MultiHeadSelfAttention
+
+
+class MLP(nn.Module):
+    """d_model -> mlp_ratio · d_model -> GELU -> d_model."""
+
+    def __init__(self, d_model: int, mlp_ratio: int, dropout: float):
+        super().__init__()
+        self.fc = nn.Linear(d_model, mlp_ratio * d_model, bias=False)
+        self.proj = nn.Linear(mlp_ratio * d_model, d_model, bias=False)  # writes into the residual stream
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.proj(F.gelu(self.fc(x))))  # (B, T, D)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: attention, then MLP, each with a residual connection."""
+
+    def __init__(self, d_model: int, max_context: int, mlp_ratio: int, dropout: float, attention: dict[str, Any]):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model, bias=False)
+        self.attention = MultiHeadSelfAttention(d_model, max_context=max_context, dropout=dropout, **attention)
+        self.ln_2 = nn.LayerNorm(d_model, bias=False)
+        self.mlp = MLP(d_model, mlp_ratio, dropout)
+
+    def forward(self, x: Tensor, return_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        if return_weights:
+            y, weights = self.attention(self.ln_1(x), return_weights=True)  # (B, T, D), (B, H, T, T)
+        else:
+            y, weights = self.attention(self.ln_1(x)), None
+        x = x + y
+        x = x + self.mlp(self.ln_2(x))
+        return x, weights
+
+
+class GPT(nn.Module):
+    positions = ("learned", "none")  # position.kind values it understands
+
+    def __init__(
+        self,
+        vocab_size: int = 50257,
+        max_context: int = 1024,
+        n_layer: int = 12,
+        d_model: int = 768,
+        attention: dict[str, Any] | None = None,
+        mlp_ratio: int = 4,
+        dropout: float = 0.0,
+        position: str = "learned",
+    ):
+        super().__init__()
+        if position not in self.positions:
+            raise ValueError(f"position.kind={position!r} is not one of {', '.join(self.positions)} for the GPT model")
+        if not isinstance(n_layer, int) or n_layer <= 0:
+            raise ValueError(f"model.net.n_layer={n_layer!r} must be a positive integer")
+        attention = {"n_head": 12, "backend": "sdpa", "mask": "causal", **(attention or {})}
+        self.vocab_size, self.max_context, self.n_layer = vocab_size, max_context, n_layer
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.position_embedding = nn.Embedding(max_context, d_model) if position == "learned" else None
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(Block(d_model, max_context, mlp_ratio, dropout, attention) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d_model, bias=False)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head.weight = self.token_embedding.weight  # tied: one (V, D) matrix reads and writes tokens
+        self.apply(self._init_weights)
+        for block in self.blocks:
+            for residual_out in (block.attention.proj.weight, block.mlp.proj.weight):
+                nn.init.normal_(residual_out, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    @property
+    def attention(self) -> list[MultiHeadSelfAttention]:
+        """The attention block of every layer (what the dashboard callbacks read)."""
+        return [block.attention for block in self.blocks]
+
+    def num_parameters(self, exclude_positions: bool = False) -> int:
+        """Parameters, counted once (the tied embedding is one matrix)."""
+        total = sum(p.numel() for p in self.parameters())
+        if exclude_positions and self.position_embedding is not None:
+            total -= self.position_embedding.weight.numel()
+        return total
+
+    def forward(self, idx: Tensor, return_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, T) weight tensor per layer."""
+        B, T = idx.shape
+        if T > self.max_context:
+            raise ValueError(f"sequence length {T} exceeds the model's max_context={self.max_context}")
+        x = self.token_embedding(idx)  # (B, T, D)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(T, device=idx.device))  # (T, D) broadcast over B
+        x = self.dropout(x)
+        weights = []
+        for block in self.blocks:
+            x, w = block(x, return_weights)
+            if w is not None:
+                weights.append(w)
+        return self.lm_head(self.ln_f(x)), weights  # (B, T, V)

@@ -1,0 +1,88 @@
+"""The ANDREA GPT family: pinned parameter counts (SPEC §3-4), every backend, GPT-2 initialisation."""
+
+import math
+
+import pytest
+import torch
+
+from andrea.models.gpt import GPT
+
+from ..attention.helpers import BACKENDS, HEADS
+
+
+def test_andrea_120m_parameter_count():
+    model = GPT(vocab_size=50257, max_context=1024, n_layer=12, d_model=768, attention=dict(n_head=12))
+    attention = sum(p.numel() for block in model.blocks for p in block.attention.parameters())
+    assert sum(p.numel() for p in model.blocks[0].attention.parameters()) == 4 * 768**2 == 2_359_296
+    assert attention == 28_311_552  # SPEC §3: 28.3M over 12 layers, about a quarter of the model
+    assert model.num_parameters() == 124_337_664
+    assert model.lm_head.weight is model.token_embedding.weight  # tied, counted once
+
+
+def test_andrea_12m_parameter_count():
+    model = GPT(vocab_size=50257, max_context=256, n_layer=6, d_model=192, attention=dict(n_head=6))
+    assert model.blocks[0].attention.head_dim == 32
+    assert model.num_parameters() == 12_355_200
+
+
+def tiny(backend="naive", heads="mha", **kwargs):
+    n_head, n_kv_head = HEADS[heads]
+    attention = dict(n_head=n_head, n_kv_head=n_kv_head, backend=backend, mask="causal")
+    return GPT(**{**dict(vocab_size=97, max_context=16, n_layer=2, d_model=32, attention=attention), **kwargs})
+
+
+@pytest.mark.parametrize("heads", HEADS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_backend_gives_the_same_logits(backend, heads):
+    torch.manual_seed(0)
+    reference = tiny("naive", heads)
+    model = tiny(backend, heads)
+    model.load_state_dict(reference.state_dict())
+    idx = torch.randint(97, (2, 12))
+    with torch.no_grad():
+        (logits, weights), (expected, expected_weights) = model(idx, return_weights=True), reference(idx, return_weights=True)
+    assert logits.shape == (2, 12, 97) and len(weights) == 2 and weights[0].shape == (2, 4, 12, 12)
+    torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(weights[1], expected_weights[1], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "flex"])
+def test_every_parameter_learns(backend):
+    model = tiny(backend, "gqa")
+    idx = torch.randint(97, (2, 12))
+    logits, _ = model(idx)
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx.roll(-1, 1).flatten()).backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+
+
+def test_gpt2_initialisation():
+    torch.manual_seed(0)
+    model = GPT(vocab_size=1000, max_context=64, n_layer=8, d_model=256, attention=dict(n_head=4))
+    assert model.token_embedding.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    assert model.blocks[0].mlp.fc.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    residual = 0.02 / math.sqrt(2 * 8)
+    assert model.blocks[3].attention.proj.weight.std().item() == pytest.approx(residual, rel=0.05)
+    assert model.blocks[3].mlp.proj.weight.std().item() == pytest.approx(residual, rel=0.05)
+
+
+def test_causal_language_model():
+    """A later token never changes an earlier logit."""
+    model = tiny("sdpa").eval()
+    idx = torch.randint(97, (1, 12))
+    changed = idx.clone()
+    changed[0, 8:] = (changed[0, 8:] + 1) % 97
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx)[0][:, :8], model(changed)[0][:, :8])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(position="alibi"), "position.kind='alibi' is not one of learned, none"),
+        (dict(n_layer=0), "model.net.n_layer=0 must be a positive integer"),
+    ],
+)
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        tiny(**kwargs)
