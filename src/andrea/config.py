@@ -49,7 +49,17 @@ def run_name() -> str | None:
     return Path(output_dir).name if output_dir else None
 
 
-for _name, _fn in (("andrea.sweep_group", sweep_group), ("andrea.run_name", run_name)):
+def tokenizer_vocab(name: str) -> int:
+    from andrea.data.tokenizers import tokenizer_vocab_size
+
+    return tokenizer_vocab_size(name)
+
+
+for _name, _fn in (
+    ("andrea.sweep_group", sweep_group),
+    ("andrea.run_name", run_name),
+    ("andrea.tokenizer_vocab", tokenizer_vocab),
+):
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _fn)
 

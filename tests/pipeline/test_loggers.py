@@ -54,3 +54,12 @@ def test_tiny_gpt_trains_in_the_pipeline(tmp_path):
     assert result["config"]["model"]["net"]["_target_"] == "andrea.models.gpt.GPT"
     assert result["config"]["model"]["net"]["attention"]["n_kv_head"] == 2
     assert result["val_loss"] < 4.0 and len([k for k in result["head_roles"] if k.startswith("heads/entropy/")]) == 2 * 4
+
+
+def test_tiny_gpt_on_text(tmp_path):
+    overrides = ["data=text", "data.seq_len=32", "data.samples_per_epoch=64", "model=andrea-tiny", "logger=none",
+                 "trainer.max_epochs=2", "callbacks.attention_maps.every_n_steps=4"]  # fmt: skip
+    result = train(compose_train(tmp_path, overrides))
+    assert result["global_step"] == 2 * 64 // 8
+    assert result["val_loss"] < 10.0 and result["config"]["data"]["tokenizer"] == "gpt2"
+    assert list((tmp_path / "token_cache").glob("gpt2-*.uint16.bin"))

@@ -1,5 +1,6 @@
 """Data modules: synthetic attention tasks (and, later, text)."""
 
+from andrea.data.text import TextDataModule
 from andrea.data.tasks import (
     IGNORE_INDEX,
     InductionDataModule,
@@ -14,4 +15,5 @@ __all__ = [
     "LookbackDataModule",
     "RepetitionDataModule",
     "SyntheticTaskDataModule",
+    "TextDataModule",
 ]

@@ -81,3 +81,12 @@ class ByteTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+
+TOKENIZERS = {"gpt2": GPT2Tokenizer, "bytes": ByteTokenizer}
+
+
+def tokenizer_vocab_size(name: str) -> int:
+    if name not in TOKENIZERS:
+        raise ValueError(f"data.tokenizer={name!r} is not one of {', '.join(TOKENIZERS)}")
+    return TOKENIZERS[name].vocab_size

@@ -1,0 +1,157 @@
+"""Text as training data: any local text file or folder becomes a memory-mapped token cache.
+
+The cache is made once and keyed by the content of every file and the tokenizer,
+so an edited file or another tokenizer makes a new one. Documents are joined
+with the tokenizer's end-of-text id; ids are stored as uint16 where the
+vocabulary fits. The last `val_fraction` of the tokens is the validation split.
+Training samples random context windows; validation walks consecutive windows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from andrea.data.tokenizers import TOKENIZERS, tokenizer_vocab_size
+EXCERPT = Path(__file__).parent / "corpus" / "tempest_excerpt.txt"
+
+
+def text_files(path: str | Path) -> list[Path]:
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"data.path={path} does not exist; give a text file or a folder of .txt files")
+    files = sorted(p for p in path.rglob("*.txt") if p.is_file()) if path.is_dir() else [path]
+    if not files:
+        raise ValueError(f"data.path={path} holds no .txt file")
+    return files
+
+
+def read_text(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"data.path: {path} is not UTF-8 text (byte {err.start}: {data[err.start:err.start + 4]!r})") from None
+
+
+def build_cache(files: list[Path], tokenizer, cache_dir: Path) -> Path:
+    """Tokenise `files` into `<cache_dir>/<key>.bin` (once) and return its path."""
+    digest = hashlib.sha256(tokenizer.name.encode())
+    for path in files:
+        digest.update(path.read_bytes())
+    dtype = np.uint16 if tokenizer.vocab_size <= 2**16 else np.uint32
+    cache = cache_dir / f"{tokenizer.name}-{digest.hexdigest()[:16]}.{np.dtype(dtype).name}.bin"
+    if cache.exists():
+        return cache
+    ids: list[int] = []
+    for path in files:
+        ids.extend(tokenizer.encode(read_text(path)))
+        ids.append(tokenizer.eot_id)
+    if len(ids) <= len(files):
+        raise ValueError(f"data.path: {', '.join(map(str, files[:3]))} holds no text")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = cache.with_suffix(f".tmp{os.getpid()}")
+    np.asarray(ids, dtype=dtype).tofile(partial)
+    meta = {"tokens": len(ids), "dtype": np.dtype(dtype).name, "tokenizer": tokenizer.name, "files": list(map(str, files))}
+    cache.with_suffix(".json").write_text(json.dumps(meta, indent=2))
+    os.replace(partial, cache)  # atomic: a crash never leaves half a cache under the final name
+    return cache
+
+
+class RandomWindows(Dataset):
+    """`length` windows of seq_len + 1 tokens at seeded random offsets: (input_ids, labels)."""
+
+    def __init__(self, tokens: np.ndarray, seq_len: int, length: int, seed: int):
+        self.tokens, self.seq_len, self.length, self.seed = tokens, seq_len, length, seed
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        start = np.random.default_rng((self.seed, index)).integers(0, len(self.tokens) - self.seq_len - 1, endpoint=True)
+        window = torch.from_numpy(self.tokens[start : start + self.seq_len + 1].astype(np.int64))
+        return {"input_ids": window[:-1], "labels": window[1:]}
+
+
+class ConsecutiveWindows(RandomWindows):
+    def __init__(self, tokens: np.ndarray, seq_len: int):
+        super().__init__(tokens, seq_len, (len(tokens) - 1) // seq_len, seed=0)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        start = index * self.seq_len
+        window = torch.from_numpy(self.tokens[start : start + self.seq_len + 1].astype(np.int64))
+        return {"input_ids": window[:-1], "labels": window[1:]}
+
+
+class TextDataModule(L.LightningDataModule):
+    name = "text"
+
+    def __init__(
+        self,
+        path: str | None = None,  # None: the excerpt that ships with andrea
+        tokenizer: str = "gpt2",
+        vocab_size: int | None = None,  # the model's; must be the tokenizer's
+        seq_len: int = 256,
+        batch_size: int = 8,
+        samples_per_epoch: int = 2048,
+        val_fraction: float = 0.1,
+        cache_dir: str | None = None,
+        seed: int = 0,
+        num_workers: int = 0,
+    ):
+        super().__init__()
+        tokenizer_vocab = tokenizer_vocab_size(tokenizer)
+        if vocab_size is not None and vocab_size != tokenizer_vocab:
+            raise ValueError(f"data.vocab_size={vocab_size} but data.tokenizer={tokenizer} has {tokenizer_vocab} ids; drop the override")
+        for key, value in (("seq_len", seq_len), ("batch_size", batch_size), ("samples_per_epoch", samples_per_epoch)):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"data.{key}={value!r} must be a positive integer")
+        if not 0 < val_fraction < 1:
+            raise ValueError(f"data.val_fraction={val_fraction!r} must be between 0 and 1")
+        self.files = text_files(path or EXCERPT)  # refuses a missing path before any work
+        self.tokenizer_name, self.seq_len, self.batch_size = tokenizer, seq_len, batch_size
+        self.samples_per_epoch, self.val_fraction, self.seed, self.num_workers = samples_per_epoch, val_fraction, seed, num_workers
+        self.cache_dir = Path(cache_dir or Path.home() / ".cache" / "andrea" / "tokens")
+        self.vocab_size = tokenizer_vocab
+        self.tokens: np.ndarray | None = None
+        self.num_train = samples_per_epoch  # rows per epoch, as the synthetic tasks report
+
+    @property
+    def tokenizer(self):
+        return TOKENIZERS[self.tokenizer_name]()
+
+    def prepare_data(self) -> None:
+        build_cache(self.files, self.tokenizer, self.cache_dir)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.tokens is not None:
+            return
+        cache = build_cache(self.files, self.tokenizer, self.cache_dir)
+        dtype = json.loads(cache.with_suffix(".json").read_text())["dtype"]
+        self.tokens = np.memmap(cache, dtype=dtype, mode="r")
+        split = int(len(self.tokens) * (1 - self.val_fraction))
+        if min(split, len(self.tokens) - split) <= self.seq_len:
+            raise ValueError(
+                f"data.path holds {len(self.tokens)} tokens: too few for data.seq_len={self.seq_len} in both splits; "
+                "give more text or a shorter seq_len"
+            )
+        self.train_set = RandomWindows(self.tokens[:split], self.seq_len, self.samples_per_epoch, self.seed)
+        self.val_set = ConsecutiveWindows(self.tokens[split:], self.seq_len)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=False, drop_last=True, num_workers=self.num_workers)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers)
+
+    def probe_batch(self, n: int = 4) -> dict[str, torch.Tensor]:
+        self.setup()
+        rows = [self.val_set[i] for i in range(min(n, len(self.val_set)))]
+        return {key: torch.stack([row[key] for row in rows]) for key in ("input_ids", "labels")}

@@ -1,0 +1,76 @@
+"""The text data module: token cache, splits, windows, and the files it refuses."""
+
+import numpy as np
+import pytest
+
+from andrea.data.text import EXCERPT, TextDataModule
+from andrea.data.tokenizers import GPT2Tokenizer
+
+
+def module(tmp_path, **kwargs):
+    return TextDataModule(cache_dir=str(tmp_path / "cache"), **{"seq_len": 32, "batch_size": 4, **kwargs})
+
+
+def test_excerpt_tokenises_into_a_uint16_cache(tmp_path):
+    data = module(tmp_path)
+    data.setup()
+    (cache,) = (tmp_path / "cache").glob("*.bin")
+    assert cache.name.startswith("gpt2-") and data.tokens.dtype == np.uint16
+    expected = GPT2Tokenizer().encode(EXCERPT.read_text())
+    assert list(data.tokens[:50]) == expected[:50] and len(data.tokens) == len(expected) + 1  # + end of text
+    assert data.tokens[-1] == 50256
+    mtime = cache.stat().st_mtime_ns
+    module(tmp_path).setup()  # same content, same tokenizer: the cache is reused
+    assert cache.stat().st_mtime_ns == mtime and len(list((tmp_path / "cache").glob("*.bin"))) == 1
+
+
+def test_windows_and_split(tmp_path):
+    data = module(tmp_path, samples_per_epoch=16)
+    data.setup()
+    batch = next(iter(data.train_dataloader()))
+    assert batch["input_ids"].shape == batch["labels"].shape == (4, 32)
+    assert (batch["labels"][:, :-1] == batch["input_ids"][:, 1:]).all()  # next-token labels
+    split = int(len(data.tokens) * 0.9)
+    assert len(data.val_set) == (len(data.tokens) - split - 1) // 32
+    first = data.val_set[0]["input_ids"].numpy()
+    assert (first == data.tokens[split : split + 32]).all()
+    again = module(tmp_path, samples_per_epoch=16)
+    again.setup()
+    assert (again.train_set[3]["input_ids"] == data.train_set[3]["input_ids"]).all()  # seeded
+
+
+def test_folder_and_bytes_tokenizer(tmp_path):
+    folder = tmp_path / "texts"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("hello " * 200)
+    (folder / "sub" / "b.txt").write_text("world " * 200)
+    data = module(tmp_path, path=str(folder), tokenizer="bytes")
+    data.setup()
+    assert data.vocab_size == 257 and len(data.tokens) == 2 * 1200 + 2
+    assert list(data.tokens[:6]) == list(b"hello ")
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda p: None, "does not exist"),
+        (lambda p: p.mkdir(), "holds no .txt file"),
+        (lambda p: p.with_suffix(".txt").write_bytes(b"ok \xff\xfe bad"), "is not UTF-8 text \\(byte 3"),
+        (lambda p: p.with_suffix(".txt").write_text(""), "holds no text"),
+        (lambda p: p.with_suffix(".txt").write_text("tiny text"), "too few for data.seq_len=32"),
+    ],
+)
+def test_bad_text_is_refused(tmp_path, setup, message):
+    target = tmp_path / "corpus"
+    setup(target)
+    path = target.with_suffix(".txt") if target.with_suffix(".txt").exists() else target
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        module(tmp_path, path=str(path)).setup()
+    assert not list((tmp_path / "cache").glob("*.tmp*"))  # nothing half-written left behind
+
+
+def test_bad_parameters(tmp_path):
+    with pytest.raises(ValueError, match="data.tokenizer='sentencepiece' is not one of gpt2, bytes"):
+        module(tmp_path, tokenizer="sentencepiece")
+    with pytest.raises(ValueError, match="data.val_fraction=1.5 must be between 0 and 1"):
+        module(tmp_path, val_fraction=1.5)
