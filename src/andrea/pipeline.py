@@ -63,6 +63,7 @@ def _summary(cfg, trainer, metrics, wall_s, run_dir) -> dict:
         "train_acc": metrics.get("train/acc_epoch"),
         "val_loss": metrics.get("val/loss"),
         "val_acc": metrics.get("val/acc"),
+        "val_perplexity": metrics.get("val/perplexity"),
         "tokens_per_s": stats.tokens_per_s if stats else None,
         "wall_s": wall_s,
         "global_step": trainer.global_step,

@@ -15,6 +15,7 @@ def test_loss_falls_below_one_within_three_epochs(default_run):
     assert result["status"] == "completed" and result["epochs"] == 3
     assert result["val_loss"] < 1.0 and result["train_loss"] < 1.0
     assert result["val_acc"] > 0.9
+    assert result["val_perplexity"] == pytest.approx(math.exp(result["val_loss"]), rel=1e-3)
 
 
 def test_wandb_history_has_every_step(default_run):

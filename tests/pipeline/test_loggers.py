@@ -57,9 +57,14 @@ def test_tiny_gpt_trains_in_the_pipeline(tmp_path):
 
 
 def test_tiny_gpt_on_text(tmp_path):
-    overrides = ["data=text", "data.seq_len=32", "data.samples_per_epoch=64", "model=andrea-tiny", "logger=none",
-                 "trainer.max_epochs=2", "callbacks.attention_maps.every_n_steps=4"]  # fmt: skip
+    overrides = ["data=text", "data.seq_len=32", "data.samples_per_epoch=64", "model=andrea-tiny", "logger=csv",
+                 "trainer.max_epochs=2", "callbacks.attention_maps.every_n_steps=4", "callbacks.run_stats.peak_tflops=0.2"]  # fmt: skip
     result = train(compose_train(tmp_path, overrides))
+    with open(tmp_path / "csv" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    mfu = [float(r["train/mfu"]) for r in rows if r.get("train/mfu")]
+    assert len(mfu) == result["global_step"] and all(0 < m < 1 for m in mfu)
+    assert any(r.get("val/perplexity") for r in rows)
     assert result["global_step"] == 2 * 64 // 8
     assert result["val_loss"] < 10.0 and result["config"]["data"]["tokenizer"] == "gpt2"
     assert list((tmp_path / "token_cache").glob("gpt2-*.uint16.bin"))

@@ -89,9 +89,13 @@ class AttentionMaps(L.Callback):
 
 
 class RunStats(L.Callback):
-    """Training throughput: tokens/s every step (logged) and over the whole fit."""
+    """Training throughput: tokens/s every step (logged) and over the whole fit, and the
+    model FLOPs utilisation (MFU) against `peak_tflops` when the model can count its FLOPs."""
 
-    def __init__(self):
+    def __init__(self, peak_tflops: float | None = None):
+        if peak_tflops is not None and peak_tflops <= 0:
+            raise ValueError(f"callbacks.run_stats.peak_tflops={peak_tflops} must be > 0 (or null)")
+        self.peak_tflops = peak_tflops
         self.tokens = 0
         self.train_seconds = 0.0
         self._batch_start = 0.0
@@ -110,7 +114,12 @@ class RunStats(L.Callback):
         tokens = batch["input_ids"].numel() * trainer.world_size
         self.tokens += tokens
         self.train_seconds += seconds
-        pl_module.log("train/tokens_per_s", tokens / max(seconds, 1e-9), on_step=True, on_epoch=False)
+        tokens_per_s = tokens / max(seconds, 1e-9)
+        pl_module.log("train/tokens_per_s", tokens_per_s, on_step=True, on_epoch=False)
+        flops_per_token = getattr(pl_module.net, "flops_per_token", None)
+        if self.peak_tflops and flops_per_token:
+            mfu = tokens_per_s * flops_per_token(batch["input_ids"].shape[1]) / (self.peak_tflops * 1e12)
+            pl_module.log("train/mfu", mfu, on_step=True, on_epoch=False)
 
 
 def _synchronize(device: torch.device) -> None:

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
+from torchmetrics.text import Perplexity
 
 from andrea.data.tasks import IGNORE_INDEX
 
@@ -33,6 +34,7 @@ class LanguageModelModule(L.LightningModule):
         self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_loss = MeanMetric()
+        self.val_perplexity = Perplexity(ignore_index=IGNORE_INDEX)
 
     def forward(self, input_ids):
         return self.net(input_ids)[0]
@@ -41,11 +43,11 @@ class LanguageModelModule(L.LightningModule):
         logits = self(batch["input_ids"])  # (B, T, V)
         labels = batch["labels"]  # (B, T), IGNORE_INDEX where nothing is predicted
         loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
-        return loss, logits.flatten(0, 1), labels.flatten()
+        return loss, logits, labels
 
     def training_step(self, batch, batch_idx):
         loss, logits, labels = self._loss(batch)
-        self.train_acc(logits, labels)
+        self.train_acc(logits.flatten(0, 1), labels.flatten())
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True)
         self.log("train/acc", self.train_acc, on_step=True, on_epoch=True, prog_bar=True)
         return loss
@@ -53,9 +55,11 @@ class LanguageModelModule(L.LightningModule):
     def validation_step(self, batch, batch_idx):
         loss, logits, labels = self._loss(batch)
         self.val_loss(loss, weight=(labels != IGNORE_INDEX).sum())
-        self.val_acc(logits, labels)
+        self.val_acc(logits.flatten(0, 1), labels.flatten())
+        self.val_perplexity(logits.float(), labels)
         self.log("val/loss", self.val_loss, on_epoch=True, prog_bar=True)
         self.log("val/acc", self.val_acc, on_epoch=True, prog_bar=True)
+        self.log("val/perplexity", self.val_perplexity, on_epoch=True)
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(params=self.parameters())

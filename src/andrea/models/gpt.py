@@ -104,6 +104,12 @@ class GPT(nn.Module):
             total -= self.position_embedding.weight.numel()
         return total
 
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token (forward + backward), nanoGPT's estimate: 6·N + 12·L·H·d·T,
+        N the parameters without position embeddings (PaLM appendix B)."""
+        attention = self.blocks[0].attention
+        return 6 * self.num_parameters(exclude_positions=True) + 12 * self.n_layer * attention.d_model * seq_len
+
     def forward(self, idx: Tensor, return_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
         """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, T) weight tensor per layer."""
         B, T = idx.shape
