@@ -24,8 +24,8 @@ def test_help_lists_every_group(tmp_path):
     result = run(["--help"], tmp_path)
     assert result.returncode == 0
     assert "andrea-train: train any model of the andrea attention zoo" in result.stdout
-    for line in ("attention: eager, flex, naive, sdpa", "heads: gqa, mha, mqa", "logger: csv, many_loggers, none, tensorboard, wandb",
-                 "trainer: cpu, ddp, ddp_cpu, default, gpu", "experiment: induction, lookback, repetition, repetition_no_attention"):  # fmt: skip
+    for line in ("attention: eager, flex, naive, sdpa", "heads: gqa, mha, mqa", "model: andrea-120m, andrea-12m, andrea-tiny, toy", "logger: csv, many_loggers, none, tensorboard, wandb",
+                 "trainer: cpu, ddp, ddp_cpu, default, gpu", "experiment: andrea-12m-shakespeare, induction, lookback, repetition, repetition_no_attention"):  # fmt: skip
         assert line in result.stdout
 
 

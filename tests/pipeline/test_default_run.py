@@ -65,7 +65,7 @@ def test_checkpoints_last_and_best(default_run):
     _, run_dir = default_run
     names = sorted(p.name for p in (run_dir / "checkpoints").glob("*.ckpt"))
     assert "last.ckpt" in names and len(names) == 2
-    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)  # plain data
     assert checkpoint["global_step"] == 192
 
 

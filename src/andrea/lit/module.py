@@ -12,6 +12,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from torchmetrics.text import Perplexity
 
 from andrea.data.tasks import IGNORE_INDEX
+from andrea.models.export import CHECKPOINT_CONFIG_KEY
 
 
 class LanguageModelModule(L.LightningModule):
@@ -26,9 +27,11 @@ class LanguageModelModule(L.LightningModule):
         net: nn.Module,
         optimizer: Callable,
         scheduler: Callable | None = None,
+        net_config: dict | None = None,
     ):
         super().__init__()
         self.net = net
+        self.net_config = net_config  # the resolved model.net config, saved in every checkpoint
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         vocab_size = net.vocab_size
         self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
@@ -60,6 +63,10 @@ class LanguageModelModule(L.LightningModule):
         self.log("val/loss", self.val_loss, on_epoch=True, prog_bar=True)
         self.log("val/acc", self.val_acc, on_epoch=True, prog_bar=True)
         self.log("val/perplexity", self.val_perplexity, on_epoch=True)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.net_config is not None:
+            checkpoint[CHECKPOINT_CONFIG_KEY] = self.net_config  # plain containers only: weights_only loads
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(params=self.parameters())
