@@ -92,3 +92,25 @@ def test_flops_per_token_matches_the_formula():
     model = GPT(vocab_size=50257, max_context=1024, n_layer=12, d_model=768, attention=dict(n_head=12))
     n = 124_337_664 - 1024 * 768  # without position embeddings
     assert model.flops_per_token(1024) == 6 * n + 12 * 12 * 768 * 1024
+
+
+def test_weight_decay_groups():
+    from functools import partial
+
+    from andrea.lit import LanguageModelModule
+
+    module = LanguageModelModule(tiny("sdpa"), optimizer=partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.1))
+    decay, no_decay = module.configure_optimizers().param_groups
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
+    assert sum(p.numel() for g in (decay, no_decay) for p in g["params"]) == module.net.num_parameters()
+
+
+def test_compiled_module_keeps_plain_weight_names():
+    from functools import partial
+
+    from andrea.lit import LanguageModelModule
+
+    module = LanguageModelModule(tiny("sdpa"), optimizer=partial(torch.optim.AdamW), compile=True)
+    assert all(key.startswith("net.") for key in module.state_dict() if "net" in key)
+    assert not any("_orig_mod" in key or "_forward_net" in key for key in module.state_dict())

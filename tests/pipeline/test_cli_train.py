@@ -25,7 +25,7 @@ def test_help_lists_every_group(tmp_path):
     assert result.returncode == 0
     assert "andrea-train: train any model of the andrea attention zoo" in result.stdout
     for line in ("attention: eager, flex, naive, sdpa", "heads: gqa, mha, mqa", "model: andrea-120m, andrea-12m, andrea-tiny, toy", "logger: csv, many_loggers, none, tensorboard, wandb",
-                 "trainer: cpu, ddp, ddp_cpu, default, gpu", "experiment: andrea-12m-shakespeare, induction, lookback, repetition, repetition_no_attention"):  # fmt: skip
+                 "trainer: cpu, ddp, ddp_cpu, default, gpu", "experiment: andrea-120m, andrea-12m-shakespeare, induction, lookback, repetition, repetition_no_attention"):  # fmt: skip
         assert line in result.stdout
 
 
@@ -60,7 +60,7 @@ def test_run_from_another_folder_with_csv_logger(tmp_path):
         rows = list(csv.DictReader(f))
     losses = [float(r["train/loss_step"]) for r in rows if r.get("train/loss_step")]
     assert len(losses) == 4 and all(0 < loss < 10 for loss in losses)  # 256 rows / batch 64, one per step
-    assert any(r.get("lr-AdamW") for r in rows)
+    assert any(r.get("lr-AdamW/pg1") for r in rows)  # one learning rate per parameter group
     assert sorted(p.name for p in (run_dir / "attention_maps").glob("*.png")) == [
         "layer0_step000000.png", "layer0_step000002.png", "layer0_step000004.png"
     ]  # fmt: skip

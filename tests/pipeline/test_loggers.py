@@ -79,3 +79,14 @@ def test_andrea_12m_shakespeare_smoke(tmp_path):
                  "data.samples_per_epoch=48", "+trainer.limit_val_batches=2", "logger=none"]  # fmt: skip
     result = train(compose_train(tmp_path, overrides))
     assert result["global_step"] == 3 and 5.0 < result["val_loss"] < 11.5  # from ~log(50257) = 10.8
+
+
+@pytest.mark.slow  # reason: builds the full 124M-parameter ANDREA-120M and runs it on CPU
+def test_andrea_120m_recipe_smoke_on_cpu(tmp_path):
+    overrides = ["experiment=andrea-120m", "trainer.accelerator=cpu", "trainer.precision=32-true", "model.compile=false",
+                 "data.seq_len=64", "data.batch_size=1", "data.samples_per_epoch=2", "data.num_workers=0",
+                 "trainer.max_steps=2", "trainer.accumulate_grad_batches=1", "+trainer.limit_val_batches=1",
+                 "model.scheduler.warmup_steps=1", "logger=none"]  # fmt: skip
+    result = train(compose_train(tmp_path, overrides))
+    assert result["global_step"] == 2 and 9.0 < result["val_loss"] < 11.5  # ~log(50257) = 10.8 at the start
+    assert result["config"]["model"]["net"]["n_layer"] == 12

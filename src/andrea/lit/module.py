@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import lightning as L
+import torch
 import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
@@ -20,6 +21,8 @@ class LanguageModelModule(L.LightningModule):
 
     optimizer: a partial taking `params` (Hydra `_partial_: true`), e.g. AdamW with its lr.
     scheduler: an optional partial taking `optimizer`, stepped every optimisation step.
+    compile:   run the network's forward through torch.compile (the saved weights keep their names).
+    Weight decay applies to matrices only; norms and biases are left undecayed (nanoGPT's groups).
     """
 
     def __init__(
@@ -28,9 +31,12 @@ class LanguageModelModule(L.LightningModule):
         optimizer: Callable,
         scheduler: Callable | None = None,
         net_config: dict | None = None,
+        compile: bool = False,
     ):
         super().__init__()
         self.net = net
+        # Not registered as a submodule: checkpoints keep the plain `net.*` names.
+        object.__setattr__(self, "_forward_net", torch.compile(net) if compile else net)
         self.net_config = net_config  # the resolved model.net config, saved in every checkpoint
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         vocab_size = net.vocab_size
@@ -40,7 +46,7 @@ class LanguageModelModule(L.LightningModule):
         self.val_perplexity = Perplexity(ignore_index=IGNORE_INDEX)
 
     def forward(self, input_ids):
-        return self.net(input_ids)[0]
+        return self._forward_net(input_ids)[0]
 
     def _loss(self, batch):
         logits = self(batch["input_ids"])  # (B, T, V)
@@ -69,7 +75,10 @@ class LanguageModelModule(L.LightningModule):
             checkpoint[CHECKPOINT_CONFIG_KEY] = self.net_config  # plain containers only: weights_only loads
 
     def configure_optimizers(self):
-        optimizer = self.optimizer_factory(params=self.parameters())
+        decay = [p for p in self.parameters() if p.requires_grad and p.dim() >= 2]
+        no_decay = [p for p in self.parameters() if p.requires_grad and p.dim() < 2]
+        groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]  # decay: the optimizer's own
+        optimizer = self.optimizer_factory(params=groups)
         if self.scheduler_factory is None:
             return optimizer
         scheduler = self.scheduler_factory(optimizer=optimizer)
