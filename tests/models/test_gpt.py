@@ -16,7 +16,7 @@ def test_andrea_120m_parameter_count():
     assert sum(p.numel() for p in model.blocks[0].attention.parameters()) == 4 * 768**2 == 2_359_296
     assert attention == 28_311_552  # SPEC §3: 28.3M over 12 layers, about a quarter of the model
     assert model.num_parameters() == 124_337_664
-    assert model.lm_head.weight is model.token_embedding.weight  # tied, counted once
+    assert model.lm_head.weight is model.embed.token.weight  # tied, counted once
 
 
 def test_andrea_12m_parameter_count():
@@ -59,7 +59,7 @@ def test_every_parameter_learns(backend):
 def test_gpt2_initialisation():
     torch.manual_seed(0)
     model = GPT(vocab_size=1000, max_context=64, n_layer=8, d_model=256, attention=dict(n_head=4))
-    assert model.token_embedding.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    assert model.embed.token.weight.std().item() == pytest.approx(0.02, rel=0.05)
     assert model.blocks[0].mlp.fc.weight.std().item() == pytest.approx(0.02, rel=0.05)
     residual = 0.02 / math.sqrt(2 * 8)
     assert model.blocks[3].attention.proj.weight.std().item() == pytest.approx(residual, rel=0.05)

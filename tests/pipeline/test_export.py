@@ -23,7 +23,7 @@ def test_round_trip(tmp_path):
     path = export.save(net, CONFIG, tmp_path / "tiny.safetensors")
     loaded, config = export.load(path)
     assert config == CONFIG and isinstance(loaded, GPT)
-    assert loaded.lm_head.weight is loaded.token_embedding.weight  # still tied after loading
+    assert loaded.lm_head.weight is loaded.embed.token.weight  # still tied after loading
     idx = torch.randint(97, (1, 8))
     with torch.no_grad():
         torch.testing.assert_close(loaded(idx)[0], net.eval()(idx)[0])

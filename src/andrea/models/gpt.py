@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from andrea.attention import MultiHeadSelfAttention
+from andrea.models.embedding import Embeddings
 
 
 class MLP(nn.Module):
@@ -55,7 +55,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    positions = ("learned", "none")  # position.kind values it understands
+    positions = Embeddings.kinds  # position.kind values it understands
 
     def __init__(
         self,
@@ -69,19 +69,16 @@ class GPT(nn.Module):
         position: str = "learned",
     ):
         super().__init__()
-        if position not in self.positions:
-            raise ValueError(f"position.kind={position!r} is not one of {', '.join(self.positions)} for the GPT model")
         if not isinstance(n_layer, int) or n_layer <= 0:
             raise ValueError(f"model.net.n_layer={n_layer!r} must be a positive integer")
         attention = {"n_head": 12, "backend": "sdpa", "mask": "causal", **(attention or {})}
         self.vocab_size, self.max_context, self.n_layer = vocab_size, max_context, n_layer
-        self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.position_embedding = nn.Embedding(max_context, d_model) if position == "learned" else None
+        self.embed = Embeddings(vocab_size, max_context, d_model, position)
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(Block(d_model, max_context, mlp_ratio, dropout, attention) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(d_model, bias=False)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
-        self.lm_head.weight = self.token_embedding.weight  # tied: one (V, D) matrix reads and writes tokens
+        self.lm_head.weight = self.embed.token.weight  # tied: one (V, D) matrix reads and writes tokens
         self.apply(self._init_weights)
         for block in self.blocks:
             for residual_out in (block.attention.proj.weight, block.mlp.proj.weight):
@@ -100,8 +97,8 @@ class GPT(nn.Module):
     def num_parameters(self, exclude_positions: bool = False) -> int:
         """Parameters, counted once (the tied embedding is one matrix)."""
         total = sum(p.numel() for p in self.parameters())
-        if exclude_positions and self.position_embedding is not None:
-            total -= self.position_embedding.weight.numel()
+        if exclude_positions and self.embed.position is not None:
+            total -= self.embed.position.weight.numel()
         return total
 
     def flops_per_token(self, seq_len: int) -> float:
@@ -112,13 +109,7 @@ class GPT(nn.Module):
 
     def forward(self, idx: Tensor, return_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
         """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, T) weight tensor per layer."""
-        B, T = idx.shape
-        if T > self.max_context:
-            raise ValueError(f"sequence length {T} exceeds the model's max_context={self.max_context}")
-        x = self.token_embedding(idx)  # (B, T, D)
-        if self.position_embedding is not None:
-            x = x + self.position_embedding(torch.arange(T, device=idx.device))  # (T, D) broadcast over B
-        x = self.dropout(x)
+        x = self.dropout(self.embed(idx))  # (B, T, D)
         weights = []
         for block in self.blocks:
             x, w = block(x, return_weights)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from andrea.attention import MultiHeadSelfAttention
+from andrea.models.embedding import Embeddings
 
 class ToyModel(nn.Module):
-    positions = ("learned", "none")  # position.kind values it understands
+    positions = Embeddings.kinds  # position.kind values it understands
     def __init__(
         self,
         vocab_size: int,
@@ -28,11 +28,8 @@ class ToyModel(nn.Module):
         position: str = "learned",
     ):
         super().__init__()
-        if position not in self.positions:
-            raise ValueError(f"position.kind={position!r} is not one of {', '.join(self.positions)} for the toy model")
         self.vocab_size, self.max_context = vocab_size, max_context
-        self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.position_embedding = nn.Embedding(max_context, d_model) if position == "learned" else None
+        self.embed = Embeddings(vocab_size, max_context, d_model, position)
         blocks = [] if attention is None else range(n_layer)
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in blocks)
         self.attention = nn.ModuleList(
@@ -47,12 +44,7 @@ class ToyModel(nn.Module):
 
     def forward(self, idx: Tensor, return_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
         """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, T) weight tensor per layer."""
-        B, T = idx.shape
-        if T > self.max_context:
-            raise ValueError(f"sequence length {T} exceeds the model's max_context={self.max_context}")
-        x = self.token_embedding(idx)  # (B, T, D)
-        if self.position_embedding is not None:
-            x = x + self.position_embedding(torch.arange(T, device=idx.device))  # (T, D) broadcast over B
+        x = self.embed(idx)  # (B, T, D)
         weights = []
         for norm, attention in zip(self.norms, self.attention):
             if return_weights:
