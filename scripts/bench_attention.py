@@ -64,7 +64,7 @@ def bench_cell(seq_len, mask, backward, impls, args, device):
     calls, rows = {RAW: make_call(raw, inputs, backward)}, {}
     for name, backend in impls.items():
         try:
-            backend.check(mask=block_mask, n_head=args.heads, n_kv_head=args.heads, device=device, needs_grad=backward)
+            backend.check(mask=block_mask, device=device, needs_grad=backward)
         except UnsupportedAttentionError as err:
             rows[name] = f"unsupported: {err}"
             continue

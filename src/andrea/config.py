@@ -165,7 +165,7 @@ def _validate_attention(cfg: DictConfig, seq_len: int) -> None:
             )
     device = "cpu" if _on_cpu(cfg) else "cuda"
     try:  # the backend's own capability check, for the device training will run on
-        backend.check(mask=mask, n_head=heads.n_head, n_kv_head=heads.n_kv_head, device=device, needs_grad=True)
+        backend.check(mask=mask, device=device, needs_grad=True)
     except UnsupportedAttentionError as err:
         raise ConfigError(f"attention={name}: {err}" + (" (trainer=gpu)" if device == "cpu" else "")) from None
     compiled = _get(cfg, "attention.options.compile")

@@ -43,7 +43,7 @@ class MultiHeadSelfAttention(nn.Module):
         self.mask = parse_mask(mask) if isinstance(mask, str) else NoMask() if mask is None else mask
         # Refuse an impossible mask/head combination now, not at the first batch.
         self.backend.check(
-            mask=self.mask, n_head=n_head, n_kv_head=self.heads.n_kv_head, device="cpu", needs_grad=False
+            mask=self.mask, device="cpu", needs_grad=False
         )
 
         self.qkv = nn.Linear(d_model, self.heads.qkv_features(self.head_dim), bias=bias)  # W_Q, W_K, W_V fused
@@ -70,10 +70,7 @@ class MultiHeadSelfAttention(nn.Module):
         full_mask = self._mask() if mask is None else self._mask() & mask
         # The contract's own __call__ checks too, but only after the QKV projection: check first.
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.qkv.weight.requires_grad)
-        self.backend.check(
-            mask=full_mask, n_head=self.heads.n_head, n_kv_head=self.heads.n_kv_head,
-            device=x.device, needs_grad=needs_grad,
-        )  # fmt: skip
+        self.backend.check(mask=full_mask, device=x.device, needs_grad=needs_grad)
 
         qkv = self.qkv(x)  # (B, T, (H + 2·H_kv)·d)
         q, k, v = self.heads.split_qkv(qkv, self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2

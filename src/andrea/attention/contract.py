@@ -108,8 +108,6 @@ class AttentionBackend(ABC):
         check_shapes(q, k, v)
         self.check(
             mask=mask,
-            n_head=q.shape[1],
-            n_kv_head=k.shape[1],
             device=q.device,
             needs_grad=torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad),
         )
@@ -119,8 +117,6 @@ class AttentionBackend(ABC):
         self,
         *,
         mask: Mask | None,
-        n_head: int,
-        n_kv_head: int,
         device: torch.device | str,
         needs_grad: bool,
     ) -> None:

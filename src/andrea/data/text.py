@@ -74,8 +74,11 @@ class RandomWindows(Dataset):
     def __len__(self) -> int:
         return self.length
 
+    def start(self, index: int) -> int:
+        return np.random.default_rng((self.seed, index)).integers(0, len(self.tokens) - self.seq_len - 1, endpoint=True)
+
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        start = np.random.default_rng((self.seed, index)).integers(0, len(self.tokens) - self.seq_len - 1, endpoint=True)
+        start = self.start(index)
         window = torch.from_numpy(self.tokens[start : start + self.seq_len + 1].astype(np.int64))
         return {"input_ids": window[:-1], "labels": window[1:]}
 
@@ -84,10 +87,8 @@ class ConsecutiveWindows(RandomWindows):
     def __init__(self, tokens: np.ndarray, seq_len: int):
         super().__init__(tokens, seq_len, (len(tokens) - 1) // seq_len, seed=0)
 
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        start = index * self.seq_len
-        window = torch.from_numpy(self.tokens[start : start + self.seq_len + 1].astype(np.int64))
-        return {"input_ids": window[:-1], "labels": window[1:]}
+    def start(self, index: int) -> int:
+        return index * self.seq_len
 
 
 class TextDataModule(L.LightningDataModule):
