@@ -54,3 +54,21 @@ def test_paired_ratio_runs_both_once_per_round():
 
     ratio = paired_ratio(lambda: bump("a"), lambda: bump("b"), rounds=4)
     assert ratio > 0 and calls == {"a": 5, "b": 5}
+
+
+def test_bench_model_prints_its_tables():
+    """The model benchmark end to end at toy size (numbers are not checked: this is no timed test)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[1] / "scripts" / "bench_model.py"
+    args = ["--models", "andrea-tiny", "--seq-lens", "32", "--rounds", "1", "--new-tokens", "4", "--no-peer"]
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for backend in ("naive", "eager", "sdpa"):
+        assert any(line.startswith(f"| andrea-tiny | 32 | train | {backend} | ") for line in lines)
+    assert any(line.startswith("| andrea-tiny | 32 | train | flex | n/a [1]") for line in lines)
+    assert any(line.startswith("| andrea-tiny | sdpa cache |") for line in lines)
+    assert any(line.startswith("| andrea-tiny | sdpa no cache |") for line in lines)

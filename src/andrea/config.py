@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from andrea.attention import HeadConfig, UnsupportedAttentionError, backend_registry, get_backend
+from andrea.attention.positions import ALiBi
 
 
 class ConfigError(ValueError):
@@ -163,9 +164,13 @@ def _validate_attention(cfg: DictConfig, seq_len: int) -> None:
                 f"mask.{key}={value} is wider than the context data.seq_len={seq_len}; "
                 f"use a value <= {seq_len} (a window that covers the whole context is mask=causal)"
             )
+    position = _get(cfg, "position.kind")
+    if position == "rope" and head_dim % 2:
+        raise ConfigError(f"position=rope needs an even head_dim, got model.net.d_model / heads.n_head = {head_dim}")
+    score_mod = ALiBi(heads.n_head) if position == "alibi" else None
     device = "cpu" if _on_cpu(cfg) else "cuda"
     try:  # the backend's own capability check, for the device training will run on
-        backend.check(mask=mask, device=device, needs_grad=True)
+        backend.check(mask=mask, device=device, needs_grad=True, score_mod=score_mod)
     except UnsupportedAttentionError as err:
         raise ConfigError(f"attention={name}: {err}" + (" (trainer=gpu)" if device == "cpu" else "")) from None
     compiled = _get(cfg, "attention.options.compile")

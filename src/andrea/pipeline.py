@@ -33,6 +33,7 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
     datamodule = instantiate(cfg.data)
     module = instantiate(cfg.model)
     module.net_config = OmegaConf.to_container(cfg.model.net, resolve=True)  # for checkpoints and export
+    module.tokenizer = cfg.data.get("tokenizer")  # text data only; andrea-sample reads it back
     loggers = _instantiate_all(cfg.get("logger"))
     callbacks = _instantiate_all(cfg.get("callbacks"))
     if not loggers:  # logger=none: Lightning refuses a LearningRateMonitor with nothing to log to

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from andrea.attention import UnsupportedAttentionError, get_backend
+from andrea.attention.positions import ALiBi
 
 from .helpers import BACKENDS, HEADS, TOLERANCE, make_masks, make_qkv
 
@@ -54,4 +55,34 @@ def test_parity(backend_name, mask_name, heads, dtype, direction, record_propert
         for name, got, ref in zip("qkv", (q, k, v), ref_inputs):
             assert torch.isfinite(got.grad).all(), f"d{name} not finite"
             torch.testing.assert_close(got.grad.float(), ref.grad, **TOLERANCE[dtype], msg=f"d{name} differs")
+    record_property("parity_status", "passed")
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+@pytest.mark.parametrize("heads", HEADS)
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_parity_with_alibi(backend_name, mask_name, heads, direction, record_property):
+    """The same matrix with a score bias (ALiBi) added by every backend, float32."""
+    record_property("parity_cell", (backend_name, f"{mask_name} +alibi", heads, "float32", direction))
+    backend, mask = get_backend(backend_name), MASKS[mask_name]
+    alibi = ALiBi(HEADS[heads][0])
+    backward = direction == "backward"
+    q, k, v = make_qkv(heads, requires_grad=backward)
+    ref_inputs = [t.detach().clone().requires_grad_(backward) for t in (q, k, v)]
+    with torch.set_grad_enabled(backward):
+        expected, _ = get_backend("naive")(*ref_inputs, mask, score_mod=alibi)
+        if backward and not backend.capabilities.cpu_backward:
+            with pytest.raises(UnsupportedAttentionError, match="no backward on CPU") as refused:
+                backend(q, k, v, mask, score_mod=alibi)
+            record_property("parity_status", f"unsupported: {refused.value}")
+            return
+        out, _ = backend(q, k, v, mask, score_mod=alibi)
+    torch.testing.assert_close(out, expected, **TOLERANCE[torch.float32])
+    if backward:
+        grad_out = torch.randn_like(expected)
+        expected.backward(grad_out)
+        out.backward(grad_out)
+        for name, got, ref in zip("qkv", (q, k, v), ref_inputs):
+            torch.testing.assert_close(got.grad, ref.grad, **TOLERANCE[torch.float32], msg=f"d{name} differs")
     record_property("parity_status", "passed")

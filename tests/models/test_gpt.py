@@ -79,13 +79,25 @@ def test_causal_language_model():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(position="alibi"), "position.kind='alibi' is not one of learned, none"),
+        (dict(position="sinusoidal"), "position.kind='sinusoidal' is not one of learned, rope, alibi, none"),
         (dict(n_layer=0), "model.net.n_layer=0 must be a positive integer"),
     ],
 )
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         tiny(**kwargs)
+
+
+@pytest.mark.parametrize("position", ["rope", "alibi", "none"])
+def test_positions_inside_attention_add_no_parameters(position):
+    learned = tiny("sdpa").num_parameters()
+    other = tiny("sdpa", position=position)
+    assert other.embed.position is None and other.num_parameters() == learned - 16 * 32  # max_context · d_model
+    idx = torch.randint(97, (1, 12))
+    changed = idx.clone()
+    changed[0, 8:] = (changed[0, 8:] + 1) % 97
+    with torch.no_grad():  # still causal: a later token never changes an earlier logit
+        torch.testing.assert_close(other.eval()(idx)[0][:, :8], other(changed)[0][:, :8])
 
 
 def test_flops_per_token_matches_the_formula():

@@ -1,4 +1,5 @@
-"""MultiHeadSelfAttention (SPEC §2): (B, T, D) -> (B, T, D) with any backend, mask and head config."""
+"""MultiHeadSelfAttention (SPEC §2): (B, T, D) -> (B, T, D) with any backend, mask, head config and
+in-attention position scheme (RoPE, ALiBi), with an optional KV cache for generation."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from torch import Tensor, nn
 
 from andrea.attention.contract import AttentionBackend
 from andrea.attention.heads import HeadConfig
+from andrea.attention.kv_cache import KVCache
 from andrea.attention.masks import Mask, NoMask, PrecomputedMask
+from andrea.attention.positions import ALiBi, Rotary
 from andrea.attention.registry import get_backend, parse_mask
 
 
@@ -18,6 +21,8 @@ class MultiHeadSelfAttention(nn.Module):
 
     backend: a registry name ("naive", "eager", "sdpa", "flex", or a plugin's) or an instance.
     mask:    a Mask, a mask expression such as "causal & sliding_window(window=64)", or None (no mask).
+    position: "rope" rotates q and k, "alibi" biases the scores; anything else
+              ("learned", "none") leaves attention position-free (the embedding's job).
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
     """
 
@@ -32,6 +37,7 @@ class MultiHeadSelfAttention(nn.Module):
         bias: bool = False,
         dropout: float = 0.0,
         backend_options: dict[str, Any] | None = None,
+        position: str = "none",
     ):
         super().__init__()
         self.heads = HeadConfig(n_head, n_head if n_kv_head is None else n_kv_head)
@@ -41,10 +47,10 @@ class MultiHeadSelfAttention(nn.Module):
         self.max_context = max_context
         self.backend = get_backend(backend, **(backend_options or {})) if isinstance(backend, str) else backend
         self.mask = parse_mask(mask) if isinstance(mask, str) else NoMask() if mask is None else mask
-        # Refuse an impossible mask/head combination now, not at the first batch.
-        self.backend.check(
-            mask=self.mask, device="cpu", needs_grad=False
-        )
+        self.rope = Rotary(self.head_dim) if position == "rope" else None
+        self.score_mod = ALiBi(n_head) if position == "alibi" else None
+        # Refuse an impossible backend/mask/position combination now, not at the first batch.
+        self.backend.check(mask=self.mask, device="cpu", needs_grad=False, score_mod=self.score_mod)
 
         self.qkv = nn.Linear(d_model, self.heads.qkv_features(self.head_dim), bias=bias)  # W_Q, W_K, W_V fused
         self.proj = nn.Linear(d_model, d_model, bias=bias)  # W_O: mixes the heads
@@ -55,12 +61,13 @@ class MultiHeadSelfAttention(nn.Module):
             self.register_buffer("mask_buffer", dense, persistent=False)
 
     def forward(
-        self, x: Tensor, mask: Mask | None = None, return_weights: bool = False
+        self, x: Tensor, mask: Mask | None = None, return_weights: bool = False, cache: KVCache | None = None
     ) -> Tensor | tuple[Tensor, Tensor]:
-        """x (B, T, D) -> (B, T, D); with return_weights also the weights (B, H, T, T).
+        """x (B, T, D) -> (B, T, D); with return_weights also the weights (B, H, T, S).
 
         `mask`, when given, is combined (AND) with the block's own mask: per-batch
-        key padding or packed-document ids.
+        key padding or packed-document ids. With a `cache`, x holds only the new
+        tokens; they attend to the S - T cached ones too, and join the cache.
         """
         B, T, D = x.shape
         if D != self.d_model:
@@ -70,11 +77,18 @@ class MultiHeadSelfAttention(nn.Module):
         full_mask = self._mask() if mask is None else self._mask() & mask
         # The contract's own __call__ checks too, but only after the QKV projection: check first.
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.qkv.weight.requires_grad)
-        self.backend.check(mask=full_mask, device=x.device, needs_grad=needs_grad)
+        self.backend.check(mask=full_mask, device=x.device, needs_grad=needs_grad, score_mod=self.score_mod)
 
         qkv = self.qkv(x)  # (B, T, (H + 2·H_kv)·d)
         q, k, v = self.heads.split_qkv(qkv, self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2
-        y, weights = self.backend.run(q, k, v, full_mask, None, return_weights)  # (B, H, T, d)
+        if self.rope is not None:
+            start = 0 if cache is None else cache.next_position  # absolute position of x's first token
+            q, k = self.rope(q, start), self.rope(k, start)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
+        y, weights = self.backend.run(q, k, v, full_mask, None, return_weights, self.score_mod)  # (B, H, T, d)
+        if cache is not None:
+            cache.trim()
         y = y.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
         y = self.dropout(self.proj(y))  # (B, T, D)
         return (y, weights) if return_weights else y
@@ -97,4 +111,9 @@ class MultiHeadSelfAttention(nn.Module):
         return (
             f"d_model={self.d_model}, n_head={h.n_head}, n_kv_head={h.n_kv_head} ({h.kind}), "
             f"backend={self.backend.name}, mask={self.mask.name}, max_context={self.max_context}"
+            + (", rope" if self.rope is not None else ", alibi" if self.score_mod is not None else "")
         )
+
+    def new_cache(self) -> KVCache:
+        """An empty cache for this layer, bounded when the mask's look-back is."""
+        return KVCache(self.mask.max_lookback)

@@ -1,11 +1,12 @@
 """The one attention contract every backend implements, and the capabilities it declares.
 
-    backend(q, k, v, mask, scale, need_weights) -> (out, weights | None)
+    backend(q, k, v, mask, scale, need_weights, score_mod) -> (out, weights | None)
 
-    q        (B, H, T, d)      queries
-    k, v     (B, H_kv, S, d)   keys and values; H % H_kv == 0 (MHA, GQA, MQA)
-    mask     Mask | None       an index predicate (andrea.attention.masks); None = no mask
-    scale    float | None      multiplies q·k; None = 1/sqrt(d)
+    q         (B, H, T, d)      queries
+    k, v      (B, H_kv, S, d)   keys and values; H % H_kv == 0 (MHA, GQA, MQA)
+    mask      Mask | None       an index predicate (andrea.attention.masks); None = no mask
+    scale     float | None      multiplies q·k; None = 1/sqrt(d)
+    score_mod ScoreMod | None   an additive score bias such as ALiBi (andrea.attention.positions)
     out      (B, H, T, d)
     weights  (B, H, T, S)      only when need_weights=True
 
@@ -27,6 +28,7 @@ import torch
 from torch import Tensor
 
 from andrea.attention.masks import Mask
+from andrea.attention.positions import ScoreMod
 
 
 class UnsupportedAttentionError(ValueError):
@@ -40,6 +42,7 @@ class Capabilities:
     native_gqa: bool = True  # takes k, v with fewer heads than q (else k, v are expanded first)
     mask_kinds: frozenset[str] | None = None  # mask strategies it accepts; None = all
     wants_compile: bool = False  # only fast under torch.compile
+    score_mod: bool = False  # takes a ScoreMod (ALiBi); its forward then accepts `score_mod=`
 
 
 def masked_softmax(
@@ -60,8 +63,10 @@ def masked_softmax(
     return weights if attends_self else weights * allowed.any(dim=-1, keepdim=True)
 
 
-def attention_weights(q: Tensor, k: Tensor, mask: Mask | None, scale: float) -> Tensor:
-    """softmax(mask(q kᵀ · scale)) for all heads at once: (B, H, T, S).
+def attention_weights(
+    q: Tensor, k: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None = None
+) -> Tensor:
+    """softmax(mask(q kᵀ · scale + bias)) for all heads at once: (B, H, T, S).
 
     Grouped heads are handled by viewing the H query heads as (H_kv, group)
     rather than copying k. This is the materialised math of the `eager`
@@ -71,6 +76,8 @@ def attention_weights(q: Tensor, k: Tensor, mask: Mask | None, scale: float) -> 
     H_kv, S = k.shape[1], k.shape[2]
     q = (q * scale).view(B, H_kv, H // H_kv, T, d)  # (B, H_kv, group, T, d); scaling q is cheaper than T·S scores
     scores = (q @ k.unsqueeze(2).transpose(-2, -1)).view(B, H, T, S)  # (B, H_kv, group, T, S) -> (B, H, T, S)
+    if score_mod is not None:
+        scores = scores + score_mod.dense(T, S, num_heads=H, device=q.device, dtype=scores.dtype)  # (1, H, T, S)
     if mask is None or mask.is_full:
         return scores.softmax(dim=-1)
     allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
@@ -104,14 +111,16 @@ class AttentionBackend(ABC):
         mask: Mask | None = None,
         scale: float | None = None,
         need_weights: bool = False,
+        score_mod: ScoreMod | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         check_shapes(q, k, v)
         self.check(
             mask=mask,
             device=q.device,
             needs_grad=torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad),
+            score_mod=score_mod,
         )
-        return self.run(q, k, v, mask, scale, need_weights)
+        return self.run(q, k, v, mask, scale, need_weights, score_mod)
 
     def check(
         self,
@@ -119,6 +128,7 @@ class AttentionBackend(ABC):
         mask: Mask | None,
         device: torch.device | str,
         needs_grad: bool,
+        score_mod: ScoreMod | None = None,
     ) -> None:
         """Refuse, before any tensor work, what this backend declares it cannot do."""
         caps = self.capabilities
@@ -133,26 +143,42 @@ class AttentionBackend(ABC):
                 f"attention backend '{self.name}' has no backward on CPU; train with "
                 f"{_alternatives(lambda c: c.cpu_backward)}, or run it under torch.no_grad() / on a GPU"
             )
+        if score_mod is not None and not caps.score_mod:
+            raise UnsupportedAttentionError(
+                f"attention backend '{self.name}' cannot add a score bias ({score_mod.kind}); use "
+                f"{_alternatives(lambda c: c.score_mod)}, or position=rope / learned"
+            )
+
     def run(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, scale: float | None, need_weights: bool
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Mask | None,
+        scale: float | None,
+        need_weights: bool,
+        score_mod: ScoreMod | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """The backend's forward, with what the contract supplies around it (no checks)."""
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
         n_head = q.shape[1]
         if k.shape[1] != n_head and not self.capabilities.native_gqa:
             k, v = expand_kv(k, n_head), expand_kv(v, n_head)
+        extra = {} if score_mod is None else {"score_mod": score_mod}  # only backends that declare it see it
         if not need_weights or self.capabilities.native_weights:
-            return self.forward(q, k, v, mask, scale, need_weights)
-        out, _ = self.forward(q, k, v, mask, scale, need_weights=False)
+            return self.forward(q, k, v, mask, scale, need_weights, **extra)
+        out, _ = self.forward(q, k, v, mask, scale, need_weights=False, **extra)
         with torch.no_grad():  # the probe only shows; it never feeds the loss
-            weights = attention_weights(q, k, mask, scale)
+            weights = attention_weights(q, k, mask, scale, score_mod)
         return out, weights
 
     @abstractmethod
     def forward(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, scale: float, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
-        """(B, H, T, d), (B, H_kv, S, d) x2 -> (B, H, T, d), weights (B, H, T, S) or None."""
+        """(B, H, T, d), (B, H_kv, S, d) x2 -> (B, H, T, d), weights (B, H, T, S) or None.
+
+        A backend declaring `score_mod=True` also takes `score_mod: ScoreMod | None = None`."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

@@ -13,7 +13,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from torchmetrics.text import Perplexity
 
 from andrea.data.tasks import IGNORE_INDEX
-from andrea.models.export import CHECKPOINT_CONFIG_KEY
+from andrea.models.export import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
 
 
 class LanguageModelModule(L.LightningModule):
@@ -38,6 +38,7 @@ class LanguageModelModule(L.LightningModule):
         # Not registered as a submodule: checkpoints keep the plain `net.*` names.
         object.__setattr__(self, "_forward_net", torch.compile(net) if compile else net)
         self.net_config = net_config  # the resolved model.net config, saved in every checkpoint
+        self.tokenizer: str | None = None  # the data's tokenizer name, saved too (andrea-sample reads it)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         vocab_size = net.vocab_size
         self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
@@ -73,6 +74,8 @@ class LanguageModelModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.net_config is not None:
             checkpoint[CHECKPOINT_CONFIG_KEY] = self.net_config  # plain containers only: weights_only loads
+        if self.tokenizer is not None:
+            checkpoint[CHECKPOINT_TOKENIZER_KEY] = self.tokenizer
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.requires_grad and p.dim() >= 2]

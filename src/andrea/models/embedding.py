@@ -5,9 +5,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+POSITIONS = {
+    "learned": "learned absolute positions added to the token embeddings (GPT-2)",
+    "rope": "rotary positions applied to queries and keys inside attention",
+    "alibi": "a per-head linear distance penalty on the attention scores",
+    "none": "no position information (a causal mask alone can still count)",
+}
+
 
 class Embeddings(nn.Module):
-    kinds = ("learned", "none")  # position.kind values: learned absolute positions, or none at all
+    kinds = tuple(POSITIONS)  # position.kind values; only "learned" lives here, the rest in attention
 
     def __init__(self, vocab_size: int, max_context: int, d_model: int, position: str = "learned"):
         super().__init__()
@@ -17,11 +24,12 @@ class Embeddings(nn.Module):
         self.token = nn.Embedding(vocab_size, d_model)
         self.position = nn.Embedding(max_context, d_model) if position == "learned" else None
 
-    def forward(self, idx: Tensor) -> Tensor:
-        T = idx.shape[1]
-        if T > self.max_context:
-            raise ValueError(f"sequence length {T} exceeds the model's max_context={self.max_context}")
+    def forward(self, idx: Tensor, start: int = 0) -> Tensor:
+        """idx (B, T): the tokens at positions start .. start + T - 1 (start > 0 behind a KV cache)."""
+        end = start + idx.shape[1]
+        if end > self.max_context:
+            raise ValueError(f"sequence length {end} exceeds the model's max_context={self.max_context}")
         x = self.token(idx)  # (B, T, D)
         if self.position is not None:
-            x = x + self.position(torch.arange(T, device=idx.device))  # (T, D) broadcast over B
+            x = x + self.position(torch.arange(start, end, device=idx.device))  # (T, D) broadcast over B
         return x

@@ -1,9 +1,10 @@
 """Weights and config as safetensors: no pickle on the way in or out.
 
 A file holds the network's tensors (the tied embedding stored once) and, in its
-metadata, the resolved `model.net` config as JSON, so `load` rebuilds the very
-network that was saved. `export_checkpoint` turns a Lightning checkpoint into
-such a file; it reads the checkpoint with `torch.load(weights_only=True)`.
+metadata, the resolved `model.net` config as JSON (and the tokenizer's name), so
+`load` rebuilds the very network that was saved. `load_checkpoint` reads a
+Lightning checkpoint of andrea-train with `torch.load(weights_only=True)`;
+`export_checkpoint` turns one into a safetensors file.
 """
 
 from __future__ import annotations
@@ -18,19 +19,26 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 CONFIG_KEY = "andrea.model.net"  # metadata key of the network's config
-CHECKPOINT_CONFIG_KEY = "andrea_net_config"  # where the LightningModule keeps it in a .ckpt
+TOKENIZER_KEY = "andrea.tokenizer"  # metadata key of the tokenizer's name (absent: token ids)
+CHECKPOINT_CONFIG_KEY = "andrea_net_config"  # where the LightningModule keeps them in a .ckpt
+CHECKPOINT_TOKENIZER_KEY = "andrea_tokenizer"
 
 
-def save(net: nn.Module, net_config: dict, path: str | Path) -> Path:
+def save(net: nn.Module, net_config: dict, path: str | Path, tokenizer: str | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
-    save_model(net, str(partial), metadata={CONFIG_KEY: json.dumps(net_config)})
+    metadata = {CONFIG_KEY: json.dumps(net_config)} | ({TOKENIZER_KEY: tokenizer} if tokenizer else {})
+    save_model(net, str(partial), metadata=metadata)
     partial.replace(path)  # atomic: an existing file is never half overwritten
     return path
 
 
 def read_config(path: str | Path) -> dict:
+    return _read_metadata(path)[0]
+
+
+def _read_metadata(path: str | Path) -> tuple[dict, str | None]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"weights file {path} does not exist")
@@ -41,22 +49,27 @@ def read_config(path: str | Path) -> dict:
         raise ValueError(f"{path} is not a readable safetensors file ({err}); export it again") from None
     if CONFIG_KEY not in metadata:
         raise ValueError(f"{path} carries no andrea model config; export it with andrea.models.export.save")
-    return json.loads(metadata[CONFIG_KEY])
+    return json.loads(metadata[CONFIG_KEY]), metadata.get(TOKENIZER_KEY)
 
 
 def load(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict]:
     """The network saved in `path`, rebuilt from its own config, and that config."""
-    config = read_config(path)
+    net, config, _ = load_with_tokenizer(path, device)
+    return net, config
+
+
+def load_with_tokenizer(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
+    config, tokenizer = _read_metadata(path)
     net = instantiate(config, _convert_="partial")
     try:
         load_model(net, str(path), strict=True, device=device)
     except (RuntimeError, SafetensorError) as err:
         raise ValueError(f"{path}: tensors do not fit the saved config ({str(err).splitlines()[0]})") from None
-    return net.to(device).eval(), config
+    return net.to(device).eval(), config, tokenizer
 
 
-def export_checkpoint(checkpoint: str | Path, out: str | Path) -> Path:
-    """A Lightning checkpoint of andrea-train -> a safetensors file of its network."""
+def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
+    """A Lightning checkpoint of andrea-train -> its network (eval mode), config and tokenizer name."""
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
         raise FileNotFoundError(f"ckpt_path={checkpoint} does not exist")
@@ -69,5 +82,21 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path) -> Path:
     config = state[CHECKPOINT_CONFIG_KEY]
     net = instantiate(config, _convert_="partial")
     weights = {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
-    net.load_state_dict(weights)
-    return save(net, config, out)
+    try:
+        net.load_state_dict(weights)
+    except RuntimeError as err:
+        raise ValueError(f"ckpt_path={checkpoint}: weights do not fit its config ({str(err).splitlines()[0]})") from None
+    return net.to(device).eval(), config, state.get(CHECKPOINT_TOKENIZER_KEY)
+
+
+def load_any(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
+    """A .safetensors export or an andrea-train .ckpt -> network, config, tokenizer name."""
+    if Path(path).suffix == ".safetensors":
+        return load_with_tokenizer(path, device)
+    return load_checkpoint(path, device)
+
+
+def export_checkpoint(checkpoint: str | Path, out: str | Path) -> Path:
+    """A Lightning checkpoint of andrea-train -> a safetensors file of its network."""
+    net, config, tokenizer = load_checkpoint(checkpoint)
+    return save(net, config, out, tokenizer)

@@ -1,7 +1,11 @@
 """The ANDREA GPT family: a decoder-only transformer around the attention zoo (SPEC §3-4).
 
-    idx (B, T) -> token + position embeddings -> n_layer x Block -> LayerNorm -> tied LM head -> logits (B, T, V)
+    idx (B, T) -> token (+ learned position) embeddings -> n_layer x Block -> LayerNorm -> tied LM head -> logits (B, T, V)
     Block: x + attention(ln_1(x)), then x + mlp(ln_2(x))        (pre-norm, GPT-2 style)
+
+Positions are a choice (`position`): learned absolute embeddings (GPT-2), RoPE
+or ALiBi inside every attention layer, or none. Generation passes a KV cache
+(`new_cache()`) and feeds only the new tokens.
 
 Every linear layer and LayerNorm is bias-free, so one attention layer holds
 exactly 4 · d_model² parameters (SPEC §3). The token embedding is tied to the
@@ -18,6 +22,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from andrea.attention import MultiHeadSelfAttention
+from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
 
 
@@ -44,11 +49,13 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(d_model, bias=False)
         self.mlp = MLP(d_model, mlp_ratio, dropout)
 
-    def forward(self, x: Tensor, return_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, x: Tensor, return_weights: bool = False, cache: KVCache | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         if return_weights:
-            y, weights = self.attention(self.ln_1(x), return_weights=True)  # (B, T, D), (B, H, T, T)
+            y, weights = self.attention(self.ln_1(x), return_weights=True, cache=cache)  # (B, T, D), (B, H, T, S)
         else:
-            y, weights = self.attention(self.ln_1(x)), None
+            y, weights = self.attention(self.ln_1(x), cache=cache), None
         x = x + y
         x = x + self.mlp(self.ln_2(x))
         return x, weights
@@ -71,7 +78,7 @@ class GPT(nn.Module):
         super().__init__()
         if not isinstance(n_layer, int) or n_layer <= 0:
             raise ValueError(f"model.net.n_layer={n_layer!r} must be a positive integer")
-        attention = {"n_head": 12, "backend": "sdpa", "mask": "causal", **(attention or {})}
+        attention = {"n_head": 12, "backend": "sdpa", "mask": "causal", **(attention or {}), "position": position}
         self.vocab_size, self.max_context, self.n_layer = vocab_size, max_context, n_layer
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         self.dropout = nn.Dropout(dropout)
@@ -107,12 +114,21 @@ class GPT(nn.Module):
         attention = self.blocks[0].attention
         return 6 * self.num_parameters(exclude_positions=True) + 12 * self.n_layer * attention.d_model * seq_len
 
-    def forward(self, idx: Tensor, return_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
-        """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, T) weight tensor per layer."""
-        x = self.dropout(self.embed(idx))  # (B, T, D)
+    def new_cache(self) -> list[KVCache]:
+        """An empty KV cache, one per layer, for `forward(..., cache=)`."""
+        return [block.attention.new_cache() for block in self.blocks]
+
+    def forward(
+        self, idx: Tensor, return_weights: bool = False, cache: list[KVCache] | None = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, S) weight tensor per layer.
+
+        With a `cache`, idx holds only the tokens not yet seen (S - T of them are cached)."""
+        start = 0 if cache is None else cache[0].next_position
+        x = self.dropout(self.embed(idx, start))  # (B, T, D)
         weights = []
-        for block in self.blocks:
-            x, w = block(x, return_weights)
+        for i, block in enumerate(self.blocks):
+            x, w = block(x, return_weights, None if cache is None else cache[i])
             if w is not None:
                 weights.append(w)
         return self.lm_head(self.ln_f(x)), weights  # (B, T, V)

@@ -14,7 +14,9 @@ from typing import Any
 from torch import Tensor, nn
 
 from andrea.attention import MultiHeadSelfAttention
+from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
+
 
 class ToyModel(nn.Module):
     positions = Embeddings.kinds  # position.kind values it understands
@@ -33,7 +35,7 @@ class ToyModel(nn.Module):
         blocks = [] if attention is None else range(n_layer)
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in blocks)
         self.attention = nn.ModuleList(
-            MultiHeadSelfAttention(d_model, max_context=max_context, **attention) for _ in blocks
+            MultiHeadSelfAttention(d_model, max_context=max_context, **attention, position=position) for _ in blocks
         )
         self.final_norm = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
@@ -42,15 +44,25 @@ class ToyModel(nn.Module):
     def n_layer(self) -> int:
         return len(self.attention)
 
-    def forward(self, idx: Tensor, return_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
-        """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, T) weight tensor per layer."""
-        x = self.embed(idx)  # (B, T, D)
+    def new_cache(self) -> list[KVCache]:
+        """An empty KV cache, one per layer, for `forward(..., cache=)`."""
+        return [attention.new_cache() for attention in self.attention]
+
+    def forward(
+        self, idx: Tensor, return_weights: bool = False, cache: list[KVCache] | None = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, S) weight tensor per layer.
+
+        With a `cache`, idx holds only the tokens not yet seen."""
+        start = 0 if cache is None or not cache else cache[0].next_position
+        x = self.embed(idx, start)  # (B, T, D)
         weights = []
-        for norm, attention in zip(self.norms, self.attention):
+        for i, (norm, attention) in enumerate(zip(self.norms, self.attention)):
+            layer_cache = None if cache is None else cache[i]
             if return_weights:
-                y, w = attention(norm(x), return_weights=True)
+                y, w = attention(norm(x), return_weights=True, cache=layer_cache)
                 weights.append(w)
             else:
-                y = attention(norm(x))
+                y = attention(norm(x), cache=layer_cache)
             x = x + y  # residual
         return self.lm_head(self.final_norm(x)), weights  # (B, T, V)

@@ -14,9 +14,9 @@ from andrea.attention.contract import (
 
 class EagerBackend(AttentionBackend):
     name = "eager"
-    capabilities = Capabilities(native_weights=True, cpu_backward=True, native_gqa=True)
+    capabilities = Capabilities(native_weights=True, cpu_backward=True, native_gqa=True, score_mod=True)
 
-    def forward(self, q, k, v, mask, scale, need_weights):
-        weights = attention_weights(q, k, mask, scale)  # (B, H, T, S)
+    def forward(self, q, k, v, mask, scale, need_weights, score_mod=None):
+        weights = attention_weights(q, k, mask, scale, score_mod)  # (B, H, T, S)
         out = weighted_values(weights, v)  # (B, H, T, d)
         return out, weights if need_weights else None

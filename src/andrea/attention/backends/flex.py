@@ -26,6 +26,15 @@ def _block_mask(mask, batch_size, num_heads, q_len, kv_len, device):
     return create_block_mask(mask_mod, batch_size, num_heads, q_len, kv_len, device=device)
 
 
+@lru_cache(maxsize=32)
+def _score_fn(score_mod, offset):
+    # One function object per (modifier, offset): a compiled Flex would recompile for a new one.
+    def flex_score_mod(score, b, h, q_idx, kv_idx):
+        return score + score_mod.bias(b, h, q_idx + offset, kv_idx)
+
+    return flex_score_mod
+
+
 @lru_cache(maxsize=1)
 def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
@@ -33,12 +42,14 @@ def _compiled_flex():
 
 class FlexBackend(AttentionBackend):
     name = "flex"
-    capabilities = Capabilities(native_weights=False, cpu_backward=False, native_gqa=True, wants_compile=True)
+    capabilities = Capabilities(
+        native_weights=False, cpu_backward=False, native_gqa=True, wants_compile=True, score_mod=True
+    )
 
     def __init__(self, compile: bool | None = None):
         self.compile = compile  # None: compile on GPU, eager on CPU
 
-    def forward(self, q, k, v, mask, scale, need_weights):
+    def forward(self, q, k, v, mask, scale, need_weights, score_mod=None):
         B, H, T, _ = q.shape
         S = k.shape[2]
         block_mask = None
@@ -47,10 +58,15 @@ class FlexBackend(AttentionBackend):
             heads = H if mask.head_dependent else None
             block_mask = _block_mask(mask, batch, heads, T, S, str(q.device))
         compile = q.device.type != "cpu" if self.compile is None else self.compile
-        gqa = H != k.shape[1]
+        options = dict(
+            block_mask=block_mask,
+            score_mod=None if score_mod is None else _score_fn(score_mod, S - T),
+            scale=scale,
+            enable_gqa=H != k.shape[1],
+        )
         if compile:
-            return _compiled_flex()(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=gqa), None
+            return _compiled_flex()(q, k, v, **options), None
         with warnings.catch_warnings():  # running unfused was chosen (compile=False or CPU default)
             warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
-            out = flex_attention(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=gqa)  # (B, H, T, d)
+            out = flex_attention(q, k, v, **options)  # (B, H, T, d)
         return out, None

@@ -31,6 +31,8 @@ class Mask(ABC):
     is_causal: ClassVar[bool] = False  # exactly the causal mask: backends may take a fast path
     is_full: ClassVar[bool] = False  # masks nothing: backends may skip the mask
     attends_self: ClassVar[bool] = False  # every query sees its own position, so no row is empty
+    translation_invariant: ClassVar[bool] = False  # depends on q_idx - kv_idx only
+    max_lookback: ClassVar[int | None] = None  # a query never sees a key this many positions back or more
 
     @property
     def name(self) -> str:
@@ -119,6 +121,15 @@ class AndMask(Mask):
     def attends_self(self) -> bool:  # type: ignore[override]
         return self.left.attends_self and self.right.attends_self
 
+    @property
+    def translation_invariant(self) -> bool:  # type: ignore[override]
+        return self.left.translation_invariant and self.right.translation_invariant
+
+    @property
+    def max_lookback(self) -> int | None:  # type: ignore[override]
+        bounds = [m.max_lookback for m in (self.left, self.right) if m.max_lookback is not None]
+        return min(bounds) if bounds and self.translation_invariant else None
+
     def predicate(self, b, h, q_idx, kv_idx):
         return self.left.predicate(b, h, q_idx, kv_idx) & self.right.predicate(b, h, q_idx, kv_idx)
 
@@ -159,6 +170,15 @@ class OrMask(Mask):
     def attends_self(self) -> bool:  # type: ignore[override]
         return self.left.attends_self or self.right.attends_self
 
+    @property
+    def translation_invariant(self) -> bool:  # type: ignore[override]
+        return self.left.translation_invariant and self.right.translation_invariant
+
+    @property
+    def max_lookback(self) -> int | None:  # type: ignore[override]
+        bounds = [m.max_lookback for m in (self.left, self.right)]
+        return max(bounds) if None not in bounds and self.translation_invariant else None
+
     def predicate(self, b, h, q_idx, kv_idx):
         return self.left.predicate(b, h, q_idx, kv_idx) | self.right.predicate(b, h, q_idx, kv_idx)
 
@@ -170,7 +190,8 @@ class PrecomputedMask(Mask):
 
     # Plain attributes, copied once: backends read them on every call.
     kind = name = kinds = None  # type: ignore[assignment]
-    is_causal = is_full = attends_self = head_dependent = False  # type: ignore[assignment]
+    is_causal = is_full = attends_self = head_dependent = translation_invariant = False  # type: ignore[assignment]
+    max_lookback = None
 
     def __init__(self, mask: Mask, dense_max: Tensor):
         if mask.batch_dependent:
@@ -180,6 +201,7 @@ class PrecomputedMask(Mask):
         self.kind, self.name, self.kinds = mask.kind, mask.name, mask.kinds
         self.is_causal, self.is_full = mask.is_causal, mask.is_full
         self.attends_self, self.head_dependent = mask.attends_self, mask.head_dependent
+        self.translation_invariant, self.max_lookback = mask.translation_invariant, mask.max_lookback
 
     def predicate(self, b, h, q_idx, kv_idx):
         return self.mask.predicate(b, h, q_idx, kv_idx)

@@ -11,6 +11,7 @@ class Causal(Mask):
     kind: ClassVar[str] = "causal"
     is_causal: ClassVar[bool] = True
     attends_self: ClassVar[bool] = True
+    translation_invariant: ClassVar[bool] = True
 
     def predicate(self, b, h, q_idx, kv_idx):
         return q_idx >= kv_idx

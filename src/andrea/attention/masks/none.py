@@ -11,6 +11,7 @@ class NoMask(Mask):
     kind: ClassVar[str] = "none"
     is_full: ClassVar[bool] = True
     attends_self: ClassVar[bool] = True
+    translation_invariant: ClassVar[bool] = True
 
     def predicate(self, b, h, q_idx, kv_idx):
         return (q_idx >= 0) & (kv_idx >= 0)

@@ -13,10 +13,15 @@ class SlidingWindow(Mask):
     causal: bool = True  # False: a symmetric band |i - j| < window, for encoders
     kind: ClassVar[str] = "sliding_window"
     attends_self: ClassVar[bool] = True
+    translation_invariant: ClassVar[bool] = True
 
     def __post_init__(self):
         if not isinstance(self.window, int) or isinstance(self.window, bool) or self.window <= 0:
             raise ValueError(f"mask.window={self.window!r} must be a positive integer (the number of keys a query sees)")
+
+    @property
+    def max_lookback(self) -> int | None:  # type: ignore[override]
+        return self.window if self.causal else None  # a KV cache keeps `window` keys
 
     @property
     def name(self) -> str:

@@ -1,0 +1,235 @@
+"""Benchmark the ANDREA GPT family beside the peer a user would pick instead: HF transformers' GPT-2.
+
+    python scripts/bench_model.py                                   # 120M and 12M, T 256 1024 (~25 min, 2 threads)
+    python scripts/bench_model.py --models andrea-12m --seq-lens 256 --rounds 2
+
+Per model and sequence length, at batch 1 and float32:
+  train    forward + backward + AdamW step: median ms, tokens/s, MFU, peak MiB
+  forward  forward only (no grad): median ms, tokens/s
+for every attention backend (one network, its backend swapped between calls,
+so every backend runs the very same weights) and for GPT2LMHeadModel at the
+same size (random init, attn_implementation sdpa and eager; install it with
+`pip install -e ".[bench]"`). Then greedy generation tokens/s with and
+without the KV cache, ours beside the peer's `generate`.
+
+Candidates of one table are timed in interleaved rounds, in a fresh random order
+each round (andrea.bench.median_ms). MFU is training FLOPs per token (nanoGPT's
+6·N + 12·L·d·T, the same formula for the peer) times tokens/s over a float32
+matmul peak measured at the start of the same run. Peak MiB is the most extra
+memory one train step holds at once (activations, gradients, temporaries) on
+top of the weights and the optimizer state.
+
+Targets: our train step at most 0.9x the peer's time (sdpa beside sdpa), and
+cached generation at least the peer's tokens/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import torch
+import torch.nn.functional as F
+
+from andrea.attention import UnsupportedAttentionError, backend_registry, get_backend
+from andrea.bench import median_ms, peak_memory_mib
+from andrea.models.generate import generate
+from andrea.models.gpt import GPT
+
+PRESETS = {  # conf/model/<name>.yaml, at the benchmark's longest context
+    "andrea-120m": dict(n_layer=12, d_model=768, n_head=12),
+    "andrea-12m": dict(n_layer=6, d_model=192, n_head=6),
+    "andrea-tiny": dict(n_layer=2, d_model=64, n_head=4),
+}
+VOCAB = 50257
+PEER = "HF GPT-2"
+
+
+def matmul_peak_flops(n: int = 2048, repeats: int = 5) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    ms = median_ms({"mm": lambda: a @ b}, repeats=repeats)["mm"]
+    return 2 * n**3 / (ms / 1e3)
+
+
+def our_model(preset: str, context: int) -> GPT:
+    p = PRESETS[preset]
+    return GPT(VOCAB, context, p["n_layer"], p["d_model"], attention=dict(n_head=p["n_head"], backend="sdpa"))
+
+
+def peer_models(preset: str, context: int) -> dict[str, torch.nn.Module]:
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError:
+        return {}
+    p, models = PRESETS[preset], {}
+    for impl in ("sdpa", "eager"):
+        config = GPT2Config(
+            vocab_size=VOCAB, n_positions=context, n_embd=p["d_model"], n_layer=p["n_layer"], n_head=p["n_head"],
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation=impl,
+        )  # fmt: skip
+        models[f"{PEER} {impl}"] = GPT2LMHeadModel(config)
+    return models
+
+
+def backends() -> list[str]:
+    order = ["naive", "eager", "sdpa", "flex"]
+    return sorted(backend_registry.names(), key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+def use_backend(model: GPT, name: str) -> None:
+    for attention in model.attention:
+        attention.backend = get_backend(name)
+
+
+def train_step(model, optimizer, idx, labels, ours: bool, backend: str | None = None):
+    def step():
+        if backend:
+            use_backend(model, backend)
+        if ours:
+            logits, _ = model(idx)
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        else:
+            loss = model(input_ids=idx, labels=idx).loss  # shifts inside
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def forward_only(model, idx, ours: bool, backend: str | None = None):
+    def run():
+        if backend:
+            use_backend(model, backend)
+        with torch.no_grad():
+            return model(idx)[0] if ours else model(input_ids=idx).logits
+
+    return run
+
+
+def bench_length(preset, T, ours, peers, peak, args):
+    idx = torch.randint(VOCAB, (1, T))
+    labels = torch.roll(idx, -1, dims=1)
+    flops = ours.flops_per_token(T)
+    peer_flops = {name: 6 * sum(p.numel() for p in m.parameters() if p.requires_grad) - 6 * m.transformer.wpe.weight.numel()
+                  + 12 * PRESETS[preset]["n_layer"] * PRESETS[preset]["d_model"] * T for name, m in peers.items()}  # fmt: skip
+    rows = []
+    for mode in ("train", "forward"):
+        calls, refused = {}, {}
+        for name in backends():
+            if mode == "train" and not get_backend(name).capabilities.cpu_backward and not torch.cuda.is_available():
+                try:
+                    get_backend(name).check(mask=None, device="cpu", needs_grad=True)
+                except UnsupportedAttentionError as err:
+                    refused[name] = str(err)
+                continue
+            if mode == "train":
+                optimizer = torch.optim.AdamW(ours.parameters(), lr=1e-4)
+                calls[name] = train_step(ours.train(), optimizer, idx, labels, True, name)
+            else:
+                calls[name] = forward_only(ours, idx, True, name)
+        for name, peer in peers.items():
+            if mode == "train":
+                calls[name] = train_step(peer.train(), torch.optim.AdamW(peer.parameters(), lr=1e-4), idx, labels, False)
+            else:
+                calls[name] = forward_only(peer, idx, False)
+        times = median_ms(calls, repeats=args.rounds, warmup=1)
+        for name in refused:
+            rows.append((preset, T, mode, name, None, None, None, None, None, refused[name]))
+        reference = times.get(f"{PEER} sdpa")
+        for name, ms in times.items():
+            memory = peak_memory_mib(calls[name]) if mode == "train" else None
+            mfu = (peer_flops.get(name, flops) * T / (ms / 1e3)) / peak if mode == "train" else None
+            ratio = ms / reference if reference else None
+            rows.append((preset, T, mode, name, ms, T / (ms / 1e3), ratio, mfu, memory, None))
+    return rows
+
+
+def bench_generation(preset, ours, peers, args):
+    prompt = torch.randint(VOCAB, (1, args.prompt))
+    n = args.new_tokens
+    calls = {}
+    for name in backends():
+        def ours_cached(name=name):
+            use_backend(ours, name)
+            return generate(ours, prompt, n, temperature=0)
+        calls[f"{name} cache"] = ours_cached
+    calls["sdpa no cache"] = lambda: (use_backend(ours, "sdpa"), generate(ours, prompt, n, temperature=0, use_cache=False))
+    for name, peer in peers.items():
+        for cache in (True, False):
+            calls[f"{name} {'cache' if cache else 'no cache'}"] = (
+                lambda peer=peer, cache=cache: peer.generate(
+                    prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
+                    do_sample=False, use_cache=cache, pad_token_id=0,
+                )
+            )  # fmt: skip
+    ours.eval()
+    for peer in peers.values():
+        peer.eval()
+    times = median_ms(calls, repeats=args.rounds, warmup=1)
+    reference = times.get(f"{PEER} sdpa cache")
+    return [(preset, name, ms, n / (ms / 1e3), (reference / ms) if reference else None) for name, ms in times.items()]
+
+
+def fmt(value, spec):
+    return "" if value is None else format(value, spec)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["andrea-120m", "andrea-12m"], choices=sorted(PRESETS))
+    parser.add_argument("--seq-lens", nargs="+", type=int, default=[256, 1024])
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per candidate (median)")
+    parser.add_argument("--prompt", type=int, default=16, help="prompt tokens for generation")
+    parser.add_argument("--new-tokens", type=int, default=64, help="generated tokens")
+    parser.add_argument("--no-peer", action="store_true", help="skip HF transformers even when installed")
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    peak = matmul_peak_flops()
+    print(f"# torch {torch.__version__}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
+    print(f"# float32 matmul peak measured now: {peak / 1e9:.1f} GFLOP/s (2048x2048, median of 5)")
+    rows, gen_rows = [], []
+    for preset in args.models:
+        context = max(args.seq_lens + [args.prompt + args.new_tokens])
+        ours = our_model(preset, context)
+        peers = {} if args.no_peer else peer_models(preset, context)
+        print(f"# {preset}: {ours.num_parameters():,} parameters (context {context})"
+              + "".join(f"; {name}: {sum(p.numel() for p in m.parameters()):,}" for name, m in list(peers.items())[:1]))
+        for T in args.seq_lens:
+            rows += bench_length(preset, T, ours, peers, peak, args)
+        gen_rows += bench_generation(preset, ours, peers, args)
+        del ours, peers
+
+    print("\n| model | T | pass | implementation | median ms | tokens/s | × peer sdpa | MFU | peak MiB |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|")
+    notes = []
+    for preset, T, mode, name, ms, tps, ratio, mfu, memory, refused in rows:
+        if refused:
+            notes.append(refused) if refused not in notes else None
+            print(f"| {preset} | {T} | {mode} | {name} | n/a [{notes.index(refused) + 1}] | | | | |")
+            continue
+        print(f"| {preset} | {T} | {mode} | {name} | {ms:.1f} | {tps:.0f} | {fmt(ratio, '.2f')} | "
+              f"{fmt(mfu and 100 * mfu, '.1f')}{'%' if mfu else ''} | {fmt(memory, '.0f')} |")
+    for i, note in enumerate(notes, 1):
+        print(f"\n[{i}] unsupported: {note}")
+
+    print(f"\n| model | generation ({args.prompt} prompt + {args.new_tokens} new, greedy) | median ms | tokens/s | × peer sdpa cache (tokens/s) |")
+    print("|---|---|---:|---:|---:|")
+    for preset, name, ms, tps, ratio in gen_rows:
+        print(f"| {preset} | {name} | {ms:.0f} | {tps:.1f} | {fmt(ratio, '.2f')} |")
+
+    print("\n## targets")
+    for preset, T, mode, name, ms, tps, ratio, *_ in rows:
+        if mode == "train" and name == "sdpa" and ratio is not None:
+            print(f"train step {preset} T={T}: ours sdpa / {PEER} sdpa = {ratio:.2f} (target <= 0.90: {'met' if ratio <= 0.9 else 'MISSED'})")
+    for preset, name, ms, tps, ratio in gen_rows:
+        if name == "sdpa cache" and ratio is not None:
+            print(f"cached generation {preset}: ours / {PEER} = {ratio:.2f}x tokens/s (target >= 1: {'met' if ratio >= 1 else 'MISSED'})")
+    print(f"\n# {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

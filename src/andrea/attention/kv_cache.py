@@ -1,0 +1,46 @@
+"""KV cache: the keys and values of the tokens already seen, kept per attention layer.
+
+A decode step projects only the new tokens; their queries attend to the cached
+keys plus their own. Grouped heads cache only the n_kv_head key/value heads. A
+mask with a bounded look-back (a causal sliding window) keeps a bounded cache:
+after each step only the last `max_lookback` keys stay, the rest can never be
+seen again.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class KVCache:
+    def __init__(self, max_lookback: int | None = None):
+        self.max_lookback = max_lookback
+        self.k: Tensor | None = None  # (B, H_kv, S, d)
+        self.v: Tensor | None = None  # (B, H_kv, S, d)
+        self.start = 0  # absolute position of the first cached key
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    @property
+    def next_position(self) -> int:
+        """The absolute position of the next token to come."""
+        return self.start + len(self)
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append the new tokens' k, v (B, H_kv, T, d); returns every key and value to attend to."""
+        if self.k is not None:
+            k, v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)  # (B, H_kv, S + T, d)
+        self.k, self.v = k, v
+        return k, v
+
+    def trim(self) -> None:
+        """Drop the keys no future query can see (after the step's attention)."""
+        drop = len(self) - (self.max_lookback or len(self))
+        if drop > 0:
+            self.k, self.v = self.k[:, :, drop:], self.v[:, :, drop:]
+            self.start += drop
+
+    def __repr__(self) -> str:
+        return f"KVCache(start={self.start}, length={len(self)}, max_lookback={self.max_lookback})"

@@ -1,0 +1,30 @@
+"""RoPE (Su et al., 2021): rotate each pair of q and k channels by an angle
+proportional to the token's position, so q_i · k_j depends on i - j only.
+
+Channel pair (c, c + d/2) of head_dim d turns by position · base^(-2c/d), the
+split-halves layout of GPT-NeoX and Llama. Applied after the QKV projection and
+before attention, to queries and keys alike; values are left alone.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, head_dim: int, base: float = 10000.0):
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"position.kind=rope needs an even head_dim, got {head_dim}; change heads.n_head or d_model")
+        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # (d/2,)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        """x (B, H, T, d) at positions start .. start + T - 1 -> rotated x (B, H, T, d)."""
+        T = x.shape[2]
+        positions = torch.arange(start, start + T, device=x.device, dtype=torch.float32)
+        angles = torch.outer(positions, self.inv_freq)  # (T, d/2)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)  # (B, H, T, d/2) each: the two halves of every pair
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (B, H, T, d)

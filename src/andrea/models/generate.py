@@ -1,0 +1,90 @@
+"""Autoregressive sampling, with or without a KV cache.
+
+    stream(model, idx, n, ...)  yields (next token (B, 1), logits (B, V)) per step
+    generate(model, idx, n, ...) -> idx (B, T + n)
+
+With the cache, the prompt is projected once (prefill) and each later step
+feeds one token. Without it, every step recomputes the whole context, the
+reference the cache is tested against. Once the sequence outgrows the model's
+max_context, both crop it to the last max_context tokens and recompute (the
+positions restart at 0, as nanoGPT does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+
+def sample_next(
+    logits: Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """logits (B, V) -> token ids (B, 1). temperature 0 is greedy (argmax)."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits.float() / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        before = sorted_logits.softmax(dim=-1).cumsum(dim=-1) - sorted_logits.softmax(dim=-1)
+        drop = before >= top_p  # keep the smallest prefix whose mass reaches top_p (always the top token)
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+
+
+def check_cacheable(model: nn.Module, prompt_len: int, total_len: int) -> None:
+    """Refuse a cache that would give other tokens than recomputing: it holds a token's keys and
+    values as first computed, so no earlier token may attend to one that comes after the prompt."""
+    length = min(total_len, model.max_context)
+    for attention in model.attention:
+        allowed = attention.mask.dense(length, length)[0, :].any(dim=0)  # (L, L) over heads
+        later = torch.ones(length, length, dtype=torch.bool).triu(1)  # key after query
+        later[:, :prompt_len] = False  # keys inside the prompt are all present at the prefill
+        if bool((allowed & later).any()):
+            raise ValueError(
+                f"mask {attention.mask.name} lets earlier tokens see later ones, which a KV cache cannot "
+                f"serve (prompt of {prompt_len} tokens); sample with cache=false"
+            )
+
+
+def stream(
+    model: nn.Module,
+    idx: Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """idx (B, T) prompt -> per step the sampled token (B, 1) and the logits it came from (B, V)."""
+    context = model.max_context
+    cache = model.new_cache() if use_cache and len(model.attention) > 0 else None
+    if cache is not None:
+        check_cacheable(model, idx.shape[1], idx.shape[1] + max_new_tokens)
+    fed = 0  # tokens of idx already in the cache
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            if cache is not None and idx.shape[1] <= context:
+                logits = model(idx[:, fed:], cache=cache)[0][:, -1]  # (B, V): the new tokens only
+                fed = idx.shape[1]
+            else:
+                logits = model(idx[:, -context:])[0][:, -1]  # (B, V): the whole (cropped) context again
+            token = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
+            idx = torch.cat((idx, token), dim=1)
+            yield token, logits
+
+
+def generate(model: nn.Module, idx: Tensor, max_new_tokens: int, **options) -> Tensor:
+    """idx (B, T) -> (B, T + max_new_tokens); options as for `stream`."""
+    tokens = [token for token, _ in stream(model, idx, max_new_tokens, **options)]
+    return torch.cat([idx, *tokens], dim=1)

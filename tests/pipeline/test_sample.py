@@ -1,0 +1,84 @@
+"""andrea-sample: text from a checkpoint or a safetensors export, settings refused in one line."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from andrea.cli.sample import SampleError, check_settings, encode_prompt, pick_tokenizer
+from andrea.models import export
+
+SAMPLE = [sys.executable, "-m", "andrea.cli.sample"]
+DEFAULTS = dict(
+    max_new_tokens=5, num_samples=1, temperature=0.8, top_k=None, top_p=None, tokenizer="auto", device="cpu"
+)
+
+
+def run_sample(*overrides, cwd):
+    return subprocess.run([*SAMPLE, *overrides], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def toy_weights(default_run, tmp_path_factory):
+    """The default run's last checkpoint, and the same network exported to safetensors."""
+    checkpoint = default_run[1] / "checkpoints" / "last.ckpt"
+    return checkpoint, export.export_checkpoint(checkpoint, tmp_path_factory.mktemp("export") / "toy.safetensors")
+
+
+def test_sample_from_a_checkpoint_and_from_safetensors(toy_weights, tmp_path):
+    outputs = []
+    for path in toy_weights:
+        done = run_sample(f"ckpt_path={path}", "prompt=3 5 9", "max_new_tokens=6", "temperature=0", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout.strip())
+        assert "tokens/s, cache=on" in done.stderr
+    assert outputs == ["3 5 9 9 9 9 9 9 9"] * 2  # the repetition task, learned; the same network twice
+    assert list(tmp_path.iterdir()) == []  # sampling writes nothing
+
+
+def test_a_bad_setting_is_one_line_before_loading(toy_weights, tmp_path):
+    done = run_sample(f"ckpt_path={toy_weights[0]}", "prompt=3 99", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "andrea-sample: error: prompt holds token id 99, outside the model's vocabulary 0..63"
+    done = run_sample(f"ckpt_path={tmp_path / 'missing.ckpt'}", cwd=tmp_path)
+    assert done.returncode == 2 and "does not exist" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("max_new_tokens", 0, "max_new_tokens=0 must be a positive integer"),
+        ("num_samples", -1, "num_samples=-1 must be a positive integer"),
+        ("temperature", -0.5, "temperature=-0.5 must be >= 0"),
+        ("top_k", 0, "top_k=0 must be a positive integer, or null"),
+        ("top_p", 1.5, "top_p=1.5 must be in \\(0, 1\\]"),
+        ("tokenizer", "sentencepiece", "tokenizer='sentencepiece' is not one of auto, ids, gpt2, bytes"),
+    ],
+)
+def test_settings_are_checked(key, value, message):
+    with pytest.raises(SampleError, match=message):
+        check_settings(OmegaConf.create({**DEFAULTS, key: value}))
+
+
+def test_prompts_and_tokenizers():
+    ids = pick_tokenizer("auto", None, 64)  # nothing recorded: token ids
+    assert encode_prompt(ids, "1 2 3", 64) == [1, 2, 3]
+    with pytest.raises(SampleError, match="space-separated token ids"):
+        encode_prompt(ids, "hello", 64)
+    with pytest.raises(SampleError, match="prompt is empty"):
+        encode_prompt(ids, "", 64)
+    text = pick_tokenizer("auto", "bytes", 257)  # what the checkpoint recorded
+    assert encode_prompt(text, "", 257) == [256] and encode_prompt(text, "hi", 257) == [104, 105]
+    with pytest.raises(SampleError, match="tokenizer=bytes has 257 tokens, the model only 64"):
+        pick_tokenizer("bytes", None, 64)
+
+
+def test_safetensors_load_without_pickle(toy_weights, monkeypatch):
+    def no_pickle(*args, **kwargs):
+        raise AssertionError("torch.load called")
+
+    monkeypatch.setattr(torch, "load", no_pickle)
+    net, config, tokenizer = export.load_any(toy_weights[1])
+    assert config["_target_"] == "andrea.models.toy.ToyModel" and tokenizer is None
