@@ -74,3 +74,18 @@ def test_bad_parameters(tmp_path):
         module(tmp_path, tokenizer="sentencepiece")
     with pytest.raises(ValueError, match="data.val_fraction=1.5 must be between 0 and 1"):
         module(tmp_path, val_fraction=1.5)
+
+
+def test_every_epoch_draws_new_windows_and_a_resumed_epoch_the_same_ones():
+    from andrea.data.sampler import EpochSampler
+
+    sampler = EpochSampler(10_000, num_samples=64, seed=3)
+    first = list(sampler)
+    sampler.set_epoch(1)
+    second = list(sampler)
+    assert len(set(first)) == 64 and set(first) != set(second)  # a new draw, no repeats within an epoch
+    again = EpochSampler(10_000, num_samples=64, seed=3)
+    again.set_epoch(1)
+    assert list(again) == second  # epoch e is a function of (seed, e): a fresh process draws the same
+    small = EpochSampler(5, num_samples=12, seed=0)  # a corpus shorter than one epoch repeats windows
+    assert len(list(small)) == 12 and set(small) <= set(range(5))

@@ -21,6 +21,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from andrea.data.sampler import EpochSampler
+
 IGNORE_INDEX = -100
 
 
@@ -74,9 +76,8 @@ class SyntheticTaskDataModule(L.LightningDataModule):
             self.val_set = TokenRows(input_ids[n:], labels[n:])
 
     def train_dataloader(self) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, generator=generator,
-                          num_workers=self.num_workers, drop_last=True)  # fmt: skip
+        sampler = EpochSampler(len(self.train_set), seed=self.seed)  # a fresh order every epoch
+        return DataLoader(self.train_set, self.batch_size, sampler=sampler, num_workers=self.num_workers, drop_last=True)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers)

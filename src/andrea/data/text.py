@@ -4,7 +4,8 @@ The cache is made once and keyed by the content of every file and the tokenizer,
 so an edited file or another tokenizer makes a new one. Documents are joined
 with the tokenizer's end-of-text id; ids are stored as uint16 where the
 vocabulary fits. The last `val_fraction` of the tokens is the validation split.
-Training samples random context windows; validation walks consecutive windows.
+Training draws `samples_per_epoch` random context windows, a new draw every
+epoch (any token may start one); validation walks consecutive windows.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from andrea.data.sampler import EpochSampler
 from andrea.data.tokenizers import TOKENIZERS, tokenizer_vocab_size
 EXCERPT = Path(__file__).parent / "corpus" / "tempest_excerpt.txt"
 
@@ -65,30 +67,23 @@ def build_cache(files: list[Path], tokenizer, cache_dir: Path) -> Path:
     return cache
 
 
-class RandomWindows(Dataset):
-    """`length` windows of seq_len + 1 tokens at seeded random offsets: (input_ids, labels)."""
+class Windows(Dataset):
+    """Windows of seq_len + 1 tokens starting every `stride` tokens: (input_ids, labels).
 
-    def __init__(self, tokens: np.ndarray, seq_len: int, length: int, seed: int):
-        self.tokens, self.seq_len, self.length, self.seed = tokens, seq_len, length, seed
+    stride 1 (training): every possible start, the sampler picks which; stride
+    seq_len (validation): consecutive, non-overlapping windows.
+    """
+
+    def __init__(self, tokens: np.ndarray, seq_len: int, stride: int = 1):
+        self.tokens, self.seq_len, self.stride = tokens, seq_len, stride
 
     def __len__(self) -> int:
-        return self.length
-
-    def start(self, index: int) -> int:
-        return np.random.default_rng((self.seed, index)).integers(0, len(self.tokens) - self.seq_len - 1, endpoint=True)
+        return (len(self.tokens) - self.seq_len - 1) // self.stride + 1
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        start = self.start(index)
+        start = index * self.stride
         window = torch.from_numpy(self.tokens[start : start + self.seq_len + 1].astype(np.int64))
         return {"input_ids": window[:-1], "labels": window[1:]}
-
-
-class ConsecutiveWindows(RandomWindows):
-    def __init__(self, tokens: np.ndarray, seq_len: int):
-        super().__init__(tokens, seq_len, (len(tokens) - 1) // seq_len, seed=0)
-
-    def start(self, index: int) -> int:
-        return index * self.seq_len
 
 
 class TextDataModule(L.LightningDataModule):
@@ -143,11 +138,12 @@ class TextDataModule(L.LightningDataModule):
                 f"data.path holds {len(self.tokens)} tokens: too few for data.seq_len={self.seq_len} in both splits; "
                 "give more text or a shorter seq_len"
             )
-        self.train_set = RandomWindows(self.tokens[:split], self.seq_len, self.samples_per_epoch, self.seed)
-        self.val_set = ConsecutiveWindows(self.tokens[split:], self.seq_len)
+        self.train_set = Windows(self.tokens[:split], self.seq_len)
+        self.val_set = Windows(self.tokens[split:], self.seq_len, stride=self.seq_len)
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=False, drop_last=True, num_workers=self.num_workers)
+        sampler = EpochSampler(len(self.train_set), self.samples_per_epoch, self.seed)
+        return DataLoader(self.train_set, self.batch_size, sampler=sampler, drop_last=True, num_workers=self.num_workers)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers)
