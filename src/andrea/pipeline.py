@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from rich.console import Console
 
 from andrea.config import validate
 from andrea.lit.callbacks import AttentionMaps, RunStats
+from andrea.lit.module import NonFiniteLossError
+from andrea.lit.resume import LAST, ResumeData, StopOnSignal
 from andrea.sweep import RESULT_FILE
 
 
@@ -38,11 +41,19 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
     callbacks = _instantiate_all(cfg.get("callbacks"))
     if not loggers:  # logger=none: Lightning refuses a LearningRateMonitor with nothing to log to
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    stop = StopOnSignal(Path(cfg.paths.output_dir) / "checkpoints")
+    trainer = instantiate(cfg.trainer, callbacks=[*callbacks, ResumeData(), stop], logger=loggers or False)
     run_dir = Path(trainer.default_root_dir)
     status = "failed"
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        try:
+            trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        except NonFiniteLossError as err:
+            last = run_dir / "checkpoints" / LAST
+            raise NonFiniteLossError(f"{err}: {last if last.exists() else 'no checkpoint written yet'}") from None
+        if stop.received is not None:
+            status = "interrupted"
+            return _interrupted(stop, trainer, run_dir)
         fitted = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if cfg.get("validate") else {}
         result = _summary(cfg, trainer, {**fitted, **final}, time.perf_counter() - start, run_dir)
@@ -53,6 +64,26 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
         return result
     finally:
         _finish_loggers(loggers, status)
+
+
+def resume_command(run_dir: Path) -> str:
+    """The andrea-train command that continues the run in `run_dir` from its last.ckpt."""
+    kept = [o for o in _overrides() if not o.startswith(("ckpt_path=", "hydra.run.dir="))]
+    resume = [f"hydra.run.dir={run_dir}", f"ckpt_path={run_dir / 'checkpoints' / LAST}"]
+    return " ".join(["andrea-train", *map(shlex.quote, kept + resume)])
+
+
+def _interrupted(stop: StopOnSignal, trainer, run_dir: Path) -> dict:
+    result = {"status": "interrupted", "signal": int(stop.received), "global_step": trainer.global_step,
+              "checkpoint": str(stop.checkpoint), "resume": resume_command(run_dir), "run_dir": str(run_dir)}  # fmt: skip
+    if trainer.is_global_zero:
+        (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
+        Console(stderr=True).print(
+            f"stopped by signal {result['signal']} at step {result['global_step']}; saved {result['checkpoint']}\n"
+            f"resume with: {result['resume']}",
+            soft_wrap=True,
+        )
+    return result
 
 
 def _summary(cfg, trainer, metrics, wall_s, run_dir) -> dict:

@@ -56,7 +56,7 @@ def test_folder_and_bytes_tokenizer(tmp_path):
         (lambda p: None, "does not exist"),
         (lambda p: p.mkdir(), "holds no .txt file"),
         (lambda p: p.with_suffix(".txt").write_bytes(b"ok \xff\xfe bad"), "is not UTF-8 text \\(byte 3"),
-        (lambda p: p.with_suffix(".txt").write_text(""), "holds no text"),
+        (lambda p: p.with_suffix(".txt").write_text(""), "corpus.txt is empty; give a file with text in it"),
         (lambda p: p.with_suffix(".txt").write_text("tiny text"), "too few for data.seq_len=32"),
     ],
 )

@@ -25,7 +25,7 @@ def test_help_lists_every_group(tmp_path):
     assert result.returncode == 0
     assert "andrea-train: train any model of the andrea attention zoo" in result.stdout
     for line in ("attention: eager, flex, naive, sdpa", "heads: gqa, mha, mqa", "model: andrea-120m, andrea-12m, andrea-tiny, toy", "logger: csv, many_loggers, none, tensorboard, wandb",
-                 "trainer: cpu, ddp, ddp_cpu, default, gpu", "experiment: andrea-120m, andrea-12m-shakespeare, induction, lookback, repetition, repetition_no_attention"):  # fmt: skip
+                 "trainer: cpu, ddp, ddp_cpu, default, fsdp, gpu", "experiment: andrea-120m, andrea-12m-shakespeare, induction, lookback, repetition, repetition_no_attention"):  # fmt: skip
         assert line in result.stdout
 
 
@@ -56,7 +56,7 @@ def test_run_from_another_folder_with_csv_logger(tmp_path):
     assert result.returncode == 0, result.stderr
     (run_dir,) = tmp_path.glob("logs/train/runs/*")
     assert f"run dir: {run_dir}" in result.stdout.replace("\n", "") and "done in" in result.stdout
-    with open(run_dir / "csv" / "metrics.csv") as f:
+    with open(run_dir / "csv" / "version_0" / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     losses = [float(r["train/loss_step"]) for r in rows if r.get("train/loss_step")]
     assert len(losses) == 4 and all(0 < loss < 10 for loss in losses)  # 256 rows / batch 64, one per step

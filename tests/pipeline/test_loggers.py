@@ -30,7 +30,7 @@ def test_tensorboard_scalars_and_images(tmp_path):
 
 def test_csv_metrics(tmp_path):
     quick(tmp_path, "logger=csv")
-    with open(tmp_path / "csv" / "metrics.csv") as f:
+    with open(tmp_path / "csv" / "version_0" / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     steps = [int(r["step"]) for r in rows if r.get("train/loss_step")]
     assert steps == [0, 1, 2, 3]
@@ -62,7 +62,7 @@ def test_tiny_gpt_on_text(tmp_path):
     overrides = ["data=text", "data.seq_len=32", "data.samples_per_epoch=64", "model=andrea-tiny", "logger=csv",
                  "trainer.max_epochs=2", "callbacks.attention_maps.every_n_steps=4", "callbacks.run_stats.peak_tflops=0.2"]  # fmt: skip
     result = train(compose_train(tmp_path, overrides))
-    with open(tmp_path / "csv" / "metrics.csv") as f:
+    with open(tmp_path / "csv" / "version_0" / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     mfu = [float(r["train/mfu"]) for r in rows if r.get("train/mfu")]
     assert len(mfu) == result["global_step"] and all(0 < m < 1 for m in mfu)

@@ -37,7 +37,17 @@ def main(cfg: DictConfig) -> float | None:
     for handler in list(lightning_logger.handlers):
         lightning_logger.removeHandler(handler)
 
-    result = train(cfg, validated=True)
+    from andrea.lit.module import NonFiniteLossError
+
+    try:
+        result = train(cfg, validated=True)
+    except NonFiniteLossError as err:
+        if is_multirun():
+            raise
+        print(f"andrea-train: error: {err}", file=sys.stderr)
+        sys.exit(1)
+    if result.get("status") == "interrupted" and not is_multirun():
+        sys.exit(128 + result["signal"])  # the shell's convention for "ended by a signal"
     metric = cfg.get("optimized_metric")
     return result.get(metric.replace("/", "_")) if metric else None
 

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from andrea.data.sampler import EpochSampler
+from andrea.data.sampler import ResumableTrainData
 
 IGNORE_INDEX = -100
 
@@ -37,7 +37,7 @@ class TokenRows(Dataset):
         return {"input_ids": self.input_ids[index], "labels": self.labels[index]}
 
 
-class SyntheticTaskDataModule(L.LightningDataModule):
+class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
     """Base of the synthetic tasks: subclasses write `make_rows`."""
 
     name = "synthetic"
@@ -76,7 +76,7 @@ class SyntheticTaskDataModule(L.LightningDataModule):
             self.val_set = TokenRows(input_ids[n:], labels[n:])
 
     def train_dataloader(self) -> DataLoader:
-        sampler = EpochSampler(len(self.train_set), seed=self.seed)  # a fresh order every epoch
+        sampler = self.train_sampler(len(self.train_set), None, self.seed, self.batch_size)  # a fresh order every epoch
         return DataLoader(self.train_set, self.batch_size, sampler=sampler, num_workers=self.num_workers, drop_last=True)
 
     def val_dataloader(self) -> DataLoader:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from andrea.data.sampler import EpochSampler
+from andrea.data.sampler import ResumableTrainData
 from andrea.data.tokenizers import TOKENIZERS, tokenizer_vocab_size
 EXCERPT = Path(__file__).parent / "corpus" / "tempest_excerpt.txt"
 
@@ -38,9 +38,12 @@ def text_files(path: str | Path) -> list[Path]:
 def read_text(path: Path) -> str:
     data = path.read_bytes()
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(f"data.path: {path} is not UTF-8 text (byte {err.start}: {data[err.start:err.start + 4]!r})") from None
+        raise ValueError(f"data.path: {path} is not UTF-8 text (byte {err.start}: {data[err.start:err.start + 4]!r}); convert it to UTF-8") from None
+    if not text.strip():
+        raise ValueError(f"data.path: {path} is empty; give a file with text in it, or remove it from the folder")
+    return text
 
 
 def build_cache(files: list[Path], tokenizer, cache_dir: Path) -> Path:
@@ -56,8 +59,6 @@ def build_cache(files: list[Path], tokenizer, cache_dir: Path) -> Path:
     for path in files:
         ids.extend(tokenizer.encode(read_text(path)))
         ids.append(tokenizer.eot_id)
-    if len(ids) <= len(files):
-        raise ValueError(f"data.path: {', '.join(map(str, files[:3]))} holds no text")
     cache_dir.mkdir(parents=True, exist_ok=True)
     partial = cache.with_suffix(f".tmp{os.getpid()}")
     np.asarray(ids, dtype=dtype).tofile(partial)
@@ -86,7 +87,7 @@ class Windows(Dataset):
         return {"input_ids": window[:-1], "labels": window[1:]}
 
 
-class TextDataModule(L.LightningDataModule):
+class TextDataModule(ResumableTrainData, L.LightningDataModule):
     name = "text"
 
     def __init__(
@@ -112,6 +113,8 @@ class TextDataModule(L.LightningDataModule):
         if not 0 < val_fraction < 1:
             raise ValueError(f"data.val_fraction={val_fraction!r} must be between 0 and 1")
         self.files = text_files(path or EXCERPT)  # refuses a missing path before any work
+        for file in self.files:
+            read_text(file)  # and an empty or non-UTF-8 file (reading is fast; tokenising comes later)
         self.tokenizer_name, self.seq_len, self.batch_size = tokenizer, seq_len, batch_size
         self.samples_per_epoch, self.val_fraction, self.seed, self.num_workers = samples_per_epoch, val_fraction, seed, num_workers
         self.cache_dir = Path(cache_dir or Path.home() / ".cache" / "andrea" / "tokens")
@@ -142,7 +145,7 @@ class TextDataModule(L.LightningDataModule):
         self.val_set = Windows(self.tokens[split:], self.seq_len, stride=self.seq_len)
 
     def train_dataloader(self) -> DataLoader:
-        sampler = EpochSampler(len(self.train_set), self.samples_per_epoch, self.seed)
+        sampler = self.train_sampler(len(self.train_set), self.samples_per_epoch, self.seed, self.batch_size)
         return DataLoader(self.train_set, self.batch_size, sampler=sampler, drop_last=True, num_workers=self.num_workers)
 
     def val_dataloader(self) -> DataLoader:

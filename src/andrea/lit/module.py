@@ -16,12 +16,19 @@ from andrea.data.tasks import IGNORE_INDEX
 from andrea.models.export import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
 
 
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite (model.nonfinite=stop)."""
+
+
 class LanguageModelModule(L.LightningModule):
     """Wraps `net` (idx (B, T) -> logits (B, T, V), weights) with loss, metrics and optimisation.
 
     optimizer: a partial taking `params` (Hydra `_partial_: true`), e.g. AdamW with its lr.
     scheduler: an optional partial taking `optimizer`, stepped every optimisation step.
     compile:   run the network's forward through torch.compile (the saved weights keep their names).
+    nonfinite: what a NaN or infinite training loss does: "stop" (raise NonFiniteLossError; the
+               last checkpoint, written before, stays the last good one) or "skip" (no update
+               for that batch, counted in train/skipped_steps).
     Weight decay applies to matrices only; norms and biases are left undecayed (nanoGPT's groups).
     """
 
@@ -32,8 +39,12 @@ class LanguageModelModule(L.LightningModule):
         scheduler: Callable | None = None,
         net_config: dict | None = None,
         compile: bool = False,
+        nonfinite: str = "stop",
     ):
         super().__init__()
+        if nonfinite not in ("stop", "skip"):
+            raise ValueError(f"model.nonfinite={nonfinite!r} must be stop or skip")
+        self.nonfinite, self.skipped_steps = nonfinite, 0
         self.net = net
         # Not registered as a submodule: checkpoints keep the plain `net.*` names.
         object.__setattr__(self, "_forward_net", torch.compile(net) if compile else net)
@@ -57,8 +68,18 @@ class LanguageModelModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         loss, logits, labels = self._loss(batch)
+        finite = self.trainer.strategy.reduce_boolean_decision(bool(torch.isfinite(loss)), all=True)
+        if not finite:  # every process takes the same branch
+            if self.nonfinite == "stop":
+                raise NonFiniteLossError(
+                    f"train/loss is {loss.item()} at step {self.global_step}; training stopped with the last "
+                    "checkpoint kept; lower model.optimizer.lr, or set model.nonfinite=skip to skip such batches"
+                )
+            self.skipped_steps += 1
+            self.log("train/skipped_steps", float(self.skipped_steps), on_step=True)
+            return None  # Lightning makes no backward and no optimizer step for this batch
         self.train_acc(logits.flatten(0, 1), labels.flatten())
-        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True)
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, sync_dist=True)  # DDP: the global mean
         self.log("train/acc", self.train_acc, on_step=True, on_epoch=True, prog_bar=True)
         return loss
 
@@ -76,6 +97,10 @@ class LanguageModelModule(L.LightningModule):
             checkpoint[CHECKPOINT_CONFIG_KEY] = self.net_config  # plain containers only: weights_only loads
         if self.tokenizer is not None:
             checkpoint[CHECKPOINT_TOKENIZER_KEY] = self.tokenizer
+        checkpoint["andrea_skipped_steps"] = self.skipped_steps
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.skipped_steps = checkpoint.get("andrea_skipped_steps", 0)
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.requires_grad and p.dim() >= 2]
