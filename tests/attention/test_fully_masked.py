@@ -35,3 +35,21 @@ def test_block_with_padding(backend_name):
         trimmed = block(x[:1, :5])
     assert (weights[0, :, :, 5:] == 0).all()
     torch.testing.assert_close(y[0, :5], trimmed[0], atol=1e-5, rtol=1e-4)  # padding changes nothing real
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_huge_scores_stay_finite_under_every_mask(backend_name, dtype):
+    """Scores near the dtype's range (q, k scaled up) and ALiBi on top: softmax subtracts the row
+    maximum, masked keys take the lowest finite value, so no NaN or Inf comes out, empty rows included."""
+    from andrea.attention.positions import ALiBi
+
+    from .helpers import make_masks
+
+    backend = get_backend(backend_name)
+    for name, mask in make_masks().items():
+        q, k, v = (t * 300 for t in make_qkv("gqa", dtype))  # |q·k| / sqrt(d) up to ~1e5
+        for score_mod in (None, ALiBi(4)):
+            with torch.no_grad():
+                out, _ = backend(q, k, v, mask, score_mod=score_mod)
+            assert torch.isfinite(out).all(), f"{name}, {score_mod}"
