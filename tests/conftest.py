@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections import defaultdict
 
@@ -24,6 +25,12 @@ for _key, _value in {
     "WANDB_DATA_DIR": _WANDB_HOME,
 }.items():
     os.environ[_key] = _value
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_WANDB_HOME, ignore_errors=True)  # the run's wandb home goes with the run
+
+
 settings.register_profile("andrea", deadline=None, max_examples=40, derandomize=True)
 settings.load_profile("andrea")
 
