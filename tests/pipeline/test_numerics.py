@@ -43,3 +43,22 @@ def test_skip_counts_and_trains_on(tmp_path, poisoned):
     assert state["andrea_skipped_steps"] == len([s for s in range(BAD_FROM_STEP, steps) if s % 2]) == 6
     assert all(torch.isfinite(t).all() for t in state["state_dict"].values())  # no bad batch reached the weights
     assert math.isfinite(result["val_loss"]) and result["global_step"] == steps
+
+
+def test_resume_from_an_epoch_end_continues_with_the_next_epoch(tmp_path):
+    """With limit_train_batches the epoch ends before the sampler does; the resumed run must
+    still start the next epoch's order, as the unbroken run does (in-process, logger=csv)."""
+    import csv
+
+    common = [*QUICK, "data.num_train=1024", "+trainer.limit_train_batches=4", "logger=csv", "seed=5"]
+
+    def steps(run_dir, version):
+        with open(run_dir / "csv" / f"version_{version}" / "metrics.csv") as f:
+            return {int(r["step"]): r["train/loss_step"] for r in csv.DictReader(f) if r.get("train/loss_step")}
+
+    train(compose_train(tmp_path / "unbroken", [*common, "trainer.max_epochs=2"]))
+    train(compose_train(tmp_path / "split", [*common, "trainer.max_epochs=1"]))
+    last = tmp_path / "split" / "checkpoints" / "last.ckpt"
+    train(compose_train(tmp_path / "split", [*common, "trainer.max_epochs=2", f"ckpt_path={last}"]))
+    unbroken, resumed = steps(tmp_path / "unbroken", 0), steps(tmp_path / "split", 1)
+    assert sorted(resumed) == [4, 5, 6, 7] and resumed == {s: unbroken[s] for s in resumed}

@@ -46,7 +46,7 @@ def main(cfg: DictConfig) -> float | None:
             raise
         print(f"andrea-train: error: {err}", file=sys.stderr)
         sys.exit(1)
-    if result.get("status") == "interrupted" and not is_multirun():
+    if result.get("status") == "interrupted":  # in a multirun this ends the sweep too
         sys.exit(128 + result["signal"])  # the shell's convention for "ended by a signal"
     metric = cfg.get("optimized_metric")
     return result.get(metric.replace("/", "_")) if metric else None

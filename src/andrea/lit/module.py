@@ -51,6 +51,7 @@ class LanguageModelModule(L.LightningModule):
         self.net_config = net_config  # the resolved model.net config, saved in every checkpoint
         self.tokenizer: str | None = None  # the data's tokenizer name, saved too (andrea-sample reads it)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self._matrices = {f"net.{n}" for n, p in net.named_parameters() if p.dim() >= 2}  # weight decay
         vocab_size = net.vocab_size
         self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
@@ -103,8 +104,10 @@ class LanguageModelModule(L.LightningModule):
         self.skipped_steps = checkpoint.get("andrea_skipped_steps", 0)
 
     def configure_optimizers(self):
-        decay = [p for p in self.parameters() if p.requires_grad and p.dim() >= 2]
-        no_decay = [p for p in self.parameters() if p.requires_grad and p.dim() < 2]
+        # By the names of the matrices, taken before any wrapping: FSDP flattens every parameter to 1-D.
+        named = [(n.replace("_fsdp_wrapped_module.", ""), p) for n, p in self.named_parameters() if p.requires_grad]
+        decay = [p for n, p in named if n in self._matrices]
+        no_decay = [p for n, p in named if n not in self._matrices]
         groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]  # decay: the optimizer's own
         optimizer = self.optimizer_factory(params=groups)
         if self.scheduler_factory is None:

@@ -23,6 +23,19 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from andrea.data.sampler import EpochSampler
 
 LAST = "last.ckpt"
+# SIGUSR2: submitit's (hydra/launcher=slurm) warning ahead of a job's time limit
+SIGNALS = tuple(s for s in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGUSR2", None)) if s is not None)
+
+
+def epoch_ends(trainer: L.Trainer) -> bool:
+    """Whether the batch just trained is the epoch's last (limit_train_batches included)."""
+    progress = trainer.fit_loop.epoch_loop.batch_progress
+    return progress.is_last_batch or progress.current.processed >= trainer.num_training_batches
+
+
+def steps_optimizer(trainer: L.Trainer, batch_idx: int) -> bool:
+    """Whether the batch just trained ended with an optimizer step (gradient accumulation)."""
+    return (batch_idx + 1) % trainer.accumulate_grad_batches == 0 or epoch_ends(trainer)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -41,7 +54,8 @@ class LastCheckpoint(ModelCheckpoint):
     """last.ckpt, always under that name: every `every_n_train_steps` optimisation steps, after the
     last batch of every epoch and when training ends (a plain ModelCheckpoint with a step interval
     saves at neither, leaving the file up to N - 1 steps behind). Saves are taken at the end of a
-    batch, where Lightning resumes most exactly (its logging step included)."""
+    batch, where Lightning resumes most exactly (its logging step included); the epoch-end one
+    therefore comes before that epoch's validation, which a run resumed from it does not repeat."""
 
     def __init__(self, dirpath: str, every_n_train_steps: int = 50):
         super().__init__(
@@ -51,8 +65,7 @@ class LastCheckpoint(ModelCheckpoint):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
-        epoch_ends = trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
-        if epoch_ends or 0 < trainer.max_steps <= trainer.global_step:
+        if epoch_ends(trainer) or 0 < trainer.max_steps <= trainer.global_step:
             self.save_now(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -67,16 +80,21 @@ class LastCheckpoint(ModelCheckpoint):
 class ResumeData(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
         sampler = getattr(trainer.train_dataloader, "sampler", None)
-        if isinstance(sampler, EpochSampler):  # before any checkpoint of this step is written
-            sampler.trained_batches += 1
+        if not isinstance(sampler, EpochSampler):
+            return
+        sampler.trained_batches += 1  # before any checkpoint of this step is written
+        if epoch_ends(trainer):  # a checkpoint from now on resumes at the next epoch's start
+            sampler.epoch, sampler.trained_batches = sampler.epoch + 1, 0
 
 
 class StopOnSignal(L.Callback):
-    """On SIGTERM or SIGINT, stop after the current optimisation step with last.ckpt saved.
+    """On SIGTERM, SIGINT or SIGUSR2, stop after the current optimisation step with last.ckpt saved.
 
-    The handlers replace Lightning's for the duration of training (Lightning puts
-    the previous ones back at teardown). Under DDP every process stops at the
-    same step: the decision is reduced over the processes after each step.
+    The handlers replace Lightning's (and submitit's) for the duration of training
+    (Lightning puts the previous ones back at teardown). Under DDP every process
+    stops at the same step: the decision is reduced over the processes after each
+    step that ended with an optimizer step. A second signal does not wait: SIGINT
+    raises KeyboardInterrupt, the others exit at once with 128 + n.
     """
 
     def __init__(self, dirpath: str):
@@ -88,13 +106,19 @@ class StopOnSignal(L.Callback):
         return self.dirpath / LAST
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in SIGNALS:
             signal.signal(signum, self._handle)
 
     def _handle(self, signum, frame) -> None:
+        if self.received is not None:  # asked twice: stop now
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise SystemExit(128 + signum)
         self.received = signum
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not steps_optimizer(trainer, batch_idx):
+            return  # mid gradient accumulation: the step is not finished
         if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
             return
         self.received = self.received or signal.SIGTERM  # another process got it
