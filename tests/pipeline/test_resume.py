@@ -34,6 +34,15 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> Non
         time.sleep(0.01)
 
 
+def interrupt(run_dir: Path, signum: int) -> tuple[int, str]:
+    """Start a run, send it `signum` once its first last.ckpt exists; its exit code and stderr."""
+    process = start(run_dir)
+    wait_for(run_dir / "checkpoints" / "last.ckpt", process)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=120)
+    return process.returncode, err
+
+
 def losses(run_dir: Path, version: int) -> dict[int, str]:
     """step -> train/loss_step as logged (the exact decimal string Lightning wrote)."""
     with open(run_dir / "csv" / f"version_{version}" / "metrics.csv") as f:
@@ -66,10 +75,7 @@ def unbroken(tmp_path_factory) -> dict[int, str]:
 @pytest.mark.slow(reason="three andrea-train processes, ~40 s")
 def test_sigkill_then_resume_continues_the_same_curve(unbroken, tmp_path):
     run_dir = tmp_path / "run"
-    killed = start(run_dir)
-    wait_for(run_dir / "checkpoints" / "last.ckpt", killed)
-    killed.send_signal(signal.SIGKILL)
-    killed.wait()
+    interrupt(run_dir, signal.SIGKILL)
     resumed_from = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
     assert 0 < resumed_from < max(unbroken)
     after = resume(run_dir, [*RUN, f"hydra.run.dir={run_dir}", f"ckpt_path={run_dir}/checkpoints/last.ckpt"])
@@ -82,11 +88,8 @@ def test_sigkill_then_resume_continues_the_same_curve(unbroken, tmp_path):
 @pytest.mark.slow(reason="two andrea-train processes, ~30 s")
 def test_sigterm_saves_prints_the_resume_command_and_exits_143(unbroken, tmp_path):
     run_dir = tmp_path / "run"
-    stopped = start(run_dir)
-    wait_for(run_dir / "checkpoints" / "last.ckpt", stopped)
-    stopped.send_signal(signal.SIGTERM)
-    _, err = stopped.communicate(timeout=120)
-    assert stopped.returncode == 128 + signal.SIGTERM, err[-2000:]
+    returncode, err = interrupt(run_dir, signal.SIGTERM)
+    assert returncode == 128 + signal.SIGTERM, err[-2000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "interrupted" and "Traceback" not in err
     assert f"resume with: {result['resume']}" in " ".join(err.split())
