@@ -5,7 +5,6 @@ Every refusal is one line that names the config key and how to fix it.
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import torch
@@ -202,28 +201,15 @@ def _validate(cfg: DictConfig) -> None:
 
 def _validate_checkpoint(cfg: DictConfig) -> None:
     """ckpt_path: a readable andrea-train checkpoint of this very model, loaded with no pickled code."""
-    from andrea.models.export import CHECKPOINT_CONFIG_KEY
+    from andrea.models.export import CHECKPOINT_CONFIG_KEY, read_checkpoint
 
     if cfg.get("ckpt_path") is None:
         return
     path = Path(cfg.ckpt_path)
-    if not path.is_file():
-        raise ConfigError(f"ckpt_path={path} does not exist; give a .ckpt file such as <run dir>/checkpoints/last.ckpt")
-    try:  # weights_only: plain tensors and containers, never code; mmap: no copy of the weights
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except pickle.UnpicklingError:
-        raise ConfigError(
-            f"ckpt_path={path} holds pickled objects beyond plain tensors and containers, refused unrun; "
-            "give a checkpoint written by andrea-train"
-        ) from None
-    except Exception:
-        raise ConfigError(
-            f"ckpt_path={path} is truncated or corrupt (not a readable torch checkpoint); "
-            "use another one, e.g. an earlier checkpoint in the same folder"
-        ) from None
-    saved = state.get(CHECKPOINT_CONFIG_KEY) if isinstance(state, dict) else None
-    if saved is None:
-        raise ConfigError(f"ckpt_path={path} was not written by andrea-train (no {CHECKPOINT_CONFIG_KEY}); give one of its checkpoints")
+    try:
+        saved = read_checkpoint(path)[CHECKPOINT_CONFIG_KEY]
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(str(err)) from None
     current = OmegaConf.to_container(cfg.model.net, resolve=True)
     for key, was, now in _differences(saved, current, "model.net"):
         if key.endswith((".backend", ".backend_options")) or ".backend_options." in key:

@@ -87,21 +87,17 @@ def main(cfg: DictConfig) -> None:
         net, _, trained_with = load_any(cfg.ckpt_path, cfg.device)
         tokenizer = pick_tokenizer(cfg.tokenizer, trained_with, net.vocab_size)
         prompt = encode_prompt(tokenizer, cfg.prompt, net.vocab_size)
-        if cfg.cache:
-            from andrea.models.generate import check_cacheable
-
-            check_cacheable(net, len(prompt), len(prompt) + cfg.max_new_tokens)
+        generator = torch.Generator(cfg.device).manual_seed(cfg.seed)
+        idx = torch.tensor([prompt] * cfg.num_samples, device=cfg.device)  # (num_samples, T)
+        start = time.perf_counter()
+        steps = stream(
+            net, idx, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+            generator=generator, use_cache=cfg.cache,
+        )  # fmt: skip  (refuses a cache the model's masks cannot serve)
     except (SampleError, ValueError, FileNotFoundError) as err:
         print(f"andrea-sample: error: {err}", file=sys.stderr)
         sys.exit(2)
 
-    generator = torch.Generator(cfg.device).manual_seed(cfg.seed)
-    idx = torch.tensor([prompt] * cfg.num_samples, device=cfg.device)  # (num_samples, T)
-    start = time.perf_counter()
-    steps = stream(
-        net, idx, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
-        generator=generator, use_cache=cfg.cache,
-    )  # fmt: skip
     new = torch.cat([token for token, _ in steps], dim=1)  # (num_samples, max_new_tokens)
     seconds = time.perf_counter() - start
     for i, row in enumerate(new.tolist()):

@@ -10,6 +10,7 @@ Lightning checkpoint of andrea-train with `torch.load(weights_only=True)`;
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import torch
@@ -68,17 +69,33 @@ def load_with_tokenizer(path: str | Path, device: str = "cpu") -> tuple[nn.Modul
     return net.to(device).eval(), config, tokenizer
 
 
-def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
-    """A Lightning checkpoint of andrea-train -> its network (eval mode), config and tokenizer name."""
+def read_checkpoint(checkpoint: str | Path) -> dict:
+    """The contents of an andrea-train checkpoint, read with `torch.load(weights_only=True)`: plain
+    tensors and containers, never code (mmap: the weights are not copied). One-line errors for a
+    missing, corrupt, truncated, pickle-carrying or foreign file."""
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
-        raise FileNotFoundError(f"ckpt_path={checkpoint} does not exist")
+        raise FileNotFoundError(f"ckpt_path={checkpoint} does not exist; give a .ckpt file such as <run dir>/checkpoints/last.ckpt")
     try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    except Exception as err:  # a truncated file, or one carrying pickled code
-        raise ValueError(f"ckpt_path={checkpoint} cannot be read safely: {str(err).splitlines()[0]}") from None
-    if CHECKPOINT_CONFIG_KEY not in state:
-        raise ValueError(f"ckpt_path={checkpoint} was not written by andrea-train (no {CHECKPOINT_CONFIG_KEY})")
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError:
+        raise ValueError(
+            f"ckpt_path={checkpoint} holds pickled objects beyond plain tensors and containers, refused unrun; "
+            "give a checkpoint written by andrea-train"
+        ) from None
+    except Exception:
+        raise ValueError(
+            f"ckpt_path={checkpoint} is truncated or corrupt (not a readable torch checkpoint), so it cannot be "
+            "read safely; use another one, e.g. an earlier checkpoint in the same folder"
+        ) from None
+    if not isinstance(state, dict) or CHECKPOINT_CONFIG_KEY not in state:
+        raise ValueError(f"ckpt_path={checkpoint} was not written by andrea-train (no {CHECKPOINT_CONFIG_KEY}); give one of its checkpoints")
+    return state
+
+
+def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
+    """A Lightning checkpoint of andrea-train -> its network (eval mode), config and tokenizer name."""
+    state = read_checkpoint(checkpoint)
     config = state[CHECKPOINT_CONFIG_KEY]
     net = instantiate(config, _convert_="partial")
     weights = {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}

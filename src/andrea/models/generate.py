@@ -66,11 +66,17 @@ def stream(
     generator: torch.Generator | None = None,
     use_cache: bool = True,
 ) -> Iterator[tuple[Tensor, Tensor]]:
-    """idx (B, T) prompt -> per step the sampled token (B, 1) and the logits it came from (B, V)."""
-    context = model.max_context
+    """idx (B, T) prompt -> per step the sampled token (B, 1) and the logits it came from (B, V).
+
+    A cache the model's masks cannot serve is refused here, when called, not at the first step."""
     cache = model.new_cache() if use_cache and len(model.attention) > 0 else None
     if cache is not None:
         check_cacheable(model, idx.shape[1], idx.shape[1] + max_new_tokens)
+    return _steps(model, idx, max_new_tokens, cache, (temperature, top_k, top_p, generator))
+
+
+def _steps(model, idx, max_new_tokens, cache, sampling) -> Iterator[tuple[Tensor, Tensor]]:
+    context = model.max_context
     fed = 0  # tokens of idx already in the cache
     with torch.no_grad():
         for _ in range(max_new_tokens):
@@ -79,7 +85,7 @@ def stream(
                 fed = idx.shape[1]
             else:
                 logits = model(idx[:, -context:])[0][:, -1]  # (B, V): the whole (cropped) context again
-            token = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
+            token = sample_next(logits, *sampling)  # (B, 1)
             idx = torch.cat((idx, token), dim=1)
             yield token, logits
 
