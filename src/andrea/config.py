@@ -17,6 +17,7 @@ from omegaconf.errors import InterpolationResolutionError
 
 from andrea.attention import HeadConfig, UnsupportedAttentionError, backend_registry, get_backend
 from andrea.attention.positions import ALiBi
+from andrea.keys import check_added_keys, check_ranges
 
 
 class ConfigError(ValueError):
@@ -33,6 +34,12 @@ def _hydra():
 def is_multirun() -> bool:
     hydra = _hydra()
     return hydra is not None and hydra.mode == RunMode.MULTIRUN
+
+
+def task_overrides() -> list[str]:
+    """The overrides the user gave this run (a multirun job's own), [] outside a Hydra run."""
+    hydra = _hydra()
+    return list(hydra.overrides.task) if hydra else []
 
 
 def sweep_group() -> str | None:
@@ -166,12 +173,13 @@ def _validate(cfg: DictConfig) -> None:
     position, supported = _get(cfg, "position.kind"), getattr(get_class(net._target_), "positions", None)
     if position is not None and supported is not None and position not in supported:
         raise ConfigError(f"position.kind={position!r} is not one of {', '.join(supported)} for model.net={net._target_}")
-    if _get(cfg, "model.optimizer.lr", 1.0) <= 0:
-        raise ConfigError(f"model.optimizer.lr={cfg.model.optimizer.lr} must be > 0")
     for key in ("trainer.max_epochs", "trainer.max_steps"):
-        value = _get(cfg, key)
-        if value is not None and value == 0:
+        if _get(cfg, key) == 0 and not isinstance(_get(cfg, key), bool):
             raise ConfigError(f"{key}=0 trains nothing; give a positive number (-1 for no limit on max_steps)")
+    problem = check_added_keys(cfg, task_overrides()) or check_ranges(cfg)
+    if problem:
+        raise ConfigError(problem)
+    _validate_memory(cfg)
     _validate_trainer(cfg)
     _validate_checkpoint(cfg)
     mode = _get(cfg, "logger.wandb.mode")
@@ -199,8 +207,49 @@ def _validate(cfg: DictConfig) -> None:
         )
 
 
+def training_estimate(cfg: DictConfig):
+    """What training this config needs in memory (andrea.models.memory), None for a model andrea
+    does not know (a user's own `_target_`) or data without a fixed window."""
+    from andrea.models import memory, net_config
+
+    batch_size, seq_len = _get(cfg, "data.batch_size"), _get(cfg, "data.seq_len")
+    if not (isinstance(batch_size, int) and isinstance(seq_len, int)):
+        return None
+    try:
+        spec = net_config.parse(OmegaConf.to_container(cfg.model.net, resolve=True), "model.net", "model.net")
+    except ValueError:  # not one of andrea's models: its constructor checks it
+        return None
+    return spec, memory.training(spec, batch_size, seq_len)
+
+
+def _validate_memory(cfg: DictConfig) -> None:
+    """Refuse a run whose estimated training memory exceeds the device's, before allocating any of it."""
+    from andrea.models import memory
+
+    found = training_estimate(cfg)
+    if found is None:
+        return
+    spec, need = found
+    device = "cpu" if _on_cpu(cfg) or not torch.cuda.is_available() else "cuda"
+    have = memory.available(device)
+    if need.total_bytes <= have:
+        return
+    data = {"batch_size": cfg.data.batch_size, "seq_len": cfg.data.seq_len, "vocab_size": _get(cfg, "data.vocab_size")}
+    keys = {name: f"model.net.{name}" for name in memory.REFERENCE} | {"batch_size": "data.batch_size", "seq_len": "data.seq_len"}
+    if spec.fields["max_context"] == data["seq_len"]:  # presets take it from data.*: name the key a user sets
+        keys["max_context"] = "data.seq_len"
+    if spec.fields["vocab_size"] == data["vocab_size"]:
+        keys["vocab_size"] = "data.vocab_size"
+    culprit = memory.culprit(need, {**spec.fields, **data}, keys)
+    raise ConfigError(
+        f"{culprit}: training needs {need.describe()}, more than the {memory.size_text(have)} of memory on {device}; "
+        f"lower {culprit.split('=')[0]}"
+    )
+
+
 def _validate_checkpoint(cfg: DictConfig) -> None:
     """ckpt_path: a readable andrea-train checkpoint of this very model, loaded with no pickled code."""
+    from andrea.models import net_config
     from andrea.models.export import CHECKPOINT_CONFIG_KEY, read_checkpoint
 
     if cfg.get("ckpt_path") is None:
@@ -208,6 +257,7 @@ def _validate_checkpoint(cfg: DictConfig) -> None:
     path = Path(cfg.ckpt_path)
     try:
         saved = read_checkpoint(path)[CHECKPOINT_CONFIG_KEY]
+        net_config.parse(saved, f"ckpt_path={path}", CHECKPOINT_CONFIG_KEY)  # data only: nothing it names is built
     except (FileNotFoundError, ValueError) as err:
         raise ConfigError(str(err)) from None
     current = OmegaConf.to_container(cfg.model.net, resolve=True)

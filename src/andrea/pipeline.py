@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+import warnings
 from pathlib import Path
 
 import lightning as L
@@ -13,9 +14,10 @@ from lightning.pytorch.callbacks import LearningRateMonitor
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from andrea.config import validate
+from andrea.config import task_overrides, validate
 from andrea.lit.callbacks import AttentionMaps, RunStats
 from andrea.lit.module import NonFiniteLossError
+from andrea.data.sampler import ResumableTrainData
 from andrea.lit.resume import LAST, ResumeData, StopOnSignal
 from andrea.sweep import RESULT_FILE
 
@@ -47,7 +49,12 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
     status = "failed"
     try:
         try:
-            trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+            with warnings.catch_warnings():
+                # Lightning cannot see that our data resume mid-epoch exactly (ResumableTrainData keeps
+                # the sampler's position in the checkpoint), and warns that the loader is not resumable.
+                if isinstance(datamodule, ResumableTrainData):
+                    warnings.filterwarnings("ignore", message=".*checkpoint that ended before the epoch ended and your dataloader is not resumable")
+                trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         except NonFiniteLossError as err:
             last = run_dir / "checkpoints" / LAST
             raise NonFiniteLossError(f"{err}: {last if last.exists() else 'no checkpoint written yet'}") from None
@@ -68,13 +75,13 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
 
 def resume_command(run_dir: Path) -> str:
     """The andrea-train command that continues the run in `run_dir` from its last.ckpt."""
-    kept = [o for o in _overrides() if not o.startswith(("ckpt_path=", "hydra.run.dir="))]
+    kept = [o for o in task_overrides() if not o.startswith(("ckpt_path=", "hydra.run.dir="))]
     resume = [f"hydra.run.dir={run_dir}", f"ckpt_path={run_dir / 'checkpoints' / LAST}"]
     return " ".join(["andrea-train", *map(shlex.quote, kept + resume)])
 
 
 def _interrupted(stop: StopOnSignal, trainer, run_dir: Path) -> dict:
-    result = {"status": "interrupted", "signal": int(stop.received), "global_step": trainer.global_step,
+    result = {"status": "interrupted", "signal": int(stop.received), "exit_code": 128 + int(stop.received), "global_step": trainer.global_step,
               "checkpoint": str(stop.checkpoint), "resume": resume_command(run_dir), "run_dir": str(run_dir)}  # fmt: skip
     if trainer.is_global_zero:
         (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
@@ -91,7 +98,8 @@ def _summary(cfg, trainer, metrics, wall_s, run_dir) -> dict:
     maps = next((c for c in trainer.callbacks if isinstance(c, AttentionMaps)), None)
     return {
         "status": "completed",
-        "overrides": _overrides(),
+        "exit_code": 0,
+        "overrides": task_overrides(),
         "train_loss": metrics.get("train/loss_epoch"),
         "train_acc": metrics.get("train/acc_epoch"),
         "val_loss": metrics.get("val/loss"),
@@ -106,13 +114,6 @@ def _summary(cfg, trainer, metrics, wall_s, run_dir) -> dict:
         "head_roles": maps.scores if maps else {},
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
-
-
-def _overrides() -> list[str]:
-    from andrea.config import _hydra
-
-    hydra = _hydra()
-    return list(hydra.overrides.task) if hydra else []
 
 
 def _print_summary(result: dict) -> None:

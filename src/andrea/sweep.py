@@ -1,7 +1,10 @@
 """The sweep summary: one row per job of a multirun, as markdown and CSV in the sweep dir.
 
 Rewritten after every job (so a sweep that stops part-way still has its rows)
-and once more when the sweep ends. A job that failed gets a row with its error.
+and once more when the sweep ends. Every job gets a row, whatever became of it:
+`completed`, `interrupted` (a signal; it can be resumed), `failed` (an error, named in
+`error`) or `killed` (its process died: only a launcher with a process per job sees
+that, andrea.launchers), with the exit code the job's process had or would have had.
 """
 
 from __future__ import annotations
@@ -14,11 +17,33 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from andrea.config import is_multirun
+from andrea.config import ConfigError, is_multirun
 
 RESULT_FILE = "result.json"  # what every job writes into its run dir
 
-COLUMNS = ["job", "overrides", "status", "train_loss", "val_loss", "val_acc", "tokens_per_s", "wall_s", "run_dir"]
+COLUMNS = ["job", "overrides", "status", "exit_code", "error", "train_loss", "val_loss", "val_acc", "tokens_per_s", "wall_s", "run_dir"]
+current_sweep_dir: str | None = None  # the sweep this process runs, for the one line that ends a failed one
+
+
+def job_failed(run_dir: Path, overrides: list[str], error: BaseException | None, exit_code: int | None, status: str = "failed") -> None:
+    """The result.json of a job that did not complete, so the summary has its row."""
+    if exit_code is None:  # what the job would have exited with on its own
+        exit_code = 2 if isinstance(error, ConfigError) else 1
+    message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}" if error is not None else ""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / RESULT_FILE).write_text(json.dumps(
+        {"status": status, "exit_code": exit_code, "error": message, "overrides": list(overrides), "run_dir": str(run_dir)}, indent=2
+    ))  # fmt: skip
+
+
+def failure_line(sweep_dir: str | Path, error: BaseException) -> str:
+    """One line for a sweep that ended with jobs not completed: which, and where their rows are."""
+    rows = write_summary(sweep_dir)
+    bad = [row for row in rows if row["status"] != "completed"]
+    if not bad:  # the sweep itself failed (a launcher, a sweeper), not one of its jobs
+        return f"sweep {sweep_dir} stopped: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    jobs = "; ".join(f"job {row['job']} ({row['overrides'] or 'defaults'}) {row['status']}, exit {row['exit_code']}" for row in bad)
+    return f"{len(bad)} of {len(rows)} jobs did not complete: {jobs}; every job's row is in {Path(sweep_dir) / 'summary.md'}"
 
 
 def write_summary(sweep_dir: str | Path) -> list[dict]:
@@ -51,17 +76,15 @@ def _job_number(name: str) -> int:
 class SweepSummary(Callback):
     """Hydra callback (hydra.callbacks in conf/hydra/default.yaml)."""
 
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        global current_sweep_dir
+        current_sweep_dir = str(config.hydra.sweep.dir)
+
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs) -> None:
         if not is_multirun():
             return
-        run_dir = Path(config.hydra.runtime.output_dir)
         if job_return.status == JobStatus.FAILED:
-            error = job_return._return_value
-            (run_dir / RESULT_FILE).write_text(json.dumps({
-                "status": f"failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",
-                "overrides": list(job_return.overrides or []),
-                "run_dir": str(run_dir),
-            }, indent=2))  # fmt: skip
+            job_failed(Path(config.hydra.runtime.output_dir), job_return.overrides or [], job_return._return_value, None)
         write_summary(config.hydra.sweep.dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:

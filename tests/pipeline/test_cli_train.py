@@ -51,6 +51,24 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path):
     assert not list(tmp_path.glob("logs/train/runs/*/checkpoints"))  # refused before anything was built
 
 
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model.net.width=3", "Could not override 'model.net.width'. To append to your config use +model.net.width=3"),
+        ("attention=fast", "In 'train': Could not find 'attention/fast' Available options in 'attention': eager flex naive sdpa"),
+        ("experiment=nope", "In 'train': Could not find 'experiment/nope' Available options in 'experiment': andrea-120m "
+                            "andrea-12m-shakespeare induction lookback repetition repetition_no_attention"),
+        ("trainer.max_epochs=[1", "trainer.max_epochs=[1: no viable alternative at input '[1'"),
+    ],
+)
+def test_hydra_s_own_refusals_are_one_line_and_exit_2(override, message, tmp_path):
+    result = run([override], tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"andrea-train: error: {message}")
+    assert not (tmp_path / "logs").exists()
+
+
 def test_run_from_another_folder_with_csv_logger(tmp_path):
     result = run([*QUICK, "logger=csv", "callbacks.attention_maps.every_n_steps=2"], tmp_path)
     assert result.returncode == 0, result.stderr
@@ -84,30 +102,42 @@ def test_multirun_sweep_summary_and_wandb_groups(tmp_path):
         info = run_info(row["run_dir"])  # one offline wandb run per job, grouped by the sweep
         assert info.run_group == sweep_dir.name and info.display_name.startswith(row["job"] + ":")
     summary = (sweep_dir / "summary.md").read_text().splitlines()
-    assert summary[0].startswith("| job | overrides | status | train_loss | val_loss |") and len(summary) == 2 + 4
+    assert summary[0].startswith("| job | overrides | status | exit_code | error | train_loss | val_loss |") and len(summary) == 2 + 4
 
 
 def test_multirun_marks_a_failed_job(tmp_path):
     sweep_dir = tmp_path / "sweep"
     result = run(["-m", "heads.n_kv_head=1,3", *QUICK, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
-    assert result.returncode != 0  # the sweep reports the failure...
+    assert result.returncode == 1  # the sweep reports the failure in one line...
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"andrea-train: error: 1 of 2 jobs did not complete: job 1 (heads.n_kv_head=3 {' '.join(QUICK)}) failed, exit 2; "
+        f"every job's row is in {sweep_dir / 'summary.md'}"
+    )
+    assert "Traceback" not in result.stderr
     with open(sweep_dir / "summary.csv") as f:
         rows = {r["job"]: r for r in csv.DictReader(f)}
     assert rows["0"]["status"] == "completed" and float(rows["0"]["val_loss"]) > 0  # ...the good job keeps its row
-    assert rows["1"]["status"] == "failed: ConfigError: heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 = MQA)"
+    assert (rows["1"]["status"], rows["1"]["exit_code"]) == ("failed", "2")
+    assert rows["1"]["error"] == "ConfigError: heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 = MQA)"
     assert (sweep_dir / "0" / "checkpoints" / "last.ckpt").exists()
 
 
 @pytest.mark.slow  # reason: every job is a fresh process that imports torch and Lightning (~10 s each)
-def test_submitit_local_launcher(tmp_path):
+def test_local_launcher_keeps_a_row_for_a_killed_job(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the optional `sweep` extra is not installed")
     sweep_dir = tmp_path / "sweep"
-    result = run(["-m", "hydra/launcher=submitit_local", "attention=naive,sdpa", *QUICK,
-                  f"hydra.sweep.dir={sweep_dir}"], tmp_path, timeout=600)  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    # job 0 adds a no-op callback; job 1's "callback" is os.abort: its process dies of SIGABRT
+    result = run(["-m", "hydra/launcher=local", "+callbacks.extra._target_=lightning.pytorch.callbacks.Callback,os.abort",
+                  *QUICK, f"hydra.sweep.dir={sweep_dir}"], tmp_path, timeout=600)  # fmt: skip
+    assert result.returncode == 1
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("andrea-train: error:")]
+    assert line.startswith("andrea-train: error: 1 of 2 jobs did not complete: job 1 (+callbacks.extra._target_=os.abort")
+    assert line.endswith(f"killed, exit 134; every job's row is in {sweep_dir / 'summary.md'}")
+    assert "Traceback" not in result.stderr
     with open(sweep_dir / "summary.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 2 and all(r["status"] == "completed" for r in rows)
+        rows = {r["job"]: r for r in csv.DictReader(f)}
+    assert (rows["0"]["status"], rows["0"]["exit_code"]) == ("completed", "0") and float(rows["0"]["val_loss"]) > 0
+    assert (rows["1"]["status"], rows["1"]["exit_code"], rows["1"]["error"]) == ("killed", "134", "JobDied: killed by signal 6")
 
 
 @pytest.mark.slow  # reason: an Optuna study of several training jobs

@@ -53,6 +53,7 @@ def resume(run_dir: Path, args: list[str]) -> dict[int, str]:
     """Run andrea-train with `args` to the end; the losses its attempt logged (the run's second)."""
     done = subprocess.run([*TRAIN, *args], cwd=run_dir.parent, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "not resumable" not in done.stderr + done.stdout  # andrea's resume is exact: Lightning's warning is not shown
     return losses(run_dir, 1)  # the resumed attempt logs beside, never over, the first one
 
 
@@ -94,6 +95,9 @@ def test_sigterm_saves_prints_the_resume_command_and_exits_143(unbroken, tmp_pat
     assert returncode == 128 + signal.SIGTERM, err[-2000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "interrupted" and "Traceback" not in err
+    with open(run_dir / "csv" / "version_0" / "metrics.csv") as f:
+        assert not [r for r in csv.DictReader(f) if r.get("val/loss")]  # no validation pass on the way out...
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["last.ckpt"]  # ...and no new "best"
     assert f"resume with: {result['resume']}" in " ".join(err.split())
     after = resume(run_dir, result["resume"].split()[1:])  # andrea-train <overrides> hydra.run.dir=... ckpt_path=...
     assert min(after) == result["global_step"]

@@ -12,7 +12,7 @@ from andrea.models import export
 
 SAMPLE = [sys.executable, "-m", "andrea.cli.sample"]
 DEFAULTS = dict(
-    max_new_tokens=5, num_samples=1, temperature=0.8, top_k=None, top_p=None, tokenizer="auto", device="cpu"
+    ckpt_path="x.ckpt", prompt="", seed=1, cache=True, max_new_tokens=5, num_samples=1, temperature=0.8, top_k=None, top_p=None, tokenizer="auto", device="cpu"
 )
 
 
@@ -38,6 +38,21 @@ def test_sample_from_a_checkpoint_and_from_safetensors(toy_weights, tmp_path):
     assert list(tmp_path.iterdir()) == []  # sampling writes nothing
 
 
+def test_a_one_token_prompt_of_ids(toy_weights, tmp_path):
+    done = run_sample(f"ckpt_path={toy_weights[0]}", "prompt=3", "max_new_tokens=3", "temperature=0", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr  # Hydra hands prompt=3 over as an int
+    assert done.stdout.strip() == "3 3 3 3"
+
+
+def test_a_typo_d_setting_names_the_closest(toy_weights, tmp_path):
+    done = run_sample(f"ckpt_path={toy_weights[0]}", "+temprature=0", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "andrea-sample: error: temprature is not a setting of the config (did you mean temperature?); "
+        "drop the override, or check its spelling"
+    ]
+
+
 def test_a_bad_setting_is_one_line_before_loading(toy_weights, tmp_path):
     done = run_sample(f"ckpt_path={toy_weights[0]}", "prompt=3 99", cwd=tmp_path)
     assert done.returncode == 2
@@ -50,10 +65,16 @@ def test_a_bad_setting_is_one_line_before_loading(toy_weights, tmp_path):
     "key, value, message",
     [
         ("max_new_tokens", 0, "max_new_tokens=0 must be a positive integer"),
-        ("num_samples", -1, "num_samples=-1 must be a positive integer"),
-        ("temperature", -0.5, "temperature=-0.5 must be >= 0"),
+        ("num_samples", -1, "num_samples=-1 must be an integer in \\[1, 1024\\]"),
+        ("temperature", -0.5, "temperature=-0.5 must be a finite number >= 0"),
+        ("temperature", float("nan"), "temperature=nan must be a finite number >= 0"),
+        ("max_new_tokens", True, "max_new_tokens=True must be a positive integer"),
+        ("num_samples", 10**6, "num_samples=1000000 must be an integer in \\[1, 1024\\]"),
+        ("seed", -3, "seed=-3 must be an integer in \\[0, 9223372036854775807\\]"),
+        ("cache", "maybe", "cache='maybe' must be true or false"),
+        ("device", "gpu", "device='gpu' must be cpu, cuda or cuda:<n>"),
         ("top_k", 0, "top_k=0 must be a positive integer, or null"),
-        ("top_p", 1.5, "top_p=1.5 must be in \\(0, 1\\]"),
+        ("top_p", 1.5, "top_p=1.5 must be a finite number > 0 and <= 1, or null"),
         ("tokenizer", "sentencepiece", "tokenizer='sentencepiece' is not one of auto, ids, gpt2, bytes"),
     ],
 )

@@ -22,12 +22,13 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
+from andrea.cli.errors import run_app
 from andrea.attention import MultiHeadSelfAttention, backend_registry
 from andrea.viz import save_attention_grid, weights_as_text
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="attention_demo")
-def main(cfg: DictConfig) -> None:
+def demo_app(cfg: DictConfig) -> None:
     console = Console()
     torch.manual_seed(cfg.seed)
     block: MultiHeadSelfAttention = instantiate(cfg.block)
@@ -60,6 +61,10 @@ def main(cfg: DictConfig) -> None:
     mask_png = block.mask.draw(run_dir / "mask.png", length=cfg.seq_len)
     maps_png = save_attention_grid(weights[0], run_dir / "attention_heads.png", title=block.mask.name)
     console.print(f"wrote {mask_png} and {maps_png}")
+
+
+def main() -> None:
+    run_app("andrea-demo", demo_app)
 
 
 if __name__ == "__main__":

@@ -9,14 +9,18 @@ Every setting is checked before the model is loaded; a bad one is refused in one
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
 import hydra
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from andrea.cli.errors import run_app
+from andrea.config import task_overrides
 from andrea.data.tokenizers import TOKENIZERS
+from andrea.keys import check_added_keys, integer, number, optional
 
 
 class SampleError(ValueError):
@@ -42,16 +46,29 @@ class TokenIds:
         return " ".join(map(str, ids))
 
 
-def check_settings(cfg: DictConfig) -> None:
-    for key in ("max_new_tokens", "num_samples"):
-        if not isinstance(cfg[key], int) or cfg[key] <= 0:
-            raise SampleError(f"{key}={cfg[key]!r} must be a positive integer")
-    if not isinstance(cfg.temperature, (int, float)) or cfg.temperature < 0:
-        raise SampleError(f"temperature={cfg.temperature!r} must be >= 0 (0: greedy)")
-    if cfg.top_k is not None and (not isinstance(cfg.top_k, int) or cfg.top_k <= 0):
-        raise SampleError(f"top_k={cfg.top_k!r} must be a positive integer, or null for no cut")
-    if cfg.top_p is not None and not (isinstance(cfg.top_p, (int, float)) and 0 < cfg.top_p <= 1):
-        raise SampleError(f"top_p={cfg.top_p!r} must be in (0, 1], or null for no cut")
+SETTINGS = {
+    "max_new_tokens": integer(1),
+    "num_samples": integer(1, 1024),
+    "temperature": number(0.0),
+    "top_k": optional(integer(1)),
+    "top_p": optional(number(0.0, 1.0, low_open=True)),
+    "seed": integer(0, 2**63 - 1),
+    "cache": ((lambda v: isinstance(v, bool)), "true or false"),
+    "ckpt_path": ((lambda v: isinstance(v, str) and v != ""), "the path of a .ckpt or .safetensors file"),
+    "device": ((lambda v: isinstance(v, str) and re.fullmatch(r"cpu|cuda(:\d+)?", v) is not None), "cpu, cuda or cuda:<n>"),
+    "prompt": ((lambda v: isinstance(v, (str, int, float))), "text (or token ids with tokenizer=ids)"),
+}
+
+
+def check_settings(cfg: DictConfig, overrides: list[str] = ()) -> None:
+    problem = check_added_keys(cfg, list(overrides))
+    if problem:
+        raise SampleError(problem)
+    if OmegaConf.is_missing(cfg, "ckpt_path"):
+        raise SampleError("ckpt_path is required: give ckpt_path=<run dir>/checkpoints/last.ckpt or a .safetensors export")
+    for key, (test, words) in SETTINGS.items():
+        if not test(cfg[key]):
+            raise SampleError(f"{key}={cfg[key]!r} must be {words}")
     if cfg.tokenizer not in ("auto", "ids", *TOKENIZERS):
         raise SampleError(f"tokenizer={cfg.tokenizer!r} is not one of auto, ids, {', '.join(TOKENIZERS)}")
     if cfg.device != "cpu" and not torch.cuda.is_available():
@@ -78,15 +95,15 @@ def encode_prompt(tokenizer, prompt: str, vocab_size: int) -> list[int]:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="sample")
-def main(cfg: DictConfig) -> None:
+def sample_app(cfg: DictConfig) -> None:
     from andrea.models.export import load_any
     from andrea.models.generate import stream
 
     try:
-        check_settings(cfg)
+        check_settings(cfg, task_overrides())
         net, _, trained_with = load_any(cfg.ckpt_path, cfg.device)
         tokenizer = pick_tokenizer(cfg.tokenizer, trained_with, net.vocab_size)
-        prompt = encode_prompt(tokenizer, cfg.prompt, net.vocab_size)
+        prompt = encode_prompt(tokenizer, str(cfg.prompt), net.vocab_size)  # prompt=3 arrives as an int
         generator = torch.Generator(cfg.device).manual_seed(cfg.seed)
         idx = torch.tensor([prompt] * cfg.num_samples, device=cfg.device)  # (num_samples, T)
         start = time.perf_counter()
@@ -109,6 +126,10 @@ def main(cfg: DictConfig) -> None:
         f"cache={'on' if cfg.cache else 'off'}]",
         file=sys.stderr,
     )
+
+
+def main() -> None:
+    run_app("andrea-sample", sample_app)
 
 
 if __name__ == "__main__":

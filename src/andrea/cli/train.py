@@ -4,52 +4,65 @@
     andrea-train experiment=lookback attention=eager heads=gqa
     andrea-train -m attention=naive,eager,sdpa heads=mha,gqa
     andrea-train --help | --cfg job | -m ... | --shell-completion install=bash
+
+Input refused before any work exits 2 with one line; a run that fails on the way exits 1
+with one line; a signal exits 128 + its number, with last.ckpt saved.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
+import os
 import warnings
+from contextlib import ExitStack
 
 import hydra
 from omegaconf import DictConfig
 
+from andrea.cli.errors import fail, run_app
 from andrea.config import ConfigError, is_multirun, validate
+
+COMMAND = "andrea-train"
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="train")
-def main(cfg: DictConfig) -> float | None:
-    try:
-        validate(cfg)  # a bad config is refused before Lightning (seconds to import) is even loaded
-    except ConfigError as err:
-        if is_multirun():
-            raise  # the job is marked failed in the sweep summary
-        print(f"andrea-train: error: {err}", file=sys.stderr)
-        sys.exit(2)
+def train_app(cfg: DictConfig) -> float | None:
+    from andrea.run_dir import DiskError, RunDirInUse, hold
 
-    from andrea.pipeline import train
+    with ExitStack() as job:
+        try:
+            validate(cfg)  # a bad config is refused before Lightning (seconds to import) is even loaded
+            if os.environ.get("LOCAL_RANK", "0") == "0":  # a DDP child shares its parent's run dir
+                job.enter_context(hold(cfg.paths.output_dir))  # one live run per run dir, until this job ends
+        except (ConfigError, RunDirInUse) as err:
+            if is_multirun():
+                raise  # the job is marked failed in the sweep summary
+            fail(COMMAND, str(err), 2)
 
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # a deprecation inside Lightning itself
-    # `import lightning` adds a console handler of its own; Hydra's root handlers already print
-    # (and file) every record, so keep one copy of each line.
-    lightning_logger = logging.getLogger("lightning")
-    for handler in list(lightning_logger.handlers):
-        lightning_logger.removeHandler(handler)
+        from andrea.lit.module import NonFiniteLossError
+        from andrea.pipeline import train
 
-    from andrea.lit.module import NonFiniteLossError
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # a deprecation inside Lightning itself
+        # `import lightning` adds a console handler of its own; Hydra's root handlers already print
+        # (and file) every record, so keep one copy of each line.
+        lightning_logger = logging.getLogger("lightning")
+        for handler in list(lightning_logger.handlers):
+            lightning_logger.removeHandler(handler)
 
-    try:
-        result = train(cfg, validated=True)
-    except NonFiniteLossError as err:
-        if is_multirun():
-            raise
-        print(f"andrea-train: error: {err}", file=sys.stderr)
-        sys.exit(1)
+        try:
+            result = train(cfg, validated=True)
+        except (NonFiniteLossError, DiskError) as err:
+            if is_multirun():
+                raise
+            fail(COMMAND, str(err), 1)
     if result.get("status") == "interrupted":  # in a multirun this ends the sweep too
-        sys.exit(128 + result["signal"])  # the shell's convention for "ended by a signal"
+        raise SystemExit(result["exit_code"])  # 128 + the signal: the shell's convention for "ended by a signal"
     metric = cfg.get("optimized_metric")
     return result.get(metric.replace("/", "_")) if metric else None
+
+
+def main() -> None:
+    run_app(COMMAND, train_app)
 
 
 if __name__ == "__main__":

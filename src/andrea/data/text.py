@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 import lightning as L
@@ -25,13 +26,28 @@ from andrea.data.tokenizers import TOKENIZERS, tokenizer_vocab_size
 EXCERPT = Path(__file__).parent / "corpus" / "tempest_excerpt.txt"
 
 
-def text_files(path: str | Path) -> list[Path]:
+DEFAULT_MAX_BYTES = 2 * 1024**3  # data.max_bytes: more text than this is read only when the limit is raised
+KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+
+
+def text_files(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Path]:
+    """The text files under `path`: regular files only, and no more than `max_bytes` of them in all."""
     path = Path(path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"data.path={path} does not exist; give a text file or a folder of .txt files")
-    files = sorted(p for p in path.rglob("*.txt") if p.is_file()) if path.is_dir() else [path]
+    files = sorted(p for p in path.rglob("*.txt") if not p.is_dir()) if path.is_dir() else [path]
+    for file in files:
+        kind = KINDS.get(stat.S_IFMT(file.stat().st_mode))
+        if kind:  # reading one would block (a FIFO, a socket) or never end (/dev/zero)
+            raise ValueError(f"data.path: {file} is {kind}, not a text file; give a regular file or a folder of them")
     if not files:
         raise ValueError(f"data.path={path} holds no .txt file")
+    total = sum(file.stat().st_size for file in files)
+    if total > max_bytes:
+        raise ValueError(
+            f"data.path={path} holds {total:,} bytes of text, more than data.max_bytes={max_bytes:,}; "
+            f"to tokenise it all, confirm with data.max_bytes={total}"
+        )
     return files
 
 
@@ -102,6 +118,7 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
         cache_dir: str | None = None,
         seed: int = 0,
         num_workers: int = 0,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ):
         super().__init__()
         tokenizer_vocab = tokenizer_vocab_size(tokenizer)
@@ -112,35 +129,32 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
                 raise ValueError(f"data.{key}={value!r} must be a positive integer")
         if not 0 < val_fraction < 1:
             raise ValueError(f"data.val_fraction={val_fraction!r} must be between 0 and 1")
-        self.files = text_files(path or EXCERPT)  # refuses a missing path before any work
-        for file in self.files:
-            read_text(file)  # and an empty or non-UTF-8 file (reading is fast; tokenising comes later)
+        self.files = text_files(path or EXCERPT, max_bytes)  # refuses a missing or special path before any read
         self.tokenizer_name, self.seq_len, self.batch_size = tokenizer, seq_len, batch_size
         self.samples_per_epoch, self.val_fraction, self.seed, self.num_workers = samples_per_epoch, val_fraction, seed, num_workers
         self.cache_dir = Path(cache_dir or Path.home() / ".cache" / "andrea" / "tokens")
         self.vocab_size = tokenizer_vocab
         self.tokens: np.ndarray | None = None
         self.num_train = samples_per_epoch  # rows per epoch, as the synthetic tasks report
+        self.cache = build_cache(self.files, self.tokenizer, self.cache_dir)  # refuses empty or non-UTF-8 text
+        tokens = json.loads(self.cache.with_suffix(".json").read_text())["tokens"]
+        split = int(tokens * (1 - val_fraction))
+        if min(split, tokens - split) <= seq_len:  # refused while the config is checked, not in setup()
+            raise ValueError(
+                f"data.path holds {tokens} tokens: too few for data.seq_len={seq_len} in both splits; "
+                "give more text or a shorter seq_len"
+            )
 
     @property
     def tokenizer(self):
         return TOKENIZERS[self.tokenizer_name]()
 
-    def prepare_data(self) -> None:
-        build_cache(self.files, self.tokenizer, self.cache_dir)
-
     def setup(self, stage: str | None = None) -> None:
         if self.tokens is not None:
             return
-        cache = build_cache(self.files, self.tokenizer, self.cache_dir)
-        dtype = json.loads(cache.with_suffix(".json").read_text())["dtype"]
-        self.tokens = np.memmap(cache, dtype=dtype, mode="r")
+        dtype = json.loads(self.cache.with_suffix(".json").read_text())["dtype"]
+        self.tokens = np.memmap(self.cache, dtype=dtype, mode="r")
         split = int(len(self.tokens) * (1 - self.val_fraction))
-        if min(split, len(self.tokens) - split) <= self.seq_len:
-            raise ValueError(
-                f"data.path holds {len(self.tokens)} tokens: too few for data.seq_len={self.seq_len} in both splits; "
-                "give more text or a shorter seq_len"
-            )
         self.train_set = Windows(self.tokens[:split], self.seq_len)
         self.val_set = Windows(self.tokens[split:], self.seq_len, stride=self.seq_len)
 

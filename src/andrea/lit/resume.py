@@ -11,6 +11,7 @@ and a checkpoint on SIGTERM / SIGINT before a clean exit.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 from pathlib import Path
@@ -21,6 +22,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from andrea.data.sampler import EpochSampler
+from andrea.run_dir import disk_error
 
 LAST = "last.ckpt"
 # SIGUSR2: submitit's (hydra/launcher=slurm) warning ahead of a job's time limit
@@ -41,13 +43,23 @@ def steps_optimizer(trainer: L.Trainer, batch_idx: int) -> bool:
 class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial")  # same folder: the rename is atomic
-        with open(partial, "wb") as f:
-            torch.save(checkpoint, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
+        # same folder: the rename is atomic; this process's own name: two writers never share one
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(partial, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(partial, path)
+        except OSError as err:  # disk full, read-only: the previous file stays whole, no partial left
+            partial.unlink(missing_ok=True)
+            raise disk_error(err, "writing a checkpoint", path) from None
+        except RuntimeError as err:  # torch.save reports a failed write as a RuntimeError
+            partial.unlink(missing_ok=True)
+            if "write" not in str(err):
+                raise
+            raise disk_error(OSError(errno.ENOSPC, str(err).splitlines()[0]), "writing a checkpoint", path) from None
 
 
 class LastCheckpoint(ModelCheckpoint):
@@ -128,4 +140,7 @@ class StopOnSignal(L.Callback):
         else:
             trainer.save_checkpoint(self.checkpoint)
         trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = 0, None
+        # Lightning validates once more when should_stop is set (for early stopping), and a
+        # ModelCheckpoint may then save a "best": a signal asks to stop, not to evaluate.
+        trainer.limit_val_batches = 0
         trainer.should_stop = True

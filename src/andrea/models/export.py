@@ -5,6 +5,10 @@ metadata, the resolved `model.net` config as JSON (and the tokenizer's name), so
 `load` rebuilds the very network that was saved. `load_checkpoint` reads a
 Lightning checkpoint of andrea-train with `torch.load(weights_only=True)`;
 `export_checkpoint` turns one into a safetensors file.
+
+Either way the stored config is data: `net_config` checks it against andrea's schema
+(its models, masks and backends, nothing named by the file is imported) and `memory`
+refuses a network too big for the machine before a single weight is allocated.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ import pickle
 from pathlib import Path
 
 import torch
-from hydra.utils import instantiate
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
+
+from andrea.models import memory, net_config
 
 CONFIG_KEY = "andrea.model.net"  # metadata key of the network's config
 TOKENIZER_KEY = "andrea.tokenizer"  # metadata key of the tokenizer's name (absent: token ids)
@@ -50,7 +55,37 @@ def _read_metadata(path: str | Path) -> tuple[dict, str | None]:
         raise ValueError(f"{path} is not a readable safetensors file ({err}); export it again") from None
     if CONFIG_KEY not in metadata:
         raise ValueError(f"{path} carries no andrea model config; export it with andrea.models.export.save")
-    return json.loads(metadata[CONFIG_KEY]), metadata.get(TOKENIZER_KEY)
+    try:
+        config = json.loads(metadata[CONFIG_KEY])
+    except json.JSONDecodeError:
+        raise net_config.ModelFileError(f"{path}: metadata {CONFIG_KEY} is not JSON; export the model again") from None
+    return config, _tokenizer_name(metadata.get(TOKENIZER_KEY), str(path), TOKENIZER_KEY)
+
+
+def _tokenizer_name(name, where: str, key: str) -> str | None:
+    """The tokenizer a file names: one of andrea's, or None (token ids)."""
+    from andrea.data.tokenizers import TOKENIZERS
+
+    if name is not None and name not in TOKENIZERS:
+        raise net_config.ModelFileError(f"{where}: {key}={name!r} is not one of andrea's tokenizers ({', '.join(TOKENIZERS)})")
+    return name
+
+
+def build_network(config, where: str, prefix: str, device: str = "cpu") -> nn.Module:
+    """The network a file's config describes, checked against the schema and the machine's memory
+    before anything is allocated; every refusal is one line naming `where` and the key."""
+    spec = net_config.parse(config, where, prefix)
+    need, have = memory.loading(spec), memory.available(device)
+    if need.total_bytes > have:
+        keys = {name: f"{prefix}.{name}" for name in memory.REFERENCE}
+        raise net_config.ModelFileError(
+            f"{where}: {memory.culprit(need, spec.fields, keys)} needs {need.describe()} to load, more than the "
+            f"{memory.size_text(have)} of memory on {device}; refused before allocating, use a smaller model"
+        )
+    try:
+        return net_config.build(spec)
+    except ValueError as err:  # the model's own check (heads that do not divide d_model, ...)
+        raise net_config.ModelFileError(f"{where}: {prefix}: {str(err).splitlines()[0]}") from None
 
 
 def load(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict]:
@@ -61,7 +96,7 @@ def load(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict]:
 
 def load_with_tokenizer(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
     config, tokenizer = _read_metadata(path)
-    net = instantiate(config, _convert_="partial")
+    net = build_network(config, str(path), CONFIG_KEY)
     try:
         load_model(net, str(path), strict=True, device=device)
     except (RuntimeError, SafetensorError) as err:
@@ -97,13 +132,14 @@ def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Mod
     """A Lightning checkpoint of andrea-train -> its network (eval mode), config and tokenizer name."""
     state = read_checkpoint(checkpoint)
     config = state[CHECKPOINT_CONFIG_KEY]
-    net = instantiate(config, _convert_="partial")
+    net = build_network(config, f"ckpt_path={checkpoint}", CHECKPOINT_CONFIG_KEY)
     weights = {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
     try:
         net.load_state_dict(weights)
     except RuntimeError as err:
         raise ValueError(f"ckpt_path={checkpoint}: weights do not fit its config ({str(err).splitlines()[0]})") from None
-    return net.to(device).eval(), config, state.get(CHECKPOINT_TOKENIZER_KEY)
+    tokenizer = _tokenizer_name(state.get(CHECKPOINT_TOKENIZER_KEY), f"ckpt_path={checkpoint}", CHECKPOINT_TOKENIZER_KEY)
+    return net.to(device).eval(), config, tokenizer
 
 
 def load_any(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:

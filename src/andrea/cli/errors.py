@@ -1,0 +1,59 @@
+"""Every refusal of an andrea command is one line on stderr, `<command>: error: <what and the fix>`.
+
+`run_app` runs a `@hydra.main` function so that Hydra's own refusals (an override it
+cannot apply, an unknown group option, unparsable syntax) read like andrea's and exit 2
+instead of Hydra's multi-line report, and so that disk trouble (a read-only or full run
+dir) and a sweep with failed jobs end in one line too. Anything else is a bug and keeps
+its traceback. With HYDRA_FULL_ERROR=1 set by the user, Hydra's errors keep theirs as well.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+
+DISK = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR)
+
+
+def fail(command: str, message: str, code: int) -> NoReturn:
+    print(f"{command}: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def one_line(err: BaseException) -> str:
+    """Hydra's message on one line, without the config search path it appends."""
+    text = " ".join(str(err).split()).split(" Config search path:")[0]
+    override = getattr(err, "override", None)  # an override Hydra could not parse
+    return f"{override}: {text}" if isinstance(override, str) and override not in text else text or type(err).__name__
+
+
+def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
+    from andrea import sweep
+    from andrea.run_dir import DiskError, disk_error
+
+    user_wants_traces = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing: the report is ours to write
+    try:
+        return hydra_main()
+    except (ConfigCompositionException, MissingConfigException, OverrideParseException) as err:
+        if user_wants_traces:
+            raise
+        fail(command, one_line(err), 2)
+    except DiskError as err:
+        fail(command, str(err), 1)
+    except OSError as err:
+        if err.errno not in DISK or user_wants_traces:
+            raise
+        fail(command, str(disk_error(err, "writing the run's files", err.filename or ".")), 1)  # Hydra's own writes
+    except Exception as err:
+        if sweep.current_sweep_dir is None:
+            raise
+        fail(command, sweep.failure_line(sweep.current_sweep_dir, err), 1)  # a job failed: the rows say which
+    finally:
+        if not user_wants_traces:
+            del os.environ["HYDRA_FULL_ERROR"]

@@ -1,0 +1,107 @@
+"""Memory a network will need, estimated from its config before anything is allocated.
+
+    training   16 bytes per parameter (fp32 weights, gradients, AdamW's two moments)
+               + activations kept for backward, per token: ~16·d_model per layer (GPT; 6 for the
+                 toy model), 2·n_head·T more where the backend materialises the scores, and
+                 3·vocab for the logits and their gradient (4 bytes each)
+               + the static mask every attention layer keeps (max_context² booleans)
+    loading    4 bytes per parameter + the mask buffers
+
+An estimate, not a measurement: it errs high on activations, so it refuses only what
+cannot fit (a run of 10⁵ widths, a context of 10⁹), never a run that would.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from andrea.models.net_config import NetSpec, parameters
+
+GiB = 1024**3
+MATERIALISING_BACKENDS = ("naive", "eager")  # they hold (B, H, T, T) scores and weights
+# What a "large" value of each key is (ANDREA-120M on a big batch), to name the key that overshoots most.
+REFERENCE = {"d_model": 768, "n_layer": 12, "vocab_size": 50257, "max_context": 1024, "batch_size": 512, "seq_len": 1024}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    parameters: int
+    state_bytes: int  # weights (+ gradients and optimizer state when training)
+    activation_bytes: int
+    mask_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.state_bytes + self.activation_bytes + self.mask_bytes
+
+    def describe(self) -> str:
+        return (
+            f"about {size_text(self.total_bytes)} ({count_text(self.parameters)} parameters: {size_text(self.state_bytes)} of weights"
+            f"{', gradients and AdamW state' if self.activation_bytes else ''}"
+            f"{f'; {size_text(self.activation_bytes)} of activations' if self.activation_bytes else ''}"
+            f"{f'; {size_text(self.mask_bytes)} of mask buffers' if self.mask_bytes > GiB else ''})"
+        )
+
+
+def training(spec: NetSpec, batch_size: int, seq_len: int) -> Estimate:
+    n = parameters(spec)
+    f = spec.fields
+    d_model, n_layer = f.get("d_model", 32 if spec.model == "toy" else 768), f.get("n_layer", 1 if spec.model == "toy" else 12)
+    per_layer = (16 if spec.model == "gpt" else 6) * d_model
+    if spec.attention and spec.attention.get("backend") in MATERIALISING_BACKENDS:
+        per_layer += 2 * spec.n_head * seq_len
+    per_token = (n_layer if spec.attention else 0) * per_layer + 3 * f["vocab_size"] + 2 * d_model
+    return Estimate(n, 16 * n, 4 * batch_size * seq_len * per_token, _mask_bytes(spec))
+
+
+def loading(spec: NetSpec) -> Estimate:
+    n = parameters(spec)
+    return Estimate(n, 4 * n, 0, _mask_bytes(spec))
+
+
+def _mask_bytes(spec: NetSpec) -> int:
+    if not spec.attention:
+        return 0
+    return spec.fields.get("n_layer", 1 if spec.model == "toy" else 12) * spec.fields["max_context"] ** 2
+
+
+def available(device: str = "cpu") -> int:
+    """Bytes of memory on `device`: the GPU's, or the machine's (a container's limit if lower)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        total = min(total, int(limit)) if limit.isdigit() else total
+    except OSError:
+        pass
+    return total
+
+
+def culprit(estimate: Estimate, values: dict[str, int], keys: dict[str, str]) -> str:
+    """`key=value` of the setting that makes the estimate too big: among the ones behind its largest
+    part, the one furthest above its reference size. `keys` maps d_model, ... to config keys."""
+    parts = {"state": estimate.state_bytes, "activations": estimate.activation_bytes, "masks": estimate.mask_bytes}
+    largest = max(parts, key=parts.get)
+    candidates = {"state": ("d_model", "n_layer", "vocab_size"), "activations": ("batch_size", "seq_len", "n_layer", "vocab_size", "d_model"),
+                  "masks": ("max_context", "n_layer")}[largest]  # fmt: skip
+    present = [name for name in candidates if name in values and name in keys]
+    name = max(present, key=lambda k: values[k] / REFERENCE[k])
+    return f"{keys[name]}={values[name]}"
+
+
+def size_text(n: int) -> str:
+    for unit, scale in (("EiB", 1024**6), ("PiB", 1024**5), ("TiB", 1024**4), ("GiB", GiB), ("MiB", 1024**2)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n / 1024:,.1f} KiB"
+
+
+def count_text(n: int) -> str:
+    for unit, scale in (("billion", 1e9), ("million", 1e6)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n:,}"

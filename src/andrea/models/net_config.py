@@ -1,0 +1,194 @@
+"""What a model file may say about its network: plain fields, mapped onto andrea's own classes.
+
+A checkpoint (`andrea_net_config`) or a safetensors export (metadata `andrea.model.net`)
+stores the resolved `model.net` config. Reading it never hands it to `hydra.utils.instantiate`:
+`parse` checks it against a fixed schema and `build` constructs the network itself.
+
+    _target_           one of MODELS (andrea's model classes), nothing else
+    vocab_size, max_context, d_model, n_layer, mlp_ratio    positive integers
+    dropout            a number in [0, 1)
+    position           one of the position kinds (learned, rope, alibi, none)
+    attention          null, or n_head, n_kv_head (integers), backend (a registered backend's
+                       name), backend_options (plain values), mask (below)
+    mask               null, an expression of registered mask names ("causal & sliding_window(window=8)"),
+                       or {_target_: a registered mask class, its fields as plain values}
+
+Anything else (another `_target_`, a key the schema lacks, a list where a config belongs)
+is refused in one line that names the file and the key, before anything is imported or built.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
+POSITIONS = ("learned", "rope", "alibi", "none")
+INTEGERS = ("vocab_size", "max_context", "d_model", "n_layer", "mlp_ratio")
+FIELDS = {"toy": {*INTEGERS} - {"mlp_ratio"} | {"position", "attention"}, "gpt": {*INTEGERS, "dropout", "position", "attention"}}
+ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mask")
+PLAIN = (str, int, float, bool, type(None))
+
+
+class ModelFileError(ValueError):
+    """A model config that andrea will not build: one line naming where it came from and the key."""
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """A checked network config: which of andrea's models, and its plain fields."""
+
+    model: str  # "toy" | "gpt"
+    fields: dict[str, Any]  # vocab_size, max_context, d_model, n_layer, ... as in the file
+    attention: dict[str, Any] | None  # n_head, n_kv_head, backend, backend_options, mask (still plain)
+
+    @property
+    def n_head(self) -> int:
+        return self.attention["n_head"] if self.attention else 0
+
+    @property
+    def n_kv_head(self) -> int:
+        if not self.attention:
+            return 0
+        return self.attention.get("n_kv_head") or self.attention["n_head"]
+
+
+def parse(config: Any, where: str, prefix: str) -> NetSpec:
+    """Check `config` (read from `where`, its keys shown as `prefix.key`) against the schema."""
+
+    def refuse(key: str, problem: str) -> ModelFileError:
+        gap = "" if problem.startswith("=") else " "
+        return ModelFileError(f"{where}: {prefix}{key}{gap}{problem}; refused unbuilt, give a model file written by andrea")
+
+    if not isinstance(config, dict):
+        raise refuse("", f"is a {type(config).__name__}, not a model config")
+    target = config.get("_target_")
+    if target not in MODELS:
+        raise refuse("._target_", f"={target!r} is not one of andrea's models ({', '.join(sorted(MODELS))})")
+    model = "gpt" if target.endswith(".GPT") else "toy"
+    fields = {}
+    for key, value in config.items():
+        if key in ("_target_", "_convert_"):
+            continue
+        if key not in FIELDS[model]:
+            raise refuse(f".{key}", f"is not a setting of {target.rsplit('.', 1)[-1]}")
+        fields[key] = value
+    for key in INTEGERS:
+        if key in fields and not _positive_int(fields[key]):
+            raise refuse(f".{key}", f"={fields[key]!r} must be a positive integer")
+    for key in ("vocab_size", "max_context"):
+        if key not in fields:
+            raise refuse(f".{key}", "is missing")
+    dropout = fields.get("dropout", 0.0)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise refuse(".dropout", f"={dropout!r} must be a number in [0, 1)")
+    if fields.get("position", "learned") not in POSITIONS:
+        raise refuse(".position", f"={fields['position']!r} is not one of {', '.join(POSITIONS)}")
+    attention = fields.get("attention")
+    if attention is not None:
+        attention = _parse_attention(attention, refuse)
+    elif model == "gpt":
+        raise refuse(".attention", "is missing")
+    return NetSpec(model, fields, attention)
+
+
+def _parse_attention(attention: Any, refuse) -> dict:
+    from andrea.attention import backend_registry
+
+    if not isinstance(attention, dict):
+        raise refuse(".attention", f"is a {type(attention).__name__}, not a mapping")
+    for key in attention:
+        if key not in ATTENTION_FIELDS:
+            raise refuse(f".attention.{key}", f"is not an attention setting ({', '.join(ATTENTION_FIELDS)})")
+    if not _positive_int(attention.get("n_head")):
+        raise refuse(".attention.n_head", f"={attention.get('n_head')!r} must be a positive integer")
+    if attention.get("n_kv_head") is not None and not _positive_int(attention["n_kv_head"]):
+        raise refuse(".attention.n_kv_head", f"={attention['n_kv_head']!r} must be a positive integer")
+    backend = attention.get("backend", "sdpa")
+    if not isinstance(backend, str) or backend not in backend_registry.names():
+        raise refuse(".attention.backend", f"={backend!r} is not a registered backend ({', '.join(backend_registry.names())})")
+    options = attention.get("backend_options") or {}
+    if not isinstance(options, dict) or not all(isinstance(v, PLAIN) for v in options.values()):
+        raise refuse(".attention.backend_options", "must map option names to plain values")
+    _mask_name(attention.get("mask"), refuse)  # refused now, built in build()
+    return attention
+
+
+def _mask_name(mask: Any, refuse) -> str | None:
+    """The registry name of a mask given as {_target_: ..., fields} (None for an expression or null)."""
+    if mask is None or isinstance(mask, str):
+        return None
+    if not isinstance(mask, dict):
+        raise refuse(".attention.mask", f"is a {type(mask).__name__}, not a mask")
+    target = mask.get("_target_")
+    names = mask_targets()
+    if target not in names:
+        raise refuse(".attention.mask._target_", f"={target!r} is not a registered mask ({', '.join(sorted(set(names.values())))})")
+    for key, value in mask.items():
+        if key != "_target_" and not isinstance(value, PLAIN):
+            raise refuse(f".attention.mask.{key}", f"is a {type(value).__name__}, not a plain value")
+    return names[target]
+
+
+def mask_targets() -> dict[str, str]:
+    """Every dotted class path that names a registered mask -> its registry name.
+
+    A built-in mask answers to `andrea.attention.<Class>` (what conf/mask/ writes) and to its
+    module path; a plugin's to its entry point's `module.Class`."""
+    from andrea.attention import mask_registry
+
+    paths = {}
+    for name, spec in mask_registry.builtins.items():
+        module, _, cls = spec.partition(":")
+        paths.update({f"{module}.{cls}": name, f"andrea.attention.{cls}": name, f"andrea.attention.masks.{cls}": name})
+    for name, entry_point in mask_registry._discover().items():
+        module, _, cls = entry_point.value.partition(":")
+        paths[f"{module}.{cls}"] = name
+    return paths
+
+
+def build(spec: NetSpec) -> nn.Module:
+    """The network `spec` describes, constructed by andrea (no instantiate, nothing imported by name
+    from the file: the class comes from MODELS, the mask and backend from the registries)."""
+    from andrea.attention import get_mask, parse_mask
+
+    module, _, cls = MODELS[_target(spec)].partition(":")
+    model_class = getattr(importlib.import_module(module), cls)
+    fields = dict(spec.fields)
+    if spec.attention is not None:
+        attention = dict(spec.attention)
+        mask = attention.get("mask")
+        if isinstance(mask, dict):
+            name = mask_targets()[mask["_target_"]]
+            attention["mask"] = get_mask(name, **{k: v for k, v in mask.items() if k != "_target_"})
+        elif isinstance(mask, str):
+            attention["mask"] = parse_mask(mask)
+        fields["attention"] = attention
+    return model_class(**fields)
+
+
+def _target(spec: NetSpec) -> str:
+    return "andrea.models.gpt.GPT" if spec.model == "gpt" else "andrea.models.toy.ToyModel"
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def parameters(spec: NetSpec) -> int:
+    """The network's parameter count, from its config alone (tests check it against the built model)."""
+    f = spec.fields
+    vocab, context, d_model = f["vocab_size"], f["max_context"], f.get("d_model", 32 if spec.model == "toy" else 768)
+    n_layer = f.get("n_layer", 1 if spec.model == "toy" else 12)
+    positions = context * d_model if f.get("position", "learned") == "learned" else 0
+    if spec.attention is None:  # the toy model's ablation: no blocks at all
+        return vocab * d_model + positions + 2 * d_model + vocab * d_model
+    head_dim = d_model // spec.n_head
+    attention = d_model * (spec.n_head + 2 * spec.n_kv_head) * head_dim + d_model * d_model  # fused QKV + W_O
+    if spec.model == "toy":  # LayerNorm with bias before each block and at the end, untied LM head
+        return vocab * d_model + positions + n_layer * (2 * d_model + attention) + 2 * d_model + vocab * d_model
+    mlp = 2 * f.get("mlp_ratio", 4) * d_model * d_model  # bias-free fc and proj
+    return vocab * d_model + positions + n_layer * (2 * d_model + attention + mlp) + d_model  # tied LM head
