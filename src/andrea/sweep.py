@@ -4,7 +4,8 @@ Rewritten after every job (so a sweep that stops part-way still has its rows)
 and once more when the sweep ends. Every job gets a row, whatever became of it:
 `completed`, `interrupted` (a signal; it can be resumed), `failed` (an error, named in
 `error`) or `killed` (its process died: only a launcher with a process per job sees
-that, andrea.launchers), with the exit code the job's process had or would have had.
+that, hydra_plugins.andrea_launchers), with the exit code the job's process had or
+would have had (blank where the launcher cannot know it).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ COLUMNS = ["job", "overrides", "status", "exit_code", "error", "train_loss", "va
 current_sweep_dir: str | None = None  # the sweep this process runs, for the one line that ends a failed one
 
 
-def job_failed(run_dir: Path, overrides: list[str], error: BaseException | None, exit_code: int | None, status: str = "failed") -> None:
+def job_failed(run_dir: Path, overrides: list[str], error: BaseException | None, exit_code: int | str | None, status: str = "failed") -> None:
     """The result.json of a job that did not complete, so the summary has its row."""
     if exit_code is None:  # what the job would have exited with on its own
         exit_code = 2 if isinstance(error, ConfigError) else 1
@@ -38,11 +39,14 @@ def job_failed(run_dir: Path, overrides: list[str], error: BaseException | None,
 
 def failure_line(sweep_dir: str | Path, error: BaseException) -> str:
     """One line for a sweep that ended with jobs not completed: which, and where their rows are."""
-    rows = write_summary(sweep_dir)
+    rows = write_summary(sweep_dir) if Path(sweep_dir).is_dir() else []
     bad = [row for row in rows if row["status"] != "completed"]
     if not bad:  # the sweep itself failed (a launcher, a sweeper), not one of its jobs
-        return f"sweep {sweep_dir} stopped: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-    jobs = "; ".join(f"job {row['job']} ({row['overrides'] or 'defaults'}) {row['status']}, exit {row['exit_code']}" for row in bad)
+        return f"the sweep {sweep_dir} stopped: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    jobs = "; ".join(
+        f"job {row['job']} ({row['overrides'] or 'defaults'}) {row['status']}, exit {row['exit_code'] if row['exit_code'] not in (None, '') else 'code unknown'}"
+        for row in bad
+    )
     return f"{len(bad)} of {len(rows)} jobs did not complete: {jobs}; every job's row is in {Path(sweep_dir) / 'summary.md'}"
 
 

@@ -1,0 +1,92 @@
+"""hydra-submitit-launcher, with a row for every job of the sweep, a dead one's too.
+
+The plugin gathers its jobs' results in one list comprehension: the first job whose
+process died (SIGKILL, the OOM killer, a node lost) raises there, and the sweep ends
+in a traceback with the other jobs' results unread. These launchers settle each job
+on its own: a job whose process ended without a result gets a result.json with
+status `killed` and the path of its log (a job that raised reports `failed` and its
+exit code itself, through andrea.sweep.SweepSummary); then the sweep goes on to its
+summary and andrea-train's one-line report (andrea.cli.errors). submitit's local
+controller does not keep its tasks' exit codes, so a killed job's is left blank.
+
+Checked against hydra-submitit-launcher 1.2.0 and submitit 1.5: it replaces the
+executor's `map_array` for the duration of `launch` (the slow test
+tests/pipeline/test_cli_train.py::test_local_launcher_keeps_a_row_for_a_killed_job fails
+if the plugin stops calling it). Hydra takes launchers only from the `hydra_plugins`
+namespace, hence this module's place; andrea-train registers it (`register()`), since an
+editable install's namespace is not scanned. Without the `sweep` extra it defines nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+
+from andrea.sweep import RESULT_FILE, job_failed
+
+try:
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
+except ImportError:  # the `sweep` extra is not installed
+    LocalLauncher = SlurmLauncher = None
+
+
+class JobDied(RuntimeError):
+    """A job's process ended without a result."""
+
+
+class _Settled:
+    """A submitit job whose `results()` reports its failure as a FAILED JobReturn instead of raising."""
+
+    def __init__(self, job, overrides: list[str], run_dir: Path):
+        self.job, self.overrides, self.run_dir = job, overrides, run_dir
+
+    def results(self) -> list[JobReturn]:
+        try:
+            return self.job.results()
+        except Exception:  # submitit's UncompletedJobError / FailedJobError: no result came back
+            error = JobDied(f"its process ended without a result ({self.job.state}); its log: {self.job.paths.stderr}")
+            if not (self.run_dir / RESULT_FILE).exists():  # the job's own report (failed, interrupted) wins
+                # submitit's local controller discards its tasks' exit codes: the code is unknown here
+                job_failed(self.run_dir, self.overrides, error, "", status="killed")
+            ret = JobReturn(overrides=self.overrides, status=JobStatus.FAILED)
+            ret._return_value = error  # what Hydra's sweeper raises after the batch: andrea-train reports it
+            return [ret]
+
+
+class _KeepEveryJob:
+    def launch(self, job_overrides, initial_job_idx: int):
+        import submitit
+
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        original = submitit.AutoExecutor.map_array
+
+        def map_array(executor, fn, overrides: list, *rest: Any):
+            jobs = original(executor, fn, overrides, *rest)
+            numbers = rest[1]  # the job numbers (idx) the plugin passes after "hydra.sweep.dir"
+            return [_Settled(job, list(o), sweep_dir / str(n)) for job, o, n in zip(jobs, overrides, numbers)]
+
+        submitit.AutoExecutor.map_array = map_array
+        try:
+            return super().launch(job_overrides, initial_job_idx)
+        finally:
+            submitit.AutoExecutor.map_array = original
+
+
+if LocalLauncher is not None:
+
+    class SubmititLocal(_KeepEveryJob, LocalLauncher):
+        """hydra/launcher=local: every job a local process."""
+
+    class SubmititSlurm(_KeepEveryJob, SlurmLauncher):
+        """hydra/launcher=slurm: every job a SLURM job."""
+
+
+def register() -> None:
+    """Make these launchers known to Hydra (a no-op without the `sweep` extra)."""
+    from hydra.core.plugins import Plugins
+
+    if LocalLauncher is not None:
+        for launcher in (SubmititLocal, SubmititSlurm):
+            Plugins.instance().register(launcher)
