@@ -14,7 +14,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from andrea.config import task_overrides, validate
+from andrea.config import task_overrides, training_estimate, validate
 from andrea.lit.callbacks import AttentionMaps, RunStats
 from andrea.lit.module import NonFiniteLossError
 from andrea.data.sampler import ResumableTrainData
@@ -107,6 +107,7 @@ def _summary(cfg, trainer, metrics, wall_s, run_dir) -> dict:
         "val_perplexity": metrics.get("val/perplexity"),
         "tokens_per_s": stats.tokens_per_s if stats else None,
         "wall_s": wall_s,
+        "memory_estimate": _memory_estimate(cfg),
         "global_step": trainer.global_step,
         "epochs": trainer.current_epoch,
         "run_dir": str(run_dir),
@@ -114,6 +115,15 @@ def _summary(cfg, trainer, metrics, wall_s, run_dir) -> dict:
         "head_roles": maps.scores if maps else {},
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
+
+
+def _memory_estimate(cfg) -> dict | None:
+    """The training memory andrea.models.memory estimated for this config before the run."""
+    found = training_estimate(cfg)
+    if found is None:
+        return None
+    _, need = found
+    return {"bytes": need.total_bytes, "parameters": need.parameters, "text": need.describe()}
 
 
 def _print_summary(result: dict) -> None:
@@ -126,6 +136,8 @@ def _print_summary(result: dict) -> None:
         f"val loss {fmt(result['val_loss'])}, val acc {fmt(result['val_acc'])}, "
         f"{result['tokens_per_s'] or 0:,.0f} tokens/s"
     )
+    if result["memory_estimate"]:
+        console.print(f"estimated training memory: {result['memory_estimate']['text']}")
     console.print(f"run dir: {result['run_dir']}")
     if result["attention_maps"]:
         console.print(f"attention maps: {result['attention_maps']}")
