@@ -230,21 +230,16 @@ def _validate_memory(cfg: DictConfig) -> None:
     if found is None:
         return
     spec, need = found
-    device = "cpu" if _on_cpu(cfg) or not torch.cuda.is_available() else "cuda"
-    have = memory.available(device)
-    if need.total_bytes <= have:
-        return
     data = {"batch_size": cfg.data.batch_size, "seq_len": cfg.data.seq_len, "vocab_size": _get(cfg, "data.vocab_size")}
     keys = {name: f"model.net.{name}" for name in memory.REFERENCE} | {"batch_size": "data.batch_size", "seq_len": "data.seq_len"}
     if spec.fields["max_context"] == data["seq_len"]:  # presets take it from data.*: name the key a user sets
         keys["max_context"] = "data.seq_len"
     if spec.fields["vocab_size"] == data["vocab_size"]:
         keys["vocab_size"] = "data.vocab_size"
-    culprit = memory.culprit(need, {**spec.fields, **data}, keys)
-    raise ConfigError(
-        f"{culprit}: training needs {need.describe()}, more than the {memory.size_text(have)} of memory on {device}; "
-        f"lower {culprit.split('=')[0]}"
-    )
+    device = "cpu" if _on_cpu(cfg) or not torch.cuda.is_available() else "cuda"
+    problem = memory.too_big(need, {**spec.fields, **data}, keys, device, "training")
+    if problem:
+        raise ConfigError(f"{problem}; lower {problem.split('=')[0]}")
 
 
 def _validate_checkpoint(cfg: DictConfig) -> None:

@@ -13,7 +13,7 @@ import difflib
 import inspect
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.resources import files
 from typing import Any
 
@@ -58,8 +58,15 @@ def either(words: str, *rules):
 
 
 def duration():
+    """What Lightning's max_time takes: "DD:HH:MM:SS", or {days, hours, minutes, seconds}."""
     pattern = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
-    return (lambda v: v is None or isinstance(v, str) and bool(pattern.match(v))), 'DD:HH:MM:SS, e.g. "00:01:30:00", or null'
+
+    def test(v):
+        if isinstance(v, Mapping):
+            return bool(v) and set(v) <= {"days", "hours", "minutes", "seconds"} and all(_number(x) and x >= 0 for x in v.values())
+        return v is None or isinstance(v, str) and bool(pattern.match(v))
+
+    return test, 'DD:HH:MM:SS, e.g. "00:01:30:00", or {days, hours, minutes, seconds}, or null'
 
 
 POSITIVE = integer(1)

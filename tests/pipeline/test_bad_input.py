@@ -58,6 +58,13 @@ def test_a_fifo_is_never_opened(tmp_path):
     refused(tmp_path, [*TEXT, f"data.path={tmp_path}/corpus"], f"data.path: {tmp_path}/corpus/b.txt is a FIFO, not a text file")
 
 
+def test_a_broken_link_in_a_folder(tmp_path):
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("text " * 100)
+    (tmp_path / "corpus" / "gone.txt").symlink_to(tmp_path / "deleted.txt")
+    refused(tmp_path, [*TEXT, f"data.path={tmp_path}/corpus"], f"data.path: {tmp_path}/corpus/gone.txt is a link to nothing; remove it or point it at a text file")
+
+
 def test_a_socket_is_never_opened(tmp_path):
     import socket
 

@@ -126,7 +126,7 @@ REJECTED = [
     (["trainer.max_epochs=1e9"], "trainer.max_epochs=1000000000.0 must be a positive integer, or -1, or null"),
     (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a positive integer, or -1, or null"),
     (["trainer.max_steps=-2"], "trainer.max_steps=-2 must be a positive integer, or -1"),
-    (["trainer.max_time=1h"], 'trainer.max_time=\'1h\' must be DD:HH:MM:SS, e.g. "00:01:30:00", or null'),
+    (["trainer.max_time=1h"], 'trainer.max_time=\'1h\' must be DD:HH:MM:SS, e.g. "00:01:30:00", or {days, hours, minutes, seconds}, or null'),
     (["trainer.limit_train_batches=1.5"], "trainer.limit_train_batches=1.5 must be a number of batches \\(an integer >= 0\\) or a fraction of the epoch in \\[0, 1\\], or null"),
     (["trainer.val_check_interval=0"], "trainer.val_check_interval=0 must be a number of batches"),
     (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0 must be a positive integer"),
@@ -156,6 +156,11 @@ def test_rejected(overrides, message, tmp_path):
 def as_pattern(message: str) -> str:
     """REJECTED messages are literal text, except that an escaped one (with \\) is a regex already."""
     return message if "\\" in message or ".*" in message else re.escape(message)
+
+
+@pytest.mark.parametrize("value", ["00:00:10:00", "{minutes:10}", "{hours:1,seconds:30}", "null"])
+def test_max_time_takes_what_lightning_takes(value, tmp_path):
+    validate(compose_train(tmp_path, [f"trainer.max_time={value}"]))
 
 
 def test_ddp_is_refused_in_a_multirun(tmp_path):

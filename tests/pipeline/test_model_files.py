@@ -142,7 +142,7 @@ def test_a_file_asking_for_more_memory_than_the_machine_has(trained, tmp_path):
     with pytest.raises(net_config.ModelFileError) as err:
         export.load_any(tmp_path / "huge.ckpt")
     message = str(err.value)
-    assert message.startswith(f"ckpt_path={tmp_path / 'huge.ckpt'}: andrea_net_config.d_model=10000000 needs about ")
+    assert message.startswith(f"ckpt_path={tmp_path / 'huge.ckpt'}: andrea_net_config.d_model=10000000: loading needs about ")
     assert "refused before allocating" in message and "\n" not in message
 
 

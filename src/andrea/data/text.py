@@ -37,6 +37,8 @@ def text_files(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Pat
         raise FileNotFoundError(f"data.path={path} does not exist; give a text file or a folder of .txt files")
     files = sorted(p for p in path.rglob("*.txt") if not p.is_dir()) if path.is_dir() else [path]
     for file in files:
+        if not file.exists():
+            raise ValueError(f"data.path: {file} is a link to nothing; remove it or point it at a text file")
         kind = KINDS.get(stat.S_IFMT(file.stat().st_mode))
         if kind:  # reading one would block (a FIFO, a socket) or never end (/dev/zero)
             raise ValueError(f"data.path: {file} is {kind}, not a text file; give a regular file or a folder of them")

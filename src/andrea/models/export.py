@@ -75,13 +75,11 @@ def build_network(config, where: str, prefix: str, device: str = "cpu") -> nn.Mo
     """The network a file's config describes, checked against the schema and the machine's memory
     before anything is allocated; every refusal is one line naming `where` and the key."""
     spec = net_config.parse(config, where, prefix)
-    need, have = memory.loading(spec), memory.available(device)
-    if need.total_bytes > have:
-        keys = {name: f"{prefix}.{name}" for name in memory.REFERENCE}
-        raise net_config.ModelFileError(
-            f"{where}: {memory.culprit(need, spec.fields, keys)} needs {need.describe()} to load, more than the "
-            f"{memory.size_text(have)} of memory on {device}; refused before allocating, use a smaller model"
-        )
+    keys = {name: f"{prefix}.{name}" for name in memory.REFERENCE}
+    for memory_of in dict.fromkeys(("cpu", device)):  # built on the CPU, then moved to `device`
+        problem = memory.too_big(memory.loading(spec), spec.fields, keys, memory_of, "loading")
+        if problem:
+            raise net_config.ModelFileError(f"{where}: {problem}; refused before allocating, use a smaller model")
     try:
         return net_config.build(spec)
     except ValueError as err:  # the model's own check (heads that do not divide d_model, ...)

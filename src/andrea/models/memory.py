@@ -81,6 +81,15 @@ def available(device: str = "cpu") -> int:
     return total
 
 
+def too_big(need: Estimate, values: dict[str, int], keys: dict[str, str], device: str, doing: str) -> str | None:
+    """None when `need` fits the memory of `device`; else the start of a one-line refusal naming the key
+    to lower: `key=value: <doing> needs about ..., more than the ... of memory on <device>`."""
+    have = available(device)
+    if need.total_bytes <= have:
+        return None
+    return f"{culprit(need, values, keys)}: {doing} needs {need.describe()}, more than the {size_text(have)} of memory on {device}"
+
+
 def culprit(estimate: Estimate, values: dict[str, int], keys: dict[str, str]) -> str:
     """`key=value` of the setting that makes the estimate too big: among the ones behind its largest
     part, the one furthest above its reference size. `keys` maps d_model, ... to config keys."""
