@@ -14,6 +14,7 @@ refuses a network too big for the machine before a single weight is allocated.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -33,7 +34,7 @@ CHECKPOINT_TOKENIZER_KEY = "andrea_tokenizer"
 def save(net: nn.Module, net_config: dict, path: str | Path, tokenizer: str | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")  # this process's own: writers never share one
     metadata = {CONFIG_KEY: json.dumps(net_config)} | ({TOKENIZER_KEY: tokenizer} if tokenizer else {})
     save_model(net, str(partial), metadata=metadata)
     partial.replace(path)  # atomic: an existing file is never half overwritten
