@@ -84,7 +84,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seq-lens", type=int, nargs="+", default=[256, 1024, 4096])
     parser.add_argument("--window", type=int, default=128, help="sliding window size (keys per query)")
-    parser.add_argument("--repeats", type=int, default=9, help="timed rounds per cell at T=1024 (scaled by sqrt(1024/T))")
+    parser.add_argument(
+        "--repeats", type=int, default=9, help="timed rounds per cell at T=1024 (scaled by sqrt(1024/T))"
+    )
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--head-dim", type=int, default=64)
@@ -98,7 +100,8 @@ def main() -> None:
 
     print(
         f"# attention backends vs raw SDPA: B={args.batch} H={args.heads} d={args.head_dim}, "
-        f"{args.device} ({platform.processor() or platform.machine()}, {args.threads} threads), torch {torch.__version__}\n"
+        f"{args.device} ({platform.processor() or platform.machine()}, {args.threads} threads), torch "
+        f"{torch.__version__}\n"
     )
     print("| T | mask | pass | backend | median ms | × raw | peak MiB | mem × raw |")
     print("|---:|---|---|---|---:|---:|---:|---:|")

@@ -128,8 +128,12 @@ def bench_length(preset, T, ours, peers, peak, args):
     idx = torch.randint(VOCAB, (1, T))
     labels = torch.roll(idx, -1, dims=1)
     flops = ours.flops_per_token(T)
-    peer_flops = {name: 6 * sum(p.numel() for p in m.parameters() if p.requires_grad) - 6 * m.transformer.wpe.weight.numel()
-                  + 12 * PRESETS[preset]["n_layer"] * PRESETS[preset]["d_model"] * T for name, m in peers.items()}  # fmt: skip
+    peer_flops = {
+        name: 6 * sum(p.numel() for p in m.parameters() if p.requires_grad)
+        - 6 * m.transformer.wpe.weight.numel()
+        + 12 * PRESETS[preset]["n_layer"] * PRESETS[preset]["d_model"] * T
+        for name, m in peers.items()
+    }
     rows = []
     for mode in ("train", "forward"):
         calls, refused = {}, {}
@@ -172,11 +176,16 @@ def bench_generation(preset, ours, peers, args):
     n = args.new_tokens
     calls = {}
     for name in backends():
+
         def ours_cached(name=name):
             use_backend(ours, name)
             return generate(ours, prompt, n, temperature=0)
+
         calls[f"{name} cache"] = ours_cached
-    calls["sdpa no cache"] = lambda: (use_backend(ours, "sdpa"), generate(ours, prompt, n, temperature=0, use_cache=False))
+    calls["sdpa no cache"] = lambda: (
+        use_backend(ours, "sdpa"),
+        generate(ours, prompt, n, temperature=0, use_cache=False),
+    )
     for name, peer in peers.items():
         for cache in (True, False):
             calls[f"{name} {'cache' if cache else 'no cache'}"] = (
@@ -211,15 +220,19 @@ def main() -> None:
     torch.manual_seed(0)
     start = time.perf_counter()
     peak = matmul_peak_flops()
-    print(f"# torch {torch.__version__}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
+    print(
+        f"# torch {torch.__version__}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    )
     print(f"# float32 matmul peak measured now: {peak / 1e9:.1f} GFLOP/s (2048x2048, median of 5)")
     rows, gen_rows = [], []
     for preset in args.models:
         context = max(args.seq_lens + [args.prompt + args.new_tokens])
         ours = our_model(preset, context)
         peers = {} if args.no_peer else peer_models(preset, context)
-        print(f"# {preset}: {ours.num_parameters():,} parameters (context {context})"
-              + "".join(f"; {name}: {sum(p.numel() for p in m.parameters()):,}" for name, m in list(peers.items())[:1]))
+        print(
+            f"# {preset}: {ours.num_parameters():,} parameters (context {context})"
+            + "".join(f"; {name}: {sum(p.numel() for p in m.parameters()):,}" for name, m in list(peers.items())[:1])
+        )
         for T in args.seq_lens:
             rows += bench_length(preset, T, ours, peers, peak, args)
         gen_rows += bench_generation(preset, ours, peers, args)
@@ -233,23 +246,34 @@ def main() -> None:
             notes.append(refused) if refused not in notes else None
             print(f"| {preset} | {T} | {mode} | {name} | n/a [{notes.index(refused) + 1}] | | | | |")
             continue
-        print(f"| {preset} | {T} | {mode} | {name} | {ms:.1f} | {tps:.0f} | {fmt(ratio, '.2f')} | "
-              f"{fmt(mfu and 100 * mfu, '.1f')}{'%' if mfu else ''} | {fmt(memory, '.0f')} |")
+        print(
+            f"| {preset} | {T} | {mode} | {name} | {ms:.1f} | {tps:.0f} | {fmt(ratio, '.2f')} | "
+            f"{fmt(mfu and 100 * mfu, '.1f')}{'%' if mfu else ''} | {fmt(memory, '.0f')} |"
+        )
     for i, note in enumerate(notes, 1):
         print(f"\n[{i}] unsupported: {note}")
 
-    print(f"\n| model | generation ({args.prompt} prompt + {args.new_tokens} new, greedy) | median ms | tokens/s | × peer sdpa cache (tokens/s) |")
+    print(
+        f"\n| model | generation ({args.prompt} prompt + {args.new_tokens} new, greedy) | median ms | tokens/s | × "
+        "peer sdpa cache (tokens/s) |"
+    )
     print("|---|---|---:|---:|---:|")
-    for preset, name, ms, tps, ratio in gen_rows:
+    for preset, name, _ms, _tps, ratio in gen_rows:
         print(f"| {preset} | {name} | {ms:.0f} | {tps:.1f} | {fmt(ratio, '.2f')} |")
 
     print("\n## targets")
-    for preset, T, mode, name, ms, tps, ratio, *_ in rows:
+    for preset, T, mode, name, _ms, _tps, ratio, *_ in rows:
         if mode == "train" and name in ("sdpa", "sdpa+compile") and ratio is not None:
-            print(f"train step {preset} T={T}: ours {name} / {PEER} sdpa = {ratio:.2f} (target <= 0.90: {'met' if ratio <= 0.9 else 'MISSED'})")
-    for preset, name, ms, tps, ratio in gen_rows:
+            print(
+                f"train step {preset} T={T}: ours {name} / {PEER} sdpa = {ratio:.2f} (target <= 0.90: "
+                f"{'met' if ratio <= 0.9 else 'MISSED'})"
+            )
+    for preset, name, _ms, _tps, ratio in gen_rows:
         if name == "sdpa cache" and ratio is not None:
-            print(f"cached generation {preset}: ours / {PEER} = {ratio:.2f}x tokens/s (target >= 1: {'met' if ratio >= 1 else 'MISSED'})")
+            print(
+                f"cached generation {preset}: ours / {PEER} = {ratio:.2f}x tokens/s (target >= 1: "
+                f"{'met' if ratio >= 1 else 'MISSED'})"
+            )
     print(f"\n# {time.perf_counter() - start:.0f} s")
 
 

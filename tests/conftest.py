@@ -65,7 +65,10 @@ def pytest_terminal_summary(terminalreporter):
     width = max(len(m) for m in masks) + 1
     write(f"{'backend':8} {'heads':5} {'dtype':8} {'pass':8} " + "".join(f"{m:>{width}}" for m in masks))
     for key in sorted(rows):
-        write(f"{key[0]:8} {key[1]:5} {key[2]:8} {key[3]:8} " + "".join(f"{rows[key].get(m, '-'):>{width}}" for m in masks))
+        write(
+            f"{key[0]:8} {key[1]:5} {key[2]:8} {key[3]:8} "
+            + "".join(f"{rows[key].get(m, '-'):>{width}}" for m in masks)
+        )
     counts = defaultdict(int)
     for status in cells.values():
         counts["passed" if status == "ok" else status.split("[")[0]] += 1

@@ -1,7 +1,8 @@
 """Every Python package under src/andrea is listed for installation (a wheel would lack it otherwise)."""
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).parents[1]
 

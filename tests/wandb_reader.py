@@ -51,7 +51,9 @@ def history(run_dir: str | Path) -> list[dict]:
     rows = []
     for record in records(run_file(run_dir)):
         if record.WhichOneof("record_type") == "history":
-            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item})
+            rows.append(
+                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            )
     return rows
 
 

@@ -156,7 +156,11 @@ def _constructor_message(err: InstantiationException) -> str:
 
     cause = err.__cause__
     if isinstance(cause, (ValueError, OSError)):  # the zoo's own messages name the key already
-        return (cause.args[0] if isinstance(cause, OSError) and cause.args and isinstance(cause.args[0], str) else str(cause)).splitlines()[0]
+        return (
+            cause.args[0]
+            if isinstance(cause, OSError) and cause.args and isinstance(cause.args[0], str)
+            else str(cause)
+        ).splitlines()[0]
     unknown = re.search(r"unexpected keyword argument '(\w+)'", str(cause))
     node = re.search(r"full_key: ([\w.]+)", str(err))
     target = re.search(r"target '([\w.]+)'", str(err))
@@ -172,7 +176,9 @@ def _validate(cfg: DictConfig) -> None:
         raise ConfigError("model.net is missing: choose a model, e.g. model=toy")
     position, supported = _get(cfg, "position.kind"), getattr(get_class(net._target_), "positions", None)
     if position is not None and supported is not None and position not in supported:
-        raise ConfigError(f"position.kind={position!r} is not one of {', '.join(supported)} for model.net={net._target_}")
+        raise ConfigError(
+            f"position.kind={position!r} is not one of {', '.join(supported)} for model.net={net._target_}"
+        )
     for key in ("trainer.max_epochs", "trainer.max_steps"):
         if _get(cfg, key) == 0 and not isinstance(_get(cfg, key), bool):
             raise ConfigError(f"{key}=0 trains nothing; give a positive number (-1 for no limit on max_steps)")
@@ -191,7 +197,9 @@ def _validate(cfg: DictConfig) -> None:
     _validate_distributed(cfg)
     accelerator = _get(cfg, "trainer.accelerator", "cpu")
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"trainer.accelerator={accelerator} but torch sees no GPU here; train with trainer=cpu (or trainer=ddp_cpu)")
+        raise ConfigError(
+            f"trainer.accelerator={accelerator} but torch sees no GPU here; train with trainer=cpu (or trainer=ddp_cpu)"
+        )
     net_vocab = _get(cfg, "model.net.vocab_size")
     if isinstance(net_vocab, int) and net_vocab < data.vocab_size:
         raise ConfigError(
@@ -199,7 +207,9 @@ def _validate(cfg: DictConfig) -> None:
             f"up to {data.vocab_size - 1} would index past the embedding; drop the override"
         )
     if _get(cfg, "model.net.max_context", data.seq_len) < data.seq_len:
-        raise ConfigError(f"data.seq_len={data.seq_len} exceeds model.net.max_context={net.max_context}; raise max_context")
+        raise ConfigError(
+            f"data.seq_len={data.seq_len} exceeds model.net.max_context={net.max_context}; raise max_context"
+        )
     if data.num_train < data.batch_size:
         raise ConfigError(
             f"data.num_train={data.num_train} is smaller than data.batch_size={data.batch_size}: "
@@ -231,7 +241,10 @@ def _validate_memory(cfg: DictConfig) -> None:
         return
     spec, need = found
     data = {"batch_size": cfg.data.batch_size, "seq_len": cfg.data.seq_len, "vocab_size": _get(cfg, "data.vocab_size")}
-    keys = {name: f"model.net.{name}" for name in memory.REFERENCE} | {"batch_size": "data.batch_size", "seq_len": "data.seq_len"}
+    keys = {name: f"model.net.{name}" for name in memory.REFERENCE} | {
+        "batch_size": "data.batch_size",
+        "seq_len": "data.seq_len",
+    }
     if spec.fields["max_context"] == data["seq_len"]:  # presets take it from data.*: name the key a user sets
         keys["max_context"] = "data.seq_len"
     if spec.fields["vocab_size"] == data["vocab_size"]:
@@ -291,7 +304,10 @@ def _validate_distributed(cfg: DictConfig) -> None:
     launcher = str(OmegaConf.select(_hydra(), "launcher._target_", default="")) if is_multirun() else ""
     devices = _get(cfg, "trainer.devices")
     if "Slurm" in launcher and not (isinstance(devices, int) and devices > 0):
-        raise ConfigError(f"trainer.devices={devices} with hydra/launcher=slurm: give the number of GPUs per node, e.g. trainer.devices=4")
+        raise ConfigError(
+            f"trainer.devices={devices} with hydra/launcher=slurm: give the number of GPUs per node, e.g. "
+            "trainer.devices=4"
+        )
 
 
 def _on_cpu(cfg: DictConfig) -> bool:
@@ -313,7 +329,12 @@ def _validate_trainer(cfg: DictConfig) -> None:
             f"trainer.precision={precision}: float16 mixed precision needs a GPU; on CPU use "
             "trainer.precision=bf16-mixed or 32-true"
         )
-    if precision.startswith("bf16") and not _on_cpu(cfg) and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+    if (
+        precision.startswith("bf16")
+        and not _on_cpu(cfg)
+        and torch.cuda.is_available()
+        and not torch.cuda.is_bf16_supported()
+    ):
         raise ConfigError(f"trainer.precision={precision} needs a GPU with bfloat16; use trainer.precision=16-mixed")
 
 

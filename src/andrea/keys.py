@@ -1,10 +1,10 @@
 """Keys and values of a composed training config, checked before anything is built.
 
-    added keys   `+key=value` appends any key, typos included (Hydra does not check). A key
-                 that the class of its node does not take (or, for a node without a
-                 `_target_`, that the node did not have) is refused with the closest valid one.
-    numbers      every number README documents has a type and a range (RANGES); a value
-                 outside it (`nan`, `abc`, an empty string, `1e9` epochs) is refused.
+added keys   `+key=value` appends any key, typos included (Hydra does not check). A key
+             that the class of its node does not take (or, for a node without a
+             `_target_`, that the node did not have) is refused with the closest valid one.
+numbers      every number README documents has a type and a range (RANGES); a value
+             outside it (`nan`, `abc`, an empty string, `1e9` epochs) is refused.
 """
 
 from __future__ import annotations
@@ -36,15 +36,27 @@ def integer(low: int, high: int | None = None, also: tuple = ()) -> tuple[Callab
     def test(v):
         return _integer(v) and (v in also or v >= low and (high is None or v <= high))
 
-    words = "a positive integer" if low == 1 and high is None else f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+    words = (
+        "a positive integer"
+        if low == 1 and high is None
+        else f"an integer >= {low}"
+        if high is None
+        else f"an integer in [{low}, {high}]"
+    )
     return test, words + "".join(f", or {a}" for a in also)
 
 
 def number(low: float, high: float | None = None, low_open: bool = False, high_open: bool = False):
     def test(v):
-        return _number(v) and (v > low if low_open else v >= low) and (high is None or (v < high if high_open else v <= high))
+        return (
+            _number(v)
+            and (v > low if low_open else v >= low)
+            and (high is None or (v < high if high_open else v <= high))
+        )
 
-    words = f"a finite number {'>' if low_open else '>='} {low:g}" + ("" if high is None else f" and {'<' if high_open else '<='} {high:g}")
+    words = f"a finite number {'>' if low_open else '>='} {low:g}" + (
+        "" if high is None else f" and {'<' if high_open else '<='} {high:g}"
+    )
     return test, words
 
 
@@ -63,14 +75,20 @@ def duration():
 
     def test(v):
         if isinstance(v, Mapping):
-            return bool(v) and set(v) <= {"days", "hours", "minutes", "seconds"} and all(_number(x) and x >= 0 for x in v.values())
+            return (
+                bool(v)
+                and set(v) <= {"days", "hours", "minutes", "seconds"}
+                and all(_number(x) and x >= 0 for x in v.values())
+            )
         return v is None or isinstance(v, str) and bool(pattern.match(v))
 
     return test, 'DD:HH:MM:SS, e.g. "00:01:30:00", or {days, hours, minutes, seconds}, or null'
 
 
 POSITIVE = integer(1)
-BATCHES = optional(either("a number of batches (an integer >= 0) or a fraction of the epoch in [0, 1]", integer(0), number(0.0, 1.0)))
+BATCHES = optional(
+    either("a number of batches (an integer >= 0) or a fraction of the epoch in [0, 1]", integer(0), number(0.0, 1.0))
+)
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # data first: the presets interpolate model.net from it
     "seed": integer(0, 2**32 - 1),  # numpy's seed range (Lightning seeds numpy too)
     "data.vocab_size": POSITIVE,
@@ -98,7 +116,13 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # data first: the pres
     "trainer.max_time": duration(),
     "trainer.limit_train_batches": BATCHES,
     "trainer.limit_val_batches": BATCHES,
-    "trainer.val_check_interval": optional(either("a number of batches (an integer >= 1) or a fraction of the epoch in (0, 1]", POSITIVE, number(0.0, 1.0, low_open=True))),
+    "trainer.val_check_interval": optional(
+        either(
+            "a number of batches (an integer >= 1) or a fraction of the epoch in (0, 1]",
+            POSITIVE,
+            number(0.0, 1.0, low_open=True),
+        )
+    ),
     "trainer.check_val_every_n_epoch": optional(POSITIVE),
     "trainer.accumulate_grad_batches": POSITIVE,
     "trainer.log_every_n_steps": POSITIVE,
@@ -147,7 +171,7 @@ def _accepted(node: DictConfig, added: str, node_key: str) -> tuple[list[str] | 
     """The keys `node` may hold (None: any, a class taking **kwargs) and who takes them."""
     target = node.get("_target_")
     if target is None:
-        return [k for k in node.keys() if k != added and not str(k).startswith("_")], node_key or "the config"
+        return [k for k in node if k != added and not str(k).startswith("_")], node_key or "the config"
     try:
         cls = get_class(target)
         signature = inspect.signature(cls)

@@ -15,9 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from andrea.config import task_overrides, training_estimate, validate
+from andrea.data.sampler import ResumableTrainData
 from andrea.lit.callbacks import AttentionMaps, RunStats
 from andrea.lit.module import NonFiniteLossError
-from andrea.data.sampler import ResumableTrainData
 from andrea.lit.resume import LAST, ResumeData, StopOnSignal
 from andrea.sweep import RESULT_FILE
 
@@ -53,7 +53,10 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
                 # Lightning cannot see that our data resume mid-epoch exactly (ResumableTrainData keeps
                 # the sampler's position in the checkpoint), and warns that the loader is not resumable.
                 if isinstance(datamodule, ResumableTrainData):
-                    warnings.filterwarnings("ignore", message=".*checkpoint that ended before the epoch ended and your dataloader is not resumable")
+                    warnings.filterwarnings(
+                        "ignore",
+                        message=".*checkpoint that ended before the epoch ended and your dataloader is not resumable",
+                    )
                 trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         except NonFiniteLossError as err:
             last = run_dir / "checkpoints" / LAST
@@ -81,8 +84,15 @@ def resume_command(run_dir: Path) -> str:
 
 
 def _interrupted(stop: StopOnSignal, trainer, run_dir: Path) -> dict:
-    result = {"status": "interrupted", "signal": int(stop.received), "exit_code": 128 + int(stop.received), "global_step": trainer.global_step,
-              "checkpoint": str(stop.checkpoint), "resume": resume_command(run_dir), "run_dir": str(run_dir)}  # fmt: skip
+    result = {
+        "status": "interrupted",
+        "signal": int(stop.received),
+        "exit_code": 128 + int(stop.received),
+        "global_step": trainer.global_step,
+        "checkpoint": str(stop.checkpoint),
+        "resume": resume_command(run_dir),
+        "run_dir": str(run_dir),
+    }
     if trainer.is_global_zero:
         (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
         Console(stderr=True).print(

@@ -1,11 +1,11 @@
 """One run per run dir, and disk trouble said in one line.
 
-    hold(run_dir)   an exclusive OS lock on <run dir>/.lock for as long as the run lives; the
-                    kernel releases it when the process ends, however it ends (SIGKILL too), so
-                    a killed run never blocks its own resume. A second andrea-train in the same
-                    dir is refused with the owner's pid.
-    DiskError       a write that failed (disk full, read-only, quota): what, where, and the
-                    space left, raised in place of the bare OSError.
+hold(run_dir)   an exclusive OS lock on <run dir>/.lock for as long as the run lives; the
+                kernel releases it when the process ends, however it ends (SIGKILL too), so
+                a killed run never blocks its own resume. A second andrea-train in the same
+                dir is refused with the owner's pid.
+DiskError       a write that failed (disk full, read-only, quota): what, where, and the
+                space left, raised in place of the bare OSError.
 """
 
 from __future__ import annotations
@@ -62,9 +62,15 @@ def disk_error(err: OSError, what: str, path: str | Path) -> DiskError:
     except OSError:
         free = "free space unknown"
     reason = err.strerror or str(err)
-    fix = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space", errno.EROFS: "give a writable hydra.run.dir",
-           errno.EACCES: "give a writable hydra.run.dir", errno.EPERM: "give a writable hydra.run.dir",
-           errno.ENOENT: "give a hydra.run.dir that can be created", errno.ENOTDIR: "give a hydra.run.dir that can be created"}.get(err.errno, "check the disk")  # fmt: skip
+    fix = {
+        errno.ENOSPC: "free some space",
+        errno.EDQUOT: "free some space",
+        errno.EROFS: "give a writable hydra.run.dir",
+        errno.EACCES: "give a writable hydra.run.dir",
+        errno.EPERM: "give a writable hydra.run.dir",
+        errno.ENOENT: "give a hydra.run.dir that can be created",
+        errno.ENOTDIR: "give a hydra.run.dir that can be created",
+    }.get(err.errno, "check the disk")
     error = DiskError(f"{what} failed at {path}: {reason} ({free} on {folder}); {fix}")
     error.errno = err.errno
     return error

@@ -22,19 +22,42 @@ from andrea.config import ConfigError, is_multirun
 
 RESULT_FILE = "result.json"  # what every job writes into its run dir
 
-COLUMNS = ["job", "overrides", "status", "exit_code", "error", "train_loss", "val_loss", "val_acc", "tokens_per_s", "wall_s", "run_dir"]
+COLUMNS = [
+    "job",
+    "overrides",
+    "status",
+    "exit_code",
+    "error",
+    "train_loss",
+    "val_loss",
+    "val_acc",
+    "tokens_per_s",
+    "wall_s",
+    "run_dir",
+]
 current_sweep_dir: str | None = None  # the sweep this process runs, for the one line that ends a failed one
 
 
-def job_failed(run_dir: Path, overrides: list[str], error: BaseException | None, exit_code: int | str | None, status: str = "failed") -> None:
+def job_failed(
+    run_dir: Path,
+    overrides: list[str],
+    error: BaseException | None,
+    exit_code: int | str | None,
+    status: str = "failed",
+) -> None:
     """The result.json of a job that did not complete, so the summary has its row."""
     if exit_code is None:  # what the job would have exited with on its own
         exit_code = 2 if isinstance(error, ConfigError) else 1
-    message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}" if error is not None else ""
+    result = {"status": status, "exit_code": exit_code, "error": _error_text(error) if error is not None else ""}
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / RESULT_FILE).write_text(json.dumps(
-        {"status": status, "exit_code": exit_code, "error": message, "overrides": list(overrides), "run_dir": str(run_dir)}, indent=2
-    ))  # fmt: skip
+    (run_dir / RESULT_FILE).write_text(
+        json.dumps({**result, "overrides": list(overrides), "run_dir": str(run_dir)}, indent=2)
+    )
+
+
+def _error_text(error: BaseException) -> str:
+    """`Type: first line of the message`."""
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
 def failure_line(sweep_dir: str | Path, error: BaseException) -> str:
@@ -42,12 +65,14 @@ def failure_line(sweep_dir: str | Path, error: BaseException) -> str:
     rows = write_summary(sweep_dir) if Path(sweep_dir).is_dir() else []
     bad = [row for row in rows if row["status"] != "completed"]
     if not bad:  # the sweep itself failed (a launcher, a sweeper), not one of its jobs
-        return f"the sweep {sweep_dir} stopped: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        return f"the sweep {sweep_dir} stopped: {_error_text(error)}"
     jobs = "; ".join(
-        f"job {row['job']} ({row['overrides'] or 'defaults'}) {row['status']}, exit {row['exit_code'] if row['exit_code'] not in (None, '') else 'code unknown'}"
+        f"job {row['job']} ({row['overrides'] or 'defaults'}) {row['status']}, exit "
+        f"{row['exit_code'] if row['exit_code'] not in (None, '') else 'code unknown'}"
         for row in bad
     )
-    return f"{len(bad)} of {len(rows)} jobs did not complete: {jobs}; every job's row is in {Path(sweep_dir) / 'summary.md'}"
+    summary = Path(sweep_dir) / "summary.md"
+    return f"{len(bad)} of {len(rows)} jobs did not complete: {jobs}; every job's row is in {summary}"
 
 
 def write_summary(sweep_dir: str | Path) -> list[dict]:
@@ -88,7 +113,9 @@ class SweepSummary(Callback):
         if not is_multirun():
             return
         if job_return.status == JobStatus.FAILED:
-            job_failed(Path(config.hydra.runtime.output_dir), job_return.overrides or [], job_return._return_value, None)
+            job_failed(
+                Path(config.hydra.runtime.output_dir), job_return.overrides or [], job_return._return_value, None
+            )
         write_summary(config.hydra.sweep.dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:

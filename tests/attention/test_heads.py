@@ -32,7 +32,7 @@ def test_fuse_unfuse_round_trip(heads):
     w_k, w_v = torch.randn(2, heads.n_kv_head, d_model, head_dim)
     fused = heads.fuse(w_q, w_k, w_v)
     assert fused.shape == (heads.qkv_features(head_dim), d_model)
-    for before, after in zip((w_q, w_k, w_v), heads.unfuse(fused, head_dim)):
+    for before, after in zip((w_q, w_k, w_v), heads.unfuse(fused, head_dim), strict=True):
         assert torch.equal(before, after)
     assert torch.equal(heads.fuse(*heads.unfuse(fused, head_dim)), fused)
 

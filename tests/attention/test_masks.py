@@ -1,5 +1,7 @@
 """Each mask strategy against its pattern written out by hand, and their composition."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -29,8 +31,14 @@ def by_hand(rule, q_len=T, kv_len=T):
         (PrefixLM(3), lambda i, j: j < 3 or j <= i),
         (KeyPadding(torch.tensor([4])), lambda i, j: j < 4),
         (Document(torch.tensor([[0, 0, 1, 1, 1, 2]])), lambda i, j: (i < 2) == (j < 2) and (i == 5) == (j == 5)),
-        (Causal() & Document(torch.tensor([[0, 0, 1, 1, 1, 2]])), lambda i, j: j <= i and (i < 2) == (j < 2) and (i == 5) == (j == 5)),
-        (SlidingWindow(2) | Document(torch.tensor([[0, 0, 0, 1, 1, 1]])), lambda i, j: (i - 2 < j <= i) or (i < 3) == (j < 3)),
+        (
+            Causal() & Document(torch.tensor([[0, 0, 1, 1, 1, 2]])),
+            lambda i, j: j <= i and (i < 2) == (j < 2) and (i == 5) == (j == 5),
+        ),
+        (
+            SlidingWindow(2) | Document(torch.tensor([[0, 0, 0, 1, 1, 1]])),
+            lambda i, j: (i - 2 < j <= i) or (i < 3) == (j < 3),
+        ),
     ],
     ids=lambda m: m.name if hasattr(m, "name") else "",
 )
@@ -60,8 +68,14 @@ def test_fast_path_flags():
     assert Causal().is_causal and (Causal() & NoMask()).is_causal and (Causal() & Causal()).is_causal
     assert not (Causal() & SlidingWindow(4)).is_causal and not (Causal() | PrefixLM(2)).is_causal
     assert NoMask().is_full and (NoMask() | Causal()).is_full and not Causal().is_full
-    assert Causal().attends_self and (Causal() & SlidingWindow(2)).attends_self and (PrefixLM(1) | KeyPadding(torch.tensor([1]))).attends_self
-    assert not KeyPadding(torch.tensor([1])).attends_self and not (Causal() & KeyPadding(torch.tensor([1]))).attends_self
+    assert (
+        Causal().attends_self
+        and (Causal() & SlidingWindow(2)).attends_self
+        and (PrefixLM(1) | KeyPadding(torch.tensor([1]))).attends_self
+    )
+    assert (
+        not KeyPadding(torch.tensor([1])).attends_self and not (Causal() & KeyPadding(torch.tensor([1]))).attends_self
+    )
 
 
 def test_equal_definitions_hash_equal():
@@ -111,7 +125,10 @@ def test_parse_mask_expressions():
         ("causal + none", "cannot read"),
         ("__import__('os')", "cannot read"),
         ("sliding(window=2)", "unknown mask strategy 'sliding'; available: causal, document, none"),
-        ("sliding_window(size=2)", "mask 'sliding_window' takes \\(window: int, causal: bool = True\\), got {'size': 2}"),
+        (
+            "sliding_window(size=2)",
+            "mask 'sliding_window' takes \\(window: int, causal: bool = True\\), got {'size': 2}",
+        ),
         ("padding", "missing a required argument: 'lengths'"),
         ("sliding_window(window=w)", "cannot read 'w'; write names and name\\(key=value\\) with literal values"),
         ("sliding_window(**x)", "cannot read 'sliding_window\\(\\*\\*x\\)'"),
@@ -124,7 +141,7 @@ def test_parse_mask_refuses(expression, message):
 
 def test_mask_draws_itself(tmp_path):
     path = SlidingWindow(3).draw(tmp_path / "window.png", length=8)
-    assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert mask_as_text(Causal(), 3) == "■··\n■■·\n■■■"
     assert mask_as_text(Causal(), 3, batch_index=2) == mask_as_text(Causal(), 3)  # the same for every sequence
     assert mask_as_text(KeyPadding(torch.tensor([3, 1])), 3, batch_index=1) == "■··\n■··\n■··"

@@ -52,7 +52,7 @@ def test_parity(backend_name, mask_name, heads, dtype, direction, record_propert
         grad_out = torch.randn_like(expected)
         expected.backward(grad_out)
         out.backward(grad_out.to(dtype))
-        for name, got, ref in zip("qkv", (q, k, v), ref_inputs):
+        for name, got, ref in zip("qkv", (q, k, v), ref_inputs, strict=True):
             assert torch.isfinite(got.grad).all(), f"d{name} not finite"
             torch.testing.assert_close(got.grad.float(), ref.grad, **TOLERANCE[dtype], msg=f"d{name} differs")
     record_property("parity_status", "passed")
@@ -83,6 +83,6 @@ def test_parity_with_alibi(backend_name, mask_name, heads, direction, record_pro
         grad_out = torch.randn_like(expected)
         expected.backward(grad_out)
         out.backward(grad_out)
-        for name, got, ref in zip("qkv", (q, k, v), ref_inputs):
+        for name, got, ref in zip("qkv", (q, k, v), ref_inputs, strict=True):
             torch.testing.assert_close(got.grad, ref.grad, **TOLERANCE[torch.float32], msg=f"d{name} differs")
     record_property("parity_status", "passed")

@@ -5,8 +5,14 @@ import math
 import pytest
 import torch
 
-from andrea.attention import AttentionBackend, Capabilities, MultiHeadSelfAttention, UnsupportedAttentionError
-from andrea.attention import Causal, get_backend
+from andrea.attention import (
+    AttentionBackend,
+    Capabilities,
+    Causal,
+    MultiHeadSelfAttention,
+    UnsupportedAttentionError,
+    get_backend,
+)
 from andrea.attention.positions import ALiBi, Rotary, alibi_slopes
 
 
@@ -49,7 +55,10 @@ class NoBiasBackend(AttentionBackend):
 def test_a_backend_without_score_bias_refuses_alibi_before_any_work():
     q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
     NoBiasBackend()(q, k, v, Causal())  # without a bias it runs
-    with pytest.raises(UnsupportedAttentionError, match="cannot add a score bias .alibi.; use attention backend eager / flex / naive / sdpa"):
+    with pytest.raises(
+        UnsupportedAttentionError,
+        match="cannot add a score bias .alibi.; use attention backend eager / flex / naive / sdpa",
+    ):
         NoBiasBackend()(q, k, v, Causal(), score_mod=ALiBi(2))
     with pytest.raises(UnsupportedAttentionError, match="position=rope / learned"):
         MultiHeadSelfAttention(16, 2, backend=NoBiasBackend(), position="alibi")

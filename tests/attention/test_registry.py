@@ -86,7 +86,9 @@ def test_unknown_backend_lists_the_available_ones():
 
 
 def test_unknown_backend_option():
-    with pytest.raises(ValueError, match="attention backend 'sdpa' takes \\(\\), got {'compile': True}: got an unexpected keyword"):
+    with pytest.raises(
+        ValueError, match="attention backend 'sdpa' takes \\(\\), got {'compile': True}: got an unexpected keyword"
+    ):
         get_backend("sdpa", compile=True)
 
 
@@ -105,7 +107,11 @@ def test_plugin_backend_runs_through_the_whole_block(plugin):
 
 
 def test_plugin_capabilities_are_enforced(plugin):
-    with pytest.raises(UnsupportedAttentionError, match="'causal_only' does not accept mask kind\\(s\\) sliding_window; use attention backend eager / flex / naive / sdpa"):
+    with pytest.raises(
+        UnsupportedAttentionError,
+        match="'causal_only' does not accept mask kind\\(s\\) sliding_window; "
+        "use attention backend eager / flex / naive / sdpa",
+    ):
         MultiHeadSelfAttention(32, 4, backend="causal_only", mask="sliding_window(window=4)")
 
 

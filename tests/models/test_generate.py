@@ -25,7 +25,9 @@ NEW_FLEX = 4  # eager Flex on CPU traces every new (T, S) shape anew (~0.2 s): p
 def tiny_gpt(backend="sdpa", mask="causal", n_kv_head=4, position="learned", max_context=CONTEXT, seed=0):
     torch.manual_seed(seed)
     attention = dict(n_head=4, n_kv_head=n_kv_head, backend=backend, mask=mask)
-    return GPT(vocab_size=61, max_context=max_context, n_layer=2, d_model=32, attention=attention, position=position).eval()
+    return GPT(
+        vocab_size=61, max_context=max_context, n_layer=2, d_model=32, attention=attention, position=position
+    ).eval()
 
 
 def cached_and_recomputed(model, prompt, new=NEW):
@@ -89,7 +91,9 @@ def test_toy_model_generates_with_a_cache_and_without_attention():
     torch.manual_seed(0)
     toy = ToyModel(vocab_size=16, max_context=12, d_model=16, n_layer=2, attention=dict(n_head=2)).eval()
     prompt = torch.randint(16, (1, 3))
-    assert torch.equal(generate(toy, prompt, 8, temperature=0), generate(toy, prompt, 8, temperature=0, use_cache=False))
+    assert torch.equal(
+        generate(toy, prompt, 8, temperature=0), generate(toy, prompt, 8, temperature=0, use_cache=False)
+    )
     ablation = ToyModel(vocab_size=16, max_context=12, attention=None).eval()
     assert generate(ablation, prompt, 4, temperature=0).shape == (1, 7)
 

@@ -40,7 +40,10 @@ def test_every_backend_gives_the_same_logits(backend, heads):
     model.load_state_dict(reference.state_dict())
     idx = torch.randint(97, (2, 12))
     with torch.no_grad():
-        (logits, weights), (expected, expected_weights) = model(idx, return_weights=True), reference(idx, return_weights=True)
+        (logits, weights), (expected, expected_weights) = (
+            model(idx, return_weights=True),
+            reference(idx, return_weights=True),
+        )
     assert logits.shape == (2, 12, 97) and len(weights) == 2 and weights[0].shape == (2, 4, 12, 12)
     torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(weights[1], expected_weights[1], atol=1e-6, rtol=1e-5)

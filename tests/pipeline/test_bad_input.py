@@ -23,7 +23,11 @@ def refused(tmp_path, overrides, message):
 
 
 def test_missing_text_file(tmp_path):
-    refused(tmp_path, [*TEXT, f"data.path={tmp_path}/nope.txt"], f"data.path={tmp_path}/nope.txt does not exist; give a text file or a folder of .txt files")
+    refused(
+        tmp_path,
+        [*TEXT, f"data.path={tmp_path}/nope.txt"],
+        f"data.path={tmp_path}/nope.txt does not exist; give a text file or a folder of .txt files",
+    )
 
 
 def test_folder_without_text(tmp_path):
@@ -38,31 +42,55 @@ def test_empty_text_file(tmp_path):
 
 def test_bytes_that_are_not_utf8(tmp_path):
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
-    refused(tmp_path, [*TEXT, f"data.path={tmp_path}/latin1.txt"], "latin1.txt is not UTF-8 text (byte 3: b'\\xe9 au'); convert it to UTF-8")
+    refused(
+        tmp_path,
+        [*TEXT, f"data.path={tmp_path}/latin1.txt"],
+        "latin1.txt is not UTF-8 text (byte 3: b'\\xe9 au'); convert it to UTF-8",
+    )
 
 
 def test_vocabulary_that_disagrees_with_the_tokenizer(tmp_path):
-    refused(tmp_path, [*TEXT, "data.tokenizer=bytes", "data.vocab_size=300"], "data.vocab_size=300 but data.tokenizer=bytes has 257 ids")
+    refused(
+        tmp_path,
+        [*TEXT, "data.tokenizer=bytes", "data.vocab_size=300"],
+        "data.vocab_size=300 but data.tokenizer=bytes has 257 ids",
+    )
 
 
 def test_a_character_device_is_never_read(tmp_path):
-    refused(tmp_path, [*TEXT, "data.path=/dev/zero"], "data.path: /dev/zero is a character device, not a text file; give a regular file or a folder of them")
+    refused(
+        tmp_path,
+        [*TEXT, "data.path=/dev/zero"],
+        "data.path: /dev/zero is a character device, not a text file; give a regular file or a folder of them",
+    )
 
 
 def test_a_fifo_is_never_opened(tmp_path):
     os.mkfifo(tmp_path / "pipe.txt")  # opening it to read would block until a writer came
-    refused(tmp_path, [*TEXT, f"data.path={tmp_path}/pipe.txt"], f"data.path: {tmp_path}/pipe.txt is a FIFO, not a text file")
+    refused(
+        tmp_path,
+        [*TEXT, f"data.path={tmp_path}/pipe.txt"],
+        f"data.path: {tmp_path}/pipe.txt is a FIFO, not a text file",
+    )
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "a.txt").write_text("text " * 100)
     os.mkfifo(tmp_path / "corpus" / "b.txt")  # inside a folder too
-    refused(tmp_path, [*TEXT, f"data.path={tmp_path}/corpus"], f"data.path: {tmp_path}/corpus/b.txt is a FIFO, not a text file")
+    refused(
+        tmp_path,
+        [*TEXT, f"data.path={tmp_path}/corpus"],
+        f"data.path: {tmp_path}/corpus/b.txt is a FIFO, not a text file",
+    )
 
 
 def test_a_broken_link_in_a_folder(tmp_path):
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "a.txt").write_text("text " * 100)
     (tmp_path / "corpus" / "gone.txt").symlink_to(tmp_path / "deleted.txt")
-    refused(tmp_path, [*TEXT, f"data.path={tmp_path}/corpus"], f"data.path: {tmp_path}/corpus/gone.txt is a link to nothing; remove it or point it at a text file")
+    refused(
+        tmp_path,
+        [*TEXT, f"data.path={tmp_path}/corpus"],
+        f"data.path: {tmp_path}/corpus/gone.txt is a link to nothing; remove it or point it at a text file",
+    )
 
 
 def test_a_socket_is_never_opened(tmp_path):
@@ -70,19 +98,31 @@ def test_a_socket_is_never_opened(tmp_path):
 
     with socket.socket(socket.AF_UNIX) as server:
         server.bind(str(tmp_path / "s.txt"))
-        refused(tmp_path, [*TEXT, f"data.path={tmp_path}/s.txt"], f"data.path: {tmp_path}/s.txt is a socket, not a text file")
+        refused(
+            tmp_path,
+            [*TEXT, f"data.path={tmp_path}/s.txt"],
+            f"data.path: {tmp_path}/s.txt is a socket, not a text file",
+        )
 
 
 def test_more_text_than_max_bytes_needs_a_confirmation(tmp_path):
     (tmp_path / "big.txt").write_text("word " * 1000)
-    refused(tmp_path, [*TEXT, f"data.path={tmp_path}/big.txt", "data.max_bytes=4096"],
-            f"data.path={tmp_path}/big.txt holds 5,000 bytes of text, more than data.max_bytes=4,096; to tokenise it all, confirm with data.max_bytes=5000")  # fmt: skip
+    refused(
+        tmp_path,
+        [*TEXT, f"data.path={tmp_path}/big.txt", "data.max_bytes=4096"],
+        f"data.path={tmp_path}/big.txt holds 5,000 bytes of text, more than data.max_bytes=4,096; to tokenise it "
+        "all, confirm with data.max_bytes=5000",
+    )
     validate(compose_train(tmp_path, [*TEXT, f"data.path={tmp_path}/big.txt", "data.max_bytes=5000"]))  # confirmed
 
 
 def test_text_too_short_for_the_window_is_refused_by_validation(tmp_path):
     (tmp_path / "short.txt").write_text("a few words of text, not many more")
-    refused(tmp_path, [*TEXT, f"data.path={tmp_path}/short.txt"], "tokens: too few for data.seq_len=32 in both splits; give more text or a shorter seq_len")
+    refused(
+        tmp_path,
+        [*TEXT, f"data.path={tmp_path}/short.txt"],
+        "tokens: too few for data.seq_len=32 in both splits; give more text or a shorter seq_len",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +131,11 @@ def checkpoint(default_run):
 
 
 def test_missing_checkpoint(tmp_path):
-    refused(tmp_path, [f"ckpt_path={tmp_path}/last.ckpt"], f"ckpt_path={tmp_path}/last.ckpt does not exist; give a .ckpt file")
+    refused(
+        tmp_path,
+        [f"ckpt_path={tmp_path}/last.ckpt"],
+        f"ckpt_path={tmp_path}/last.ckpt does not exist; give a .ckpt file",
+    )
 
 
 def test_corrupt_checkpoint(tmp_path):
@@ -106,8 +150,11 @@ def test_truncated_checkpoint(tmp_path, checkpoint):
 
 
 def test_checkpoint_of_another_model(tmp_path, checkpoint):
-    refused(tmp_path, [f"ckpt_path={checkpoint}", "model.net.d_model=64"],
-            "holds a model with model.net.d_model=32, this run builds model.net.d_model=64; resume with the overrides")  # fmt: skip
+    refused(
+        tmp_path,
+        [f"ckpt_path={checkpoint}", "model.net.d_model=64"],
+        "holds a model with model.net.d_model=32, this run builds model.net.d_model=64; resume with the overrides",
+    )
 
 
 def test_checkpoint_not_from_andrea(tmp_path):
@@ -126,7 +173,11 @@ def test_checkpoint_carrying_pickled_code_is_never_run(tmp_path, checkpoint):
     torch.save(state, tmp_path / "evil.ckpt")
     if os.path.exists("/tmp/andrea-pickle-ran"):
         os.remove("/tmp/andrea-pickle-ran")
-    refused(tmp_path, [f"ckpt_path={tmp_path}/evil.ckpt"], "holds pickled objects beyond plain tensors and containers, refused unrun")
+    refused(
+        tmp_path,
+        [f"ckpt_path={tmp_path}/evil.ckpt"],
+        "holds pickled objects beyond plain tensors and containers, refused unrun",
+    )
     assert not os.path.exists("/tmp/andrea-pickle-ran")
 
 
@@ -139,7 +190,9 @@ def test_a_refused_resume_leaves_the_run_as_it_was(tmp_path, checkpoint):
     shutil.copytree(checkpoint.parents[1] / "checkpoints", run / "checkpoints")
     before = {p.name: p.read_bytes() for p in (run / "checkpoints").iterdir()}
     (run / "checkpoints" / "last.ckpt").write_bytes(before["last.ckpt"][:1000])  # the file a crash left
-    refused(run, [f"ckpt_path={run}/checkpoints/last.ckpt"], "is truncated or corrupt (not a readable torch checkpoint)")
+    refused(
+        run, [f"ckpt_path={run}/checkpoints/last.ckpt"], "is truncated or corrupt (not a readable torch checkpoint)"
+    )
     after = {p.name: p.read_bytes() for p in (run / "checkpoints").iterdir()}
     assert after.keys() == before.keys() and after["last.ckpt"] == before["last.ckpt"][:1000]
     assert all(after[name] == before[name] for name in before if name != "last.ckpt")

@@ -24,8 +24,14 @@ def test_help_lists_every_group(tmp_path):
     result = run(["--help"], tmp_path)
     assert result.returncode == 0
     assert "andrea-train: train any model of the andrea attention zoo" in result.stdout
-    for line in ("attention: eager, flex, naive, sdpa", "heads: gqa, mha, mqa", "model: andrea-120m, andrea-12m, andrea-tiny, toy", "logger: csv, many_loggers, none, tensorboard, wandb",
-                 "trainer: cpu, ddp, ddp_cpu, default, fsdp, gpu", "experiment: andrea-120m, andrea-12m-shakespeare, induction, lookback, repetition, repetition_no_attention"):  # fmt: skip
+    for line in (
+        "attention: eager, flex, naive, sdpa",
+        "heads: gqa, mha, mqa",
+        "model: andrea-120m, andrea-12m, andrea-tiny, toy",
+        "logger: csv, many_loggers, none, tensorboard, wandb",
+        "trainer: cpu, ddp, ddp_cpu, default, fsdp, gpu",
+        "experiment: andrea-120m, andrea-12m-shakespeare, induction, lookback, repetition, repetition_no_attention",
+    ):
         assert line in result.stdout
 
 
@@ -46,7 +52,8 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path):
     result = run(["heads.n_kv_head=3"], tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "andrea-train: error: heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 = MQA)"
+        "andrea-train: error: heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 "
+        "= MQA)"
     ]
     assert not list(tmp_path.glob("logs/train/runs/*/checkpoints"))  # refused before anything was built
 
@@ -55,9 +62,15 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path):
     "override, message",
     [
         ("model.net.width=3", "Could not override 'model.net.width'. To append to your config use +model.net.width=3"),
-        ("attention=fast", "In 'train': Could not find 'attention/fast' Available options in 'attention': eager flex naive sdpa"),
-        ("experiment=nope", "In 'train': Could not find 'experiment/nope' Available options in 'experiment': andrea-120m "
-                            "andrea-12m-shakespeare induction lookback repetition repetition_no_attention"),
+        (
+            "attention=fast",
+            "In 'train': Could not find 'attention/fast' Available options in 'attention': eager flex naive sdpa",
+        ),
+        (
+            "experiment=nope",
+            "In 'train': Could not find 'experiment/nope' Available options in 'experiment': andrea-120m "
+            "andrea-12m-shakespeare induction lookback repetition repetition_no_attention",
+        ),
         ("trainer.max_epochs=[1", "trainer.max_epochs=[1: no viable alternative at input '[1'"),
     ],
 )
@@ -102,7 +115,10 @@ def test_multirun_sweep_summary_and_wandb_groups(tmp_path):
         info = run_info(row["run_dir"])  # one offline wandb run per job, grouped by the sweep
         assert info.run_group == sweep_dir.name and info.display_name.startswith(row["job"] + ":")
     summary = (sweep_dir / "summary.md").read_text().splitlines()
-    assert summary[0].startswith("| job | overrides | status | exit_code | error | train_loss | val_loss |") and len(summary) == 2 + 4
+    assert (
+        summary[0].startswith("| job | overrides | status | exit_code | error | train_loss | val_loss |")
+        and len(summary) == 2 + 4
+    )
 
 
 def test_multirun_marks_a_failed_job(tmp_path):
@@ -110,7 +126,8 @@ def test_multirun_marks_a_failed_job(tmp_path):
     result = run(["-m", "heads.n_kv_head=1,3", *QUICK, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
     assert result.returncode == 1  # the sweep reports the failure in one line...
     assert result.stderr.strip().splitlines()[-1] == (
-        f"andrea-train: error: 1 of 2 jobs did not complete: job 1 (heads.n_kv_head=3 {' '.join(QUICK)}) failed, exit 2; "
+        f"andrea-train: error: 1 of 2 jobs did not complete: job 1 (heads.n_kv_head=3 {' '.join(QUICK)}) failed, "
+        "exit 2; "
         f"every job's row is in {sweep_dir / 'summary.md'}"
     )
     assert "Traceback" not in result.stderr
@@ -118,7 +135,10 @@ def test_multirun_marks_a_failed_job(tmp_path):
         rows = {r["job"]: r for r in csv.DictReader(f)}
     assert rows["0"]["status"] == "completed" and float(rows["0"]["val_loss"]) > 0  # ...the good job keeps its row
     assert (rows["1"]["status"], rows["1"]["exit_code"]) == ("failed", "2")
-    assert rows["1"]["error"] == "ConfigError: heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 = MQA)"
+    assert (
+        rows["1"]["error"]
+        == "ConfigError: heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 = MQA)"
+    )
     assert (sweep_dir / "0" / "checkpoints" / "last.ckpt").exists()
 
 
@@ -127,18 +147,32 @@ def test_local_launcher_keeps_a_row_for_a_killed_job(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the optional `sweep` extra is not installed")
     sweep_dir = tmp_path / "sweep"
     # job 0 adds a no-op callback; job 1's "callback" is os.abort: its process dies of SIGABRT
-    result = run(["-m", "hydra/launcher=local", "+callbacks.extra._target_=lightning.pytorch.callbacks.Callback,os.abort",
-                  *QUICK, f"hydra.sweep.dir={sweep_dir}"], tmp_path, timeout=600)  # fmt: skip
+    result = run(
+        [
+            "-m",
+            "hydra/launcher=local",
+            "+callbacks.extra._target_=lightning.pytorch.callbacks.Callback,os.abort",
+            *QUICK,
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        tmp_path,
+        timeout=600,
+    )
     assert result.returncode == 1
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("andrea-train: error:")]
-    assert line.startswith("andrea-train: error: 1 of 2 jobs did not complete: job 1 (+callbacks.extra._target_=os.abort")
+    assert line.startswith(
+        "andrea-train: error: 1 of 2 jobs did not complete: job 1 (+callbacks.extra._target_=os.abort"
+    )
     assert line.endswith(f"killed, exit code unknown; every job's row is in {sweep_dir / 'summary.md'}")
     assert "Traceback" not in result.stderr
     with open(sweep_dir / "summary.csv") as f:
         rows = {r["job"]: r for r in csv.DictReader(f)}
     assert (rows["0"]["status"], rows["0"]["exit_code"]) == ("completed", "0") and float(rows["0"]["val_loss"]) > 0
     assert (rows["1"]["status"], rows["1"]["exit_code"]) == ("killed", "")  # submitit's controller keeps no exit code
-    assert rows["1"]["error"].startswith("JobDied: its process ended without a result") and "_log.err" in rows["1"]["error"]
+    assert (
+        rows["1"]["error"].startswith("JobDied: its process ended without a result")
+        and "_log.err" in rows["1"]["error"]
+    )
 
 
 @pytest.mark.slow  # reason: an Optuna study of several training jobs

@@ -6,11 +6,10 @@ import re
 import pytest
 import torch
 from hydra import compose, initialize_config_module
-from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
-
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import ConfigCompositionException
 from hydra.types import RunMode
+from omegaconf import OmegaConf
 
 from andrea.config import ConfigError, validate
 
@@ -87,10 +86,17 @@ REJECTED = [
     (["heads.n_kv_head=3"], "heads.n_kv_head=3 does not divide heads.n_head=4"),
     (["heads.n_head=0"], "heads.n_head=0 must be a positive integer"),
     (["attention.backend=fast"], "attention.backend='fast' is unknown; available: eager, flex, naive, sdpa"),
-    (["attention=flex"], "attention=flex: attention backend 'flex' has no backward on CPU; train with attention backend eager / naive / sdpa, or run it under torch.no_grad() / on a GPU (trainer=gpu)"),
+    (
+        ["attention=flex"],
+        "attention=flex: attention backend 'flex' has no backward on CPU; train with attention backend eager / naive "
+        "/ sdpa, or run it under torch.no_grad() / on a GPU (trainer=gpu)",
+    ),
     (["attention=sdpa", "+attention.options.compile=true"], "attention backend 'sdpa' takes (), got {'compile': True}"),
     (["data.num_train=32"], "data.num_train=32 is smaller than data.batch_size=64: not one full batch to train on"),
-    (["attention=flex", "trainer=gpu"], "attention=flex compiled on GPU needs head_dim >= 16, got model.net.d_model / heads.n_head = 8"),
+    (
+        ["attention=flex", "trainer=gpu"],
+        "attention=flex compiled on GPU needs head_dim >= 16, got model.net.d_model / heads.n_head = 8",
+    ),
     (["+data.k=3"], "data.k is not a setting of RepetitionDataModule; drop the override"),
     (["mask=sliding_window", "mask.window=0"], "mask.window=0 must be a positive integer"),
     (["mask=sliding_window", "mask.window=-3"], "mask.window=-3 must be a positive integer"),
@@ -102,16 +108,38 @@ REJECTED = [
     (["data=induction", "data.max_period=20"], "2 \\* max_period <= data.seq_len=32"),
     (["model.net.max_context=16"], "data.seq_len=32 exceeds model.net.max_context=16"),
     (["position=none", "position.kind=rotary"], "position.kind='rotary' is not one of learned, rope, alibi, none"),
-    (["position=rope", "heads.n_head=32"], "position=rope needs an even head_dim, got model.net.d_model / heads.n_head = 1"),
+    (
+        ["position=rope", "heads.n_head=32"],
+        "position=rope needs an even head_dim, got model.net.d_model / heads.n_head = 1",
+    ),
     (["model.optimizer.lr=0"], "model.optimizer.lr=0 must be a finite number > 0"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0 trains nothing"),
     (["logger.wandb.mode=sometimes"], "logger.wandb.mode='sometimes' must be online, offline or disabled"),
-    (["trainer.precision=16-mixed"], "trainer.precision=16-mixed: float16 mixed precision needs a GPU; on CPU use trainer.precision=bf16-mixed or 32-true"),
-    (["trainer=fsdp"], "callbacks.attention_maps runs the network outside FSDP's forward, where its weights are sharded; add ~callbacks.attention_maps, or use trainer=ddp"),
-    (["trainer=ddp_cpu", "model.nonfinite=skip"], "model.nonfinite=skip: Lightning cannot skip a step in distributed training; use model.nonfinite=stop"),
-    (["model.net.vocab_size=32"], "model.net.vocab_size=32 is smaller than the data's vocabulary (64): token ids up to 63 would index past the embedding"),
+    (
+        ["trainer.precision=16-mixed"],
+        "trainer.precision=16-mixed: float16 mixed precision needs a GPU; on CPU use trainer.precision=bf16-mixed or "
+        "32-true",
+    ),
+    (
+        ["trainer=fsdp"],
+        "callbacks.attention_maps runs the network outside FSDP's forward, where its weights are sharded; add "
+        "~callbacks.attention_maps, or use trainer=ddp",
+    ),
+    (
+        ["trainer=ddp_cpu", "model.nonfinite=skip"],
+        "model.nonfinite=skip: Lightning cannot skip a step in distributed training; use model.nonfinite=stop",
+    ),
+    (
+        ["model.net.vocab_size=32"],
+        "model.net.vocab_size=32 is smaller than the data's vocabulary (64): token ids up to 63 would index past the "
+        "embedding",
+    ),
     # keys no class takes, with the closest valid one
-    (["+heads.n_heads=4"], "heads.n_heads is not a setting of heads (did you mean heads.n_head?); drop the override, or check its spelling"),
+    (
+        ["+heads.n_heads=4"],
+        "heads.n_heads is not a setting of heads (did you mean heads.n_head?); drop the override, or check its "
+        "spelling",
+    ),
     (["+trainer.max_epoch=3"], "trainer.max_epoch is not a setting of Trainer (did you mean trainer.max_epochs?)"),
     (["+model.optimizer.learning_rate=0.1"], "model.optimizer.learning_rate is not a setting of AdamW"),
     (["+foo=1"], "foo is not a setting of the config; drop the override"),
@@ -126,22 +154,53 @@ REJECTED = [
     (["trainer.max_epochs=1e9"], "trainer.max_epochs=1000000000.0 must be a positive integer, or -1, or null"),
     (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a positive integer, or -1, or null"),
     (["trainer.max_steps=-2"], "trainer.max_steps=-2 must be a positive integer, or -1"),
-    (["trainer.max_time=1h"], 'trainer.max_time=\'1h\' must be DD:HH:MM:SS, e.g. "00:01:30:00", or {days, hours, minutes, seconds}, or null'),
-    (["trainer.limit_train_batches=1.5"], "trainer.limit_train_batches=1.5 must be a number of batches \\(an integer >= 0\\) or a fraction of the epoch in \\[0, 1\\], or null"),
+    (
+        ["trainer.max_time=1h"],
+        "trainer.max_time='1h' must be DD:HH:MM:SS, e.g. \"00:01:30:00\", or {days, hours, minutes, seconds}, or null",
+    ),
+    (
+        ["trainer.limit_train_batches=1.5"],
+        "trainer.limit_train_batches=1.5 must be a number of batches \\(an integer >= 0\\) or a fraction of the "
+        "epoch in \\[0, 1\\], or null",
+    ),
     (["trainer.val_check_interval=0"], "trainer.val_check_interval=0 must be a number of batches"),
     (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0 must be a positive integer"),
     (["trainer.gradient_clip_val=-1"], "trainer.gradient_clip_val=-1 must be a finite number >= 0, or null"),
     (["trainer.log_every_n_steps=0"], "trainer.log_every_n_steps=0 must be a positive integer"),
-    (["callbacks.last_checkpoint.every_n_train_steps=-1"], "callbacks.last_checkpoint.every_n_train_steps=-1 must be a positive integer"),
-    (["callbacks.attention_maps.every_n_steps=0"], "callbacks.attention_maps.every_n_steps=0 must be a positive integer"),
-    (["model=andrea-tiny", "data=text", "data.seq_len=32", "data.samples_per_epoch=0"], "data.samples_per_epoch=0 must be a positive integer"),
-    (["model=andrea-tiny", "data=text", "data.seq_len=32", "model.net.dropout=1.5"], "model.net.dropout=1.5 must be a finite number >= 0 and < 1"),
-    (["model=andrea-tiny", "data=text", "data.seq_len=32", "data.val_fraction=1.5"], "data.val_fraction=1.5 must be a finite number > 0 and < 1"),
+    (
+        ["callbacks.last_checkpoint.every_n_train_steps=-1"],
+        "callbacks.last_checkpoint.every_n_train_steps=-1 must be a positive integer",
+    ),
+    (
+        ["callbacks.attention_maps.every_n_steps=0"],
+        "callbacks.attention_maps.every_n_steps=0 must be a positive integer",
+    ),
+    (
+        ["model=andrea-tiny", "data=text", "data.seq_len=32", "data.samples_per_epoch=0"],
+        "data.samples_per_epoch=0 must be a positive integer",
+    ),
+    (
+        ["model=andrea-tiny", "data=text", "data.seq_len=32", "model.net.dropout=1.5"],
+        "model.net.dropout=1.5 must be a finite number >= 0 and < 1",
+    ),
+    (
+        ["model=andrea-tiny", "data=text", "data.seq_len=32", "data.val_fraction=1.5"],
+        "data.val_fraction=1.5 must be a finite number > 0 and < 1",
+    ),
     # sizes: estimated from the config, refused before anything is allocated
-    (["model.net.d_model=100000"], "model.net.d_model=100000: training needs about .* more than the .* of memory on cpu; lower model.net.d_model"),
+    (
+        ["model.net.d_model=100000"],
+        "model.net.d_model=100000: training needs about .* more than the .* of memory on cpu; lower model.net.d_model",
+    ),
     (["model.net.n_layer=100000"], "model.net.n_layer=100000: training needs about .*; lower model.net.n_layer"),
-    (["data.seq_len=1000000000"], "data.seq_len=1000000000: training needs about .* of mask buffers\\), more than .*; lower data.seq_len"),
-    (["data.batch_size=100000000"], "data.batch_size=100000000: training needs about .* of activations\\), more than .*; lower data.batch_size"),
+    (
+        ["data.seq_len=1000000000"],
+        "data.seq_len=1000000000: training needs about .* of mask buffers\\), more than .*; lower data.seq_len",
+    ),
+    (
+        ["data.batch_size=100000000"],
+        "data.batch_size=100000000: training needs about .* of activations\\), more than .*; lower data.batch_size",
+    ),
 ]
 
 
@@ -167,7 +226,9 @@ def test_ddp_is_refused_in_a_multirun(tmp_path):
     validate(compose_train(tmp_path, ["trainer=ddp_cpu"]))  # a single DDP run is fine
     cfg = compose_train(tmp_path, ["trainer=ddp_cpu", "hydra.mode=MULTIRUN"])
     assert HydraConfig.get().mode == RunMode.MULTIRUN
-    with pytest.raises(ConfigError, match="trainer.strategy=ddp in a multirun: each DDP process would start its own sweep"):
+    with pytest.raises(
+        ConfigError, match="trainer.strategy=ddp in a multirun: each DDP process would start its own sweep"
+    ):
         validate(cfg)
 
 
@@ -191,7 +252,9 @@ def test_validation_builds_no_model(tmp_path, monkeypatch):
 
 def test_missing_data_package_is_named(tmp_path):
     cfg = compose_train(tmp_path, ["data=text", "data.path=${andrea.package_data:no_such_corpus/texts}"])
-    with pytest.raises(ConfigError, match="data.path needs the Python package 'no_such_corpus', which is not installed"):
+    with pytest.raises(
+        ConfigError, match="data.path needs the Python package 'no_such_corpus', which is not installed"
+    ):
         validate(cfg)
 
 

@@ -2,12 +2,11 @@
 one process trains on with the same global batch, so the losses agree step by step."""
 
 import csv
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import subprocess
-
 from hydra.utils import instantiate
 
 from .conftest import compose_train
@@ -55,7 +54,9 @@ def test_slurm_launcher_config(tmp_path):
     with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
         cfg = compose("train", ["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4"], return_hydra_config=True)
     launcher = cfg.hydra.launcher
-    assert launcher._target_ == "hydra_plugins.andrea_launchers.SubmititSlurm"  # the plugin's, keeping a row for a job that dies
+    assert (
+        launcher._target_ == "hydra_plugins.andrea_launchers.SubmititSlurm"
+    )  # the plugin's, keeping a row for a job that dies
     from hydra.utils import get_class
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 

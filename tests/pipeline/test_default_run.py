@@ -17,7 +17,9 @@ def test_loss_falls_below_one_within_three_epochs(default_run):
     assert result["val_acc"] > 0.9
     assert result["val_perplexity"] == pytest.approx(math.exp(result["val_loss"]), rel=1e-3)
     estimate = result["memory_estimate"]  # made from the config before the run, kept in the summary
-    assert estimate["parameters"] == 4 * 32 * 32 + 2 * 64 * 32 + 32 * 32 + 4 * 32  # QKV + W_O, token + LM head, positions, 2 norms
+    assert (
+        estimate["parameters"] == 4 * 32 * 32 + 2 * 64 * 32 + 32 * 32 + 4 * 32
+    )  # QKV + W_O, token + LM head, positions, 2 norms
     assert estimate["bytes"] > 16 * estimate["parameters"] and estimate["text"].startswith("about ")
 
 

@@ -37,7 +37,9 @@ def test_bad_files(tmp_path):
         export.load(tmp_path / "junk.safetensors")
     from hydra.utils import instantiate
 
-    path = export.save(instantiate(CONFIG, _convert_="partial"), {**CONFIG, "d_model": 64}, tmp_path / "mismatch.safetensors")
+    path = export.save(
+        instantiate(CONFIG, _convert_="partial"), {**CONFIG, "d_model": 64}, tmp_path / "mismatch.safetensors"
+    )
     with pytest.raises(ValueError, match="tensors do not fit the saved config"):
         export.load(path)
 

@@ -77,8 +77,10 @@ def test_backends_give_the_same_metrics():
         model.load_state_dict(reference.state_dict())
         with torch.no_grad():
             _, weights = model(ids, return_weights=True)
-        values[backend] = [score(m, weights, ids) for m in (AttentionEntropy, PreviousTokenScore, FirstTokenScore, InductionScore)]
+        values[backend] = [
+            score(m, weights, ids) for m in (AttentionEntropy, PreviousTokenScore, FirstTokenScore, InductionScore)
+        ]
         assert get_backend(backend).name == backend
     for backend, scores in values.items():
-        for got, expected in zip(scores, values["naive"]):
+        for got, expected in zip(scores, values["naive"], strict=True):
             torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5, msg=backend)

@@ -40,7 +40,9 @@ def test_csv_metrics(tmp_path):
 def test_attention_maps_layer_out_of_range(tmp_path):
     import pytest
 
-    with pytest.raises(ValueError, match="callbacks.attention_maps.layers=\\[3\\] names layers \\[3\\]; the model has 1"):
+    with pytest.raises(
+        ValueError, match="callbacks.attention_maps.layers=\\[3\\] names layers \\[3\\]; the model has 1"
+    ):
         quick(tmp_path, "callbacks.attention_maps.layers=[3]")
 
 
@@ -55,12 +57,22 @@ def test_tiny_gpt_trains_in_the_pipeline(tmp_path):
     result = quick(tmp_path, "model=andrea-tiny", "heads=gqa", "trainer.max_epochs=2")
     assert result["config"]["model"]["net"]["_target_"] == "andrea.models.gpt.GPT"
     assert result["config"]["model"]["net"]["attention"]["n_kv_head"] == 2
-    assert result["val_loss"] < 4.0 and len([k for k in result["head_roles"] if k.startswith("heads/entropy/")]) == 2 * 4
+    assert (
+        result["val_loss"] < 4.0 and len([k for k in result["head_roles"] if k.startswith("heads/entropy/")]) == 2 * 4
+    )
 
 
 def test_tiny_gpt_on_text(tmp_path):
-    overrides = ["data=text", "data.seq_len=32", "data.samples_per_epoch=64", "model=andrea-tiny", "logger=csv",
-                 "trainer.max_epochs=2", "callbacks.attention_maps.every_n_steps=4", "callbacks.run_stats.peak_tflops=0.2"]  # fmt: skip
+    overrides = [
+        "data=text",
+        "data.seq_len=32",
+        "data.samples_per_epoch=64",
+        "model=andrea-tiny",
+        "logger=csv",
+        "trainer.max_epochs=2",
+        "callbacks.attention_maps.every_n_steps=4",
+        "callbacks.run_stats.peak_tflops=0.2",
+    ]
     result = train(compose_train(tmp_path, overrides))
     with open(tmp_path / "csv" / "version_0" / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
@@ -83,10 +95,21 @@ def test_andrea_12m_shakespeare_smoke(tmp_path):
 
 @pytest.mark.slow  # reason: builds the full 124M-parameter ANDREA-120M and runs it on CPU
 def test_andrea_120m_recipe_smoke_on_cpu(tmp_path):
-    overrides = ["experiment=andrea-120m", "trainer.accelerator=cpu", "trainer.precision=32-true", "model.compile=false",
-                 "data.seq_len=64", "data.batch_size=1", "data.samples_per_epoch=2", "data.num_workers=0",
-                 "trainer.max_steps=2", "trainer.accumulate_grad_batches=1", "+trainer.limit_val_batches=1",
-                 "model.scheduler.warmup_steps=1", "logger=none"]  # fmt: skip
+    overrides = [
+        "experiment=andrea-120m",
+        "trainer.accelerator=cpu",
+        "trainer.precision=32-true",
+        "model.compile=false",
+        "data.seq_len=64",
+        "data.batch_size=1",
+        "data.samples_per_epoch=2",
+        "data.num_workers=0",
+        "trainer.max_steps=2",
+        "trainer.accumulate_grad_batches=1",
+        "+trainer.limit_val_batches=1",
+        "model.scheduler.warmup_steps=1",
+        "logger=none",
+    ]
     result = train(compose_train(tmp_path, overrides))
     assert result["global_step"] == 2 and 9.0 < result["val_loss"] < 11.5  # ~log(50257) = 10.8 at the start
     assert result["config"]["model"]["net"]["n_layer"] == 12

@@ -44,7 +44,10 @@ def payloads(tmp_path, good: dict) -> dict[str, object]:
     """Configs that would run code if handed to hydra.utils.instantiate."""
     victim, made = str(tmp_path / "victim.txt"), str(tmp_path / "made")
     nested_mask = {**good, "attention": {**good["attention"], "mask": {"_target_": "os.makedirs", "name": made}}}
-    nested_option = {**good, "attention": {**good["attention"], "backend_options": {"x": {"_target_": "os.makedirs", "name": made}}}}
+    nested_option = {
+        **good,
+        "attention": {**good["attention"], "backend_options": {"x": {"_target_": "os.makedirs", "name": made}}},
+    }
     return {
         "torch.load": {"_target_": "torch.load", "f": str(tmp_path / "payload.ckpt"), "weights_only": False},
         "builtins.open": {"_target_": "builtins.open", "file": victim, "mode": "w"},
@@ -115,7 +118,9 @@ def test_andrea_sample_refuses_it_in_one_line(trained, disk):
     _, state = trained
     for case in ("torch.load", "nested mask"):
         evil = folder / "weights" / "evil.ckpt"
-        torch.save({**state, export.CHECKPOINT_CONFIG_KEY: payloads(folder, state[export.CHECKPOINT_CONFIG_KEY])[case]}, evil)
+        torch.save(
+            {**state, export.CHECKPOINT_CONFIG_KEY: payloads(folder, state[export.CHECKPOINT_CONFIG_KEY])[case]}, evil
+        )
         done = subprocess.run([sys.executable, "-m", "andrea.cli.sample", f"ckpt_path={evil}"], capture_output=True,
                               text=True, cwd=folder / "weights", timeout=120)  # fmt: skip
         assert done.returncode == 2
@@ -127,12 +132,16 @@ def test_andrea_sample_refuses_it_in_one_line(trained, disk):
 def test_metadata_that_is_not_json_or_not_a_tokenizer(trained, tmp_path):
     net = export.load_checkpoint(trained[0])[0]
     save_model(net, str(tmp_path / "a.safetensors"), metadata={export.CONFIG_KEY: "{not json"})
-    with pytest.raises(net_config.ModelFileError, match="metadata andrea.model.net is not JSON; export the model again"):
+    with pytest.raises(
+        net_config.ModelFileError, match="metadata andrea.model.net is not JSON; export the model again"
+    ):
         export.load(tmp_path / "a.safetensors")
     config = trained[1][export.CHECKPOINT_CONFIG_KEY]
     save_model(net, str(tmp_path / "b.safetensors"),
                metadata={export.CONFIG_KEY: json.dumps(config), export.TOKENIZER_KEY: "os.system"})  # fmt: skip
-    with pytest.raises(net_config.ModelFileError, match="andrea.tokenizer='os.system' is not one of andrea's tokenizers"):
+    with pytest.raises(
+        net_config.ModelFileError, match="andrea.tokenizer='os.system' is not one of andrea's tokenizers"
+    ):
         export.load(tmp_path / "b.safetensors")
 
 
@@ -142,19 +151,51 @@ def test_a_file_asking_for_more_memory_than_the_machine_has(trained, tmp_path):
     with pytest.raises(net_config.ModelFileError) as err:
         export.load_any(tmp_path / "huge.ckpt")
     message = str(err.value)
-    assert message.startswith(f"ckpt_path={tmp_path / 'huge.ckpt'}: andrea_net_config.d_model=10000000: loading needs about ")
+    assert message.startswith(
+        f"ckpt_path={tmp_path / 'huge.ckpt'}: andrea_net_config.d_model=10000000: loading needs about "
+    )
     assert "refused before allocating" in message and "\n" not in message
 
 
 @pytest.mark.parametrize(
     "config",
     [
-        {"_target_": "andrea.models.toy.ToyModel", "vocab_size": 64, "max_context": 32, "attention": {"n_head": 4, "mask": {"_target_": "andrea.attention.Causal"}}},
-        {"_target_": "andrea.models.toy.ToyModel", "vocab_size": 64, "max_context": 32, "position": "none", "attention": None},
-        {"_target_": "andrea.models.gpt.GPT", "vocab_size": 97, "max_context": 16, "n_layer": 2, "d_model": 32, "position": "learned",
-         "attention": {"n_head": 4, "n_kv_head": 2, "backend": "eager", "mask": "causal & sliding_window(window=4)"}},
-        {"_target_": "andrea.models.gpt.GPT", "vocab_size": 97, "max_context": 16, "n_layer": 3, "d_model": 48, "mlp_ratio": 2, "position": "rope",
-         "attention": {"n_head": 6, "n_kv_head": 1, "mask": {"_target_": "andrea.attention.PrefixLM", "prefix_len": 3}}},
+        {
+            "_target_": "andrea.models.toy.ToyModel",
+            "vocab_size": 64,
+            "max_context": 32,
+            "attention": {"n_head": 4, "mask": {"_target_": "andrea.attention.Causal"}},
+        },
+        {
+            "_target_": "andrea.models.toy.ToyModel",
+            "vocab_size": 64,
+            "max_context": 32,
+            "position": "none",
+            "attention": None,
+        },
+        {
+            "_target_": "andrea.models.gpt.GPT",
+            "vocab_size": 97,
+            "max_context": 16,
+            "n_layer": 2,
+            "d_model": 32,
+            "position": "learned",
+            "attention": {"n_head": 4, "n_kv_head": 2, "backend": "eager", "mask": "causal & sliding_window(window=4)"},
+        },
+        {
+            "_target_": "andrea.models.gpt.GPT",
+            "vocab_size": 97,
+            "max_context": 16,
+            "n_layer": 3,
+            "d_model": 48,
+            "mlp_ratio": 2,
+            "position": "rope",
+            "attention": {
+                "n_head": 6,
+                "n_kv_head": 1,
+                "mask": {"_target_": "andrea.attention.PrefixLM", "prefix_len": 3},
+            },
+        },
     ],
     ids=["toy", "toy without attention", "gpt gqa expression mask", "gpt mqa rope prefix"],
 )

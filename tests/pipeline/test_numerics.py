@@ -28,7 +28,10 @@ def poisoned(monkeypatch):
 
 def test_stop_keeps_the_last_good_checkpoint(tmp_path, poisoned):
     cfg = compose_train(tmp_path, [*QUICK, "data.num_train=1024", "callbacks.last_checkpoint.every_n_train_steps=2"])
-    with pytest.raises(NonFiniteLossError, match=r"train/loss is nan at step 5; training stopped with the last checkpoint kept.*last\.ckpt"):
+    with pytest.raises(
+        NonFiniteLossError,
+        match=r"train/loss is nan at step 5; training stopped with the last checkpoint kept.*last\.ckpt",
+    ):
         train(cfg)
     state = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
     assert state["global_step"] == 4  # the checkpoint of step 4, written before the bad batch

@@ -3,7 +3,6 @@ wandb run, and the per-step losses continue exactly as an unbroken run's; SIGTER
 
 import csv
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -53,7 +52,9 @@ def resume(run_dir: Path, args: list[str]) -> dict[int, str]:
     """Run andrea-train with `args` to the end; the losses its attempt logged (the run's second)."""
     done = subprocess.run([*TRAIN, *args], cwd=run_dir.parent, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "not resumable" not in done.stderr + done.stdout  # andrea's resume is exact: Lightning's warning is not shown
+    assert (
+        "not resumable" not in done.stderr + done.stdout
+    )  # andrea's resume is exact: Lightning's warning is not shown
     return losses(run_dir, 1)  # the resumed attempt logs beside, never over, the first one
 
 

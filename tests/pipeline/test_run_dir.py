@@ -23,10 +23,14 @@ TRAIN = [str(Path(sys.executable).with_name("andrea-train"))]
 def test_a_second_run_in_the_same_dir_is_refused_with_the_owner_pid(tmp_path):
     run_dir = tmp_path / "run"
     with hold(run_dir):
-        with pytest.raises(RunDirInUse, match=f"is in use by another andrea-train \\(pid {os.getpid()}\\)"):
-            with hold(run_dir):
-                pass
-        done = subprocess.run([*TRAIN, *QUICK, f"hydra.run.dir={run_dir}"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        with (
+            pytest.raises(RunDirInUse, match=f"is in use by another andrea-train \\(pid {os.getpid()}\\)"),
+            hold(run_dir),
+        ):
+            pass
+        done = subprocess.run(
+            [*TRAIN, *QUICK, f"hydra.run.dir={run_dir}"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 2
         assert done.stderr.strip().splitlines() == [
             f"andrea-train: error: hydra.run.dir={run_dir} is in use by another andrea-train (pid {os.getpid()}); "
@@ -39,12 +43,19 @@ def test_a_second_run_in_the_same_dir_is_refused_with_the_owner_pid(tmp_path):
 
 def test_a_killed_holder_releases_the_run_dir(tmp_path):
     run_dir = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", f"from andrea.run_dir import hold\nimport time\nwith hold({str(run_dir)!r}):\n"
-                               "    print('held', flush=True)\n    time.sleep(60)"], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from andrea.run_dir import hold\nimport time\nwith hold({str(run_dir)!r}):\n"
+            "    print('held', flush=True)\n    time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "held"
-    with pytest.raises(RunDirInUse, match=f"pid {holder.pid}"):
-        with hold(run_dir):
-            pass
+    with pytest.raises(RunDirInUse, match=f"pid {holder.pid}"), hold(run_dir):
+        pass
     holder.send_signal(signal.SIGKILL)
     holder.wait(timeout=30)
     with hold(run_dir):  # the kernel released the lock with the process
@@ -80,15 +91,25 @@ def test_a_full_disk_mid_run_stops_the_run_with_the_last_checkpoint_kept(tmp_pat
 
 
 def test_a_read_only_run_dir_is_one_line(tmp_path):
-    done = subprocess.run([*TRAIN, *QUICK, "hydra.run.dir=/sys/andrea-run"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*TRAIN, *QUICK, "hydra.run.dir=/sys/andrea-run"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("andrea-train: error: writing the run's files failed at /sys/andrea-run: Operation not permitted (")
+    assert line.startswith(
+        "andrea-train: error: writing the run's files failed at /sys/andrea-run: Operation not permitted ("
+    )
     assert line.endswith("give a writable hydra.run.dir")
 
 
 def test_max_time_stops_inside_the_first_epoch(tmp_path):
-    long_epoch = ["data.num_train=65536", "trainer.max_epochs=1", "trainer.max_time=00:00:00:03", "logger=none", "~callbacks.attention_maps"]
+    long_epoch = [
+        "data.num_train=65536",
+        "trainer.max_epochs=1",
+        "trainer.max_time=00:00:00:03",
+        "logger=none",
+        "~callbacks.attention_maps",
+    ]
     result = train(compose_train(tmp_path / "run", long_epoch))
     assert 0 < result["global_step"] < 65536 // 64  # stopped on time, not at the epoch's end
     assert result["wall_s"] < 60

@@ -12,7 +12,17 @@ from andrea.models import export
 
 SAMPLE = [sys.executable, "-m", "andrea.cli.sample"]
 DEFAULTS = dict(
-    ckpt_path="x.ckpt", prompt="", seed=1, cache=True, max_new_tokens=5, num_samples=1, temperature=0.8, top_k=None, top_p=None, tokenizer="auto", device="cpu"
+    ckpt_path="x.ckpt",
+    prompt="",
+    seed=1,
+    cache=True,
+    max_new_tokens=5,
+    num_samples=1,
+    temperature=0.8,
+    top_k=None,
+    top_p=None,
+    tokenizer="auto",
+    device="cpu",
 )
 
 

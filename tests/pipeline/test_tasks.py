@@ -27,7 +27,7 @@ def test_lookback_labels_are_k_back():
 def test_induction_rows_are_periodic_with_distinct_blocks():
     module = InductionDataModule(min_period=5, max_period=9, num_train=200, num_val=10)
     ids, labels = rows(module)
-    for row, label in zip(ids, labels):
+    for row, label in zip(ids, labels, strict=True):
         period = int((label == IGNORE_INDEX).sum())  # nothing is scored before the block repeats
         assert 5 <= period <= 9
         assert len(row[:period].unique()) == period  # distinct ids inside a block
@@ -36,7 +36,10 @@ def test_induction_rows_are_periodic_with_distinct_blocks():
 
 
 def test_seeded_and_split():
-    a, b = RepetitionDataModule(seed=1, num_train=64, num_val=16), RepetitionDataModule(seed=1, num_train=64, num_val=16)
+    a, b = (
+        RepetitionDataModule(seed=1, num_train=64, num_val=16),
+        RepetitionDataModule(seed=1, num_train=64, num_val=16),
+    )
     assert torch.equal(rows(a)[0], rows(b)[0])
     assert not torch.equal(rows(a)[0], rows(RepetitionDataModule(seed=2, num_train=64, num_val=16))[0])
     assert len(a.val_set) == 16 and len(a.train_set) == 64

@@ -70,9 +70,9 @@ class MultiHeadSelfAttention(nn.Module):
         tokens; they attend to the S - T cached ones too, and join the cache.
         """
         B, T, D = x.shape
-        if D != self.d_model:
+        if self.d_model != D:
             raise ValueError(f"input has d_model={D}, the block was built for {self.d_model}")
-        if T > self.max_context:
+        if self.max_context < T:
             raise ValueError(f"sequence length {T} exceeds max_context={self.max_context}; raise max_context")
         full_mask = self._mask() if mask is None else self._mask() & mask
         # The contract's own __call__ checks too, but only after the QKV projection: check first.

@@ -45,9 +45,7 @@ class Capabilities:
     score_mod: bool = False  # takes a ScoreMod (ALiBi); its forward then accepts `score_mod=`
 
 
-def masked_softmax(
-    scores: Tensor, allowed: Tensor | None, attends_self: bool = False, inplace: bool = False
-) -> Tensor:
+def masked_softmax(scores: Tensor, allowed: Tensor | None, attends_self: bool = False, inplace: bool = False) -> Tensor:
     """Softmax over keys (last dim) where `allowed` is True.
 
     A row with no allowed key becomes all zeros instead of NaN: masked scores

@@ -38,7 +38,9 @@ class HeadConfig:
             raise ValueError(f"{key}={d_model!r} must be a positive integer")
         if d_model % self.n_head:
             divisors = [h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]
-            raise ValueError(f"{key}={d_model} is not divisible by heads.n_head={self.n_head}; choose n_head among {divisors}")
+            raise ValueError(
+                f"{key}={d_model} is not divisible by heads.n_head={self.n_head}; choose n_head among {divisors}"
+            )
         return d_model // self.n_head
 
     @property
@@ -58,9 +60,7 @@ class HeadConfig:
     def split_qkv(self, qkv: Tensor, head_dim: int) -> tuple[Tensor, Tensor, Tensor]:
         """(B, T, (H + 2·H_kv)·d) -> q (B, H, T, d), k (B, H_kv, T, d), v (B, H_kv, T, d)."""
         B, T, _ = qkv.shape
-        q, k, v = qkv.split(
-            [self.n_head * head_dim, self.n_kv_head * head_dim, self.n_kv_head * head_dim], dim=-1
-        )
+        q, k, v = qkv.split([self.n_head * head_dim, self.n_kv_head * head_dim, self.n_kv_head * head_dim], dim=-1)
         q = q.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, H, T, d)
         k = k.view(B, T, self.n_kv_head, head_dim).transpose(1, 2)  # (B, H_kv, T, d)
         v = v.view(B, T, self.n_kv_head, head_dim).transpose(1, 2)  # (B, H_kv, T, d)

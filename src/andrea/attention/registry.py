@@ -139,5 +139,7 @@ def parse_mask(expression: str):
     try:
         tree = ast.parse(expression, mode="eval")
     except SyntaxError:
-        raise ValueError(f"mask expression {expression!r} is not valid; e.g. 'causal & sliding_window(window=64)'") from None
+        raise ValueError(
+            f"mask expression {expression!r} is not valid; e.g. 'causal & sliding_window(window=64)'"
+        ) from None
     return build(tree.body)

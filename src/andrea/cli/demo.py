@@ -22,8 +22,8 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from andrea.cli.errors import run_app
 from andrea.attention import MultiHeadSelfAttention, backend_registry
+from andrea.cli.errors import run_app
 from andrea.viz import save_attention_grid, weights_as_text
 
 

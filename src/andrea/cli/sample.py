@@ -55,7 +55,10 @@ SETTINGS = {
     "seed": integer(0, 2**63 - 1),
     "cache": ((lambda v: isinstance(v, bool)), "true or false"),
     "ckpt_path": ((lambda v: isinstance(v, str) and v != ""), "the path of a .ckpt or .safetensors file"),
-    "device": ((lambda v: isinstance(v, str) and re.fullmatch(r"cpu|cuda(:\d+)?", v) is not None), "cpu, cuda or cuda:<n>"),
+    "device": (
+        (lambda v: isinstance(v, str) and re.fullmatch(r"cpu|cuda(:\d+)?", v) is not None),
+        "cpu, cuda or cuda:<n>",
+    ),
     "prompt": ((lambda v: isinstance(v, (str, int, float))), "text (or token ids with tokenizer=ids)"),
 }
 
@@ -65,7 +68,9 @@ def check_settings(cfg: DictConfig, overrides: list[str] = ()) -> None:
     if problem:
         raise SampleError(problem)
     if OmegaConf.is_missing(cfg, "ckpt_path"):
-        raise SampleError("ckpt_path is required: give ckpt_path=<run dir>/checkpoints/last.ckpt or a .safetensors export")
+        raise SampleError(
+            "ckpt_path is required: give ckpt_path=<run dir>/checkpoints/last.ckpt or a .safetensors export"
+        )
     for key, (test, words) in SETTINGS.items():
         if not test(cfg[key]):
             raise SampleError(f"{key}={cfg[key]!r} must be {words}")
@@ -87,7 +92,7 @@ def pick_tokenizer(name: str, trained_with: str | None, vocab_size: int):
 def encode_prompt(tokenizer, prompt: str, vocab_size: int) -> list[int]:
     ids = tokenizer.encode(prompt) if prompt else [tokenizer.eot_id] if tokenizer.eot_id is not None else []
     if not ids:
-        raise SampleError("prompt is empty and tokenizer=ids has no end-of-text token; give prompt=\"<ids>\"")
+        raise SampleError('prompt is empty and tokenizer=ids has no end-of-text token; give prompt="<ids>"')
     bad = [i for i in ids if not 0 <= i < vocab_size]
     if bad:
         raise SampleError(f"prompt holds token id {bad[0]}, outside the model's vocabulary 0..{vocab_size - 1}")
@@ -108,8 +113,14 @@ def sample_app(cfg: DictConfig) -> None:
         idx = torch.tensor([prompt] * cfg.num_samples, device=cfg.device)  # (num_samples, T)
         start = time.perf_counter()
         steps = stream(
-            net, idx, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
-            generator=generator, use_cache=cfg.cache,
+            net,
+            idx,
+            cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            top_k=cfg.top_k,
+            top_p=cfg.top_p,
+            generator=generator,
+            use_cache=cfg.cache,
         )  # fmt: skip  (refuses a cache the model's masks cannot serve)
     except (SampleError, ValueError, FileNotFoundError) as err:
         print(f"andrea-sample: error: {err}", file=sys.stderr)

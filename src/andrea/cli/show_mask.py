@@ -25,7 +25,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         mask = parse_mask(args.expression)
         if mask.batch_dependent:
-            raise ValueError(f"mask {mask.name} needs per-batch data (lengths or document ids) and cannot be drawn alone")
+            raise ValueError(
+                f"mask {mask.name} needs per-batch data (lengths or document ids) and cannot be drawn alone"
+            )
     except ValueError as err:
         parser.error(str(err))
     print(mask.name)

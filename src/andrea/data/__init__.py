@@ -1,6 +1,5 @@
 """Data modules: synthetic attention tasks (and, later, text)."""
 
-from andrea.data.text import TextDataModule
 from andrea.data.tasks import (
     IGNORE_INDEX,
     InductionDataModule,
@@ -8,6 +7,7 @@ from andrea.data.tasks import (
     RepetitionDataModule,
     SyntheticTaskDataModule,
 )
+from andrea.data.text import TextDataModule
 
 __all__ = [
     "IGNORE_INDEX",

@@ -77,7 +77,9 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         sampler = self.train_sampler(len(self.train_set), None, self.seed, self.batch_size)  # a fresh order every epoch
-        return DataLoader(self.train_set, self.batch_size, sampler=sampler, num_workers=self.num_workers, drop_last=True)
+        return DataLoader(
+            self.train_set, self.batch_size, sampler=sampler, num_workers=self.num_workers, drop_last=True
+        )
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers)

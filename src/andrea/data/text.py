@@ -23,11 +23,17 @@ from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
 from andrea.data.tokenizers import TOKENIZERS, tokenizer_vocab_size
+
 EXCERPT = Path(__file__).parent / "corpus" / "tempest_excerpt.txt"
 
 
 DEFAULT_MAX_BYTES = 2 * 1024**3  # data.max_bytes: more text than this is read only when the limit is raised
-KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def text_files(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Path]:
@@ -58,7 +64,10 @@ def read_text(path: Path) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(f"data.path: {path} is not UTF-8 text (byte {err.start}: {data[err.start:err.start + 4]!r}); convert it to UTF-8") from None
+        raise ValueError(
+            f"data.path: {path} is not UTF-8 text (byte {err.start}: {data[err.start : err.start + 4]!r}); convert "
+            "it to UTF-8"
+        ) from None
     if not text.strip():
         raise ValueError(f"data.path: {path} is empty; give a file with text in it, or remove it from the folder")
     return text
@@ -80,7 +89,12 @@ def build_cache(files: list[Path], tokenizer, cache_dir: Path) -> Path:
     cache_dir.mkdir(parents=True, exist_ok=True)
     partial = cache.with_suffix(f".tmp{os.getpid()}")
     np.asarray(ids, dtype=dtype).tofile(partial)
-    meta = {"tokens": len(ids), "dtype": np.dtype(dtype).name, "tokenizer": tokenizer.name, "files": list(map(str, files))}
+    meta = {
+        "tokens": len(ids),
+        "dtype": np.dtype(dtype).name,
+        "tokenizer": tokenizer.name,
+        "files": list(map(str, files)),
+    }
     cache.with_suffix(".json").write_text(json.dumps(meta, indent=2))
     os.replace(partial, cache)  # atomic: a crash never leaves half a cache under the final name
     return cache
@@ -125,7 +139,10 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
         super().__init__()
         tokenizer_vocab = tokenizer_vocab_size(tokenizer)
         if vocab_size is not None and vocab_size != tokenizer_vocab:
-            raise ValueError(f"data.vocab_size={vocab_size} but data.tokenizer={tokenizer} has {tokenizer_vocab} ids; drop the override")
+            raise ValueError(
+                f"data.vocab_size={vocab_size} but data.tokenizer={tokenizer} has {tokenizer_vocab} ids; drop the "
+                "override"
+            )
         for key, value in (("seq_len", seq_len), ("batch_size", batch_size), ("samples_per_epoch", samples_per_epoch)):
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"data.{key}={value!r} must be a positive integer")
@@ -133,7 +150,12 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
             raise ValueError(f"data.val_fraction={val_fraction!r} must be between 0 and 1")
         self.files = text_files(path or EXCERPT, max_bytes)  # refuses a missing or special path before any read
         self.tokenizer_name, self.seq_len, self.batch_size = tokenizer, seq_len, batch_size
-        self.samples_per_epoch, self.val_fraction, self.seed, self.num_workers = samples_per_epoch, val_fraction, seed, num_workers
+        self.samples_per_epoch, self.val_fraction, self.seed, self.num_workers = (
+            samples_per_epoch,
+            val_fraction,
+            seed,
+            num_workers,
+        )
         self.cache_dir = Path(cache_dir or Path.home() / ".cache" / "andrea" / "tokens")
         self.vocab_size = tokenizer_vocab
         self.tokens: np.ndarray | None = None
@@ -162,7 +184,9 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         sampler = self.train_sampler(len(self.train_set), self.samples_per_epoch, self.seed, self.batch_size)
-        return DataLoader(self.train_set, self.batch_size, sampler=sampler, drop_last=True, num_workers=self.num_workers)
+        return DataLoader(
+            self.train_set, self.batch_size, sampler=sampler, drop_last=True, num_workers=self.num_workers
+        )
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers)

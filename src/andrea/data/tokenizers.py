@@ -45,7 +45,9 @@ class GPT2Tokenizer:
         for name, expected in GPT2_FILES_SHA256.items():
             path = folder / name
             if not path.is_file():
-                raise FileNotFoundError(f"tokenizer.files_dir={folder}: {name} is missing; it needs GPT-2's encoder.json and vocab.bpe")
+                raise FileNotFoundError(
+                    f"tokenizer.files_dir={folder}: {name} is missing; it needs GPT-2's encoder.json and vocab.bpe"
+                )
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             if digest != expected:
                 raise ValueError(

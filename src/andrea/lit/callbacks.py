@@ -39,7 +39,9 @@ class AttentionMaps(L.Callback):
         n_layer = getattr(pl_module.net, "n_layer", 0)
         bad = [layer for layer in self.layers or [] if not 0 <= layer < n_layer]
         if bad:
-            raise ValueError(f"callbacks.attention_maps.layers={self.layers} names layers {bad}; the model has {n_layer}")
+            raise ValueError(
+                f"callbacks.attention_maps.layers={self.layers} names layers {bad}; the model has {n_layer}"
+            )
 
     def on_train_start(self, trainer, pl_module):
         self.record(trainer, pl_module)  # the untrained heads, to compare against

@@ -39,7 +39,9 @@ class HeadScore(Metric):
         """weights: one (B, H, T, T) tensor per layer; input_ids (B, T)."""
         for layer, w in enumerate(weights):
             if w.shape[-1] != w.shape[-2] or w.shape[-1] != input_ids.shape[-1]:
-                raise ValueError(f"head-role metrics need square (B, H, T, T) weights over the T input ids, got {tuple(w.shape)}")
+                raise ValueError(
+                    f"head-role metrics need square (B, H, T, T) weights over the T input ids, got {tuple(w.shape)}"
+                )
             scores, defined = self.query_scores(w.detach().double(), input_ids)
             self.total[layer] += (scores * defined.unsqueeze(1)).sum(dim=(0, 2))
             self.count[layer] += defined.sum()

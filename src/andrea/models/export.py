@@ -68,7 +68,9 @@ def _tokenizer_name(name, where: str, key: str) -> str | None:
     from andrea.data.tokenizers import TOKENIZERS
 
     if name is not None and name not in TOKENIZERS:
-        raise net_config.ModelFileError(f"{where}: {key}={name!r} is not one of andrea's tokenizers ({', '.join(TOKENIZERS)})")
+        raise net_config.ModelFileError(
+            f"{where}: {key}={name!r} is not one of andrea's tokenizers ({', '.join(TOKENIZERS)})"
+        )
     return name
 
 
@@ -109,7 +111,9 @@ def read_checkpoint(checkpoint: str | Path) -> dict:
     missing, corrupt, truncated, pickle-carrying or foreign file."""
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
-        raise FileNotFoundError(f"ckpt_path={checkpoint} does not exist; give a .ckpt file such as <run dir>/checkpoints/last.ckpt")
+        raise FileNotFoundError(
+            f"ckpt_path={checkpoint} does not exist; give a .ckpt file such as <run dir>/checkpoints/last.ckpt"
+        )
     try:
         state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError:
@@ -123,7 +127,10 @@ def read_checkpoint(checkpoint: str | Path) -> dict:
             "read safely; use another one, e.g. an earlier checkpoint in the same folder"
         ) from None
     if not isinstance(state, dict) or CHECKPOINT_CONFIG_KEY not in state:
-        raise ValueError(f"ckpt_path={checkpoint} was not written by andrea-train (no {CHECKPOINT_CONFIG_KEY}); give one of its checkpoints")
+        raise ValueError(
+            f"ckpt_path={checkpoint} was not written by andrea-train (no {CHECKPOINT_CONFIG_KEY}); give one of its "
+            "checkpoints"
+        )
     return state
 
 
@@ -136,8 +143,12 @@ def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Mod
     try:
         net.load_state_dict(weights)
     except RuntimeError as err:
-        raise ValueError(f"ckpt_path={checkpoint}: weights do not fit its config ({str(err).splitlines()[0]})") from None
-    tokenizer = _tokenizer_name(state.get(CHECKPOINT_TOKENIZER_KEY), f"ckpt_path={checkpoint}", CHECKPOINT_TOKENIZER_KEY)
+        raise ValueError(
+            f"ckpt_path={checkpoint}: weights do not fit its config ({str(err).splitlines()[0]})"
+        ) from None
+    tokenizer = _tokenizer_name(
+        state.get(CHECKPOINT_TOKENIZER_KEY), f"ckpt_path={checkpoint}", CHECKPOINT_TOKENIZER_KEY
+    )
     return net.to(device).eval(), config, tokenizer
 
 

@@ -1,6 +1,7 @@
 """The ANDREA GPT family: a decoder-only transformer around the attention zoo (SPEC §3-4).
 
-    idx (B, T) -> token (+ learned position) embeddings -> n_layer x Block -> LayerNorm -> tied LM head -> logits (B, T, V)
+    idx (B, T) -> token (+ learned position) embeddings -> n_layer x Block -> LayerNorm -> tied LM head
+        -> logits (B, T, V)
     Block: x + attention(ln_1(x)), then x + mlp(ln_2(x))        (pre-norm, GPT-2 style)
 
 Positions are a choice (`position`): learned absolute embeddings (GPT-2), RoPE

@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from andrea.models.net_config import NetSpec, parameters
 
 GiB = 1024**3
 MATERIALISING_BACKENDS = ("naive", "eager")  # they hold (B, H, T, T) scores and weights
 # What a "large" value of each key is (ANDREA-120M on a big batch), to name the key that overshoots most.
-REFERENCE = {"d_model": 768, "n_layer": 12, "vocab_size": 50257, "max_context": 1024, "batch_size": 512, "seq_len": 1024}
+REFERENCE = {
+    "d_model": 768,
+    "n_layer": 12,
+    "vocab_size": 50257,
+    "max_context": 1024,
+    "batch_size": 512,
+    "seq_len": 1024,
+}
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,8 @@ class Estimate:
 
     def describe(self) -> str:
         return (
-            f"about {size_text(self.total_bytes)} ({count_text(self.parameters)} parameters: {size_text(self.state_bytes)} of weights"
+            f"about {size_text(self.total_bytes)} ({count_text(self.parameters)} parameters: "
+            f"{size_text(self.state_bytes)} of weights"
             f"{', gradients and AdamW state' if self.activation_bytes else ''}"
             f"{f'; {size_text(self.activation_bytes)} of activations' if self.activation_bytes else ''}"
             f"{f'; {size_text(self.mask_bytes)} of mask buffers' if self.mask_bytes > GiB else ''})"
@@ -47,7 +56,10 @@ class Estimate:
 def training(spec: NetSpec, batch_size: int, seq_len: int) -> Estimate:
     n = parameters(spec)
     f = spec.fields
-    d_model, n_layer = f.get("d_model", 32 if spec.model == "toy" else 768), f.get("n_layer", 1 if spec.model == "toy" else 12)
+    d_model, n_layer = (
+        f.get("d_model", 32 if spec.model == "toy" else 768),
+        f.get("n_layer", 1 if spec.model == "toy" else 12),
+    )
     per_layer = (16 if spec.model == "gpt" else 6) * d_model
     if spec.attention and spec.attention.get("backend") in MATERIALISING_BACKENDS:
         per_layer += 2 * spec.n_head * seq_len
@@ -74,7 +86,7 @@ def available(device: str = "cpu") -> int:
         return torch.cuda.get_device_properties(torch.device(device)).total_memory
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     try:
-        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
         total = min(total, int(limit)) if limit.isdigit() else total
     except OSError:
         pass
@@ -87,7 +99,8 @@ def too_big(need: Estimate, values: dict[str, int], keys: dict[str, str], device
     have = available(device)
     if need.total_bytes <= have:
         return None
-    return f"{culprit(need, values, keys)}: {doing} needs {need.describe()}, more than the {size_text(have)} of memory on {device}"
+    over = f"more than the {size_text(have)} of memory on {device}"
+    return f"{culprit(need, values, keys)}: {doing} needs {need.describe()}, {over}"
 
 
 def culprit(estimate: Estimate, values: dict[str, int], keys: dict[str, str]) -> str:
@@ -95,8 +108,11 @@ def culprit(estimate: Estimate, values: dict[str, int], keys: dict[str, str]) ->
     part, the one furthest above its reference size. `keys` maps d_model, ... to config keys."""
     parts = {"state": estimate.state_bytes, "activations": estimate.activation_bytes, "masks": estimate.mask_bytes}
     largest = max(parts, key=parts.get)
-    candidates = {"state": ("d_model", "n_layer", "vocab_size"), "activations": ("batch_size", "seq_len", "n_layer", "vocab_size", "d_model"),
-                  "masks": ("max_context", "n_layer")}[largest]  # fmt: skip
+    candidates = {
+        "state": ("d_model", "n_layer", "vocab_size"),
+        "activations": ("batch_size", "seq_len", "n_layer", "vocab_size", "d_model"),
+        "masks": ("max_context", "n_layer"),
+    }[largest]
     present = [name for name in candidates if name in values and name in keys]
     name = max(present, key=lambda k: values[k] / REFERENCE[k])
     return f"{keys[name]}={values[name]}"

@@ -28,7 +28,10 @@ from torch import nn
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
 POSITIONS = ("learned", "rope", "alibi", "none")
 INTEGERS = ("vocab_size", "max_context", "d_model", "n_layer", "mlp_ratio")
-FIELDS = {"toy": {*INTEGERS} - {"mlp_ratio"} | {"position", "attention"}, "gpt": {*INTEGERS, "dropout", "position", "attention"}}
+FIELDS = {
+    "toy": {*INTEGERS} - {"mlp_ratio"} | {"position", "attention"},
+    "gpt": {*INTEGERS, "dropout", "position", "attention"},
+}
 ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mask")
 PLAIN = (str, int, float, bool, type(None))
 
@@ -61,7 +64,9 @@ def parse(config: Any, where: str, prefix: str) -> NetSpec:
 
     def refuse(key: str, problem: str) -> ModelFileError:
         gap = "" if problem.startswith("=") else " "
-        return ModelFileError(f"{where}: {prefix}{key}{gap}{problem}; refused unbuilt, give a model file written by andrea")
+        return ModelFileError(
+            f"{where}: {prefix}{key}{gap}{problem}; refused unbuilt, give a model file written by andrea"
+        )
 
     if not isinstance(config, dict):
         raise refuse("", f"is a {type(config).__name__}, not a model config")
@@ -109,7 +114,9 @@ def _parse_attention(attention: Any, refuse) -> dict:
         raise refuse(".attention.n_kv_head", f"={attention['n_kv_head']!r} must be a positive integer")
     backend = attention.get("backend", "sdpa")
     if not isinstance(backend, str) or backend not in backend_registry.names():
-        raise refuse(".attention.backend", f"={backend!r} is not a registered backend ({', '.join(backend_registry.names())})")
+        raise refuse(
+            ".attention.backend", f"={backend!r} is not a registered backend ({', '.join(backend_registry.names())})"
+        )
     options = attention.get("backend_options") or {}
     if not isinstance(options, dict) or not all(isinstance(v, PLAIN) for v in options.values()):
         raise refuse(".attention.backend_options", "must map option names to plain values")
@@ -126,7 +133,10 @@ def _mask_name(mask: Any, refuse) -> str | None:
     target = mask.get("_target_")
     names = mask_targets()
     if target not in names:
-        raise refuse(".attention.mask._target_", f"={target!r} is not a registered mask ({', '.join(sorted(set(names.values())))})")
+        raise refuse(
+            ".attention.mask._target_",
+            f"={target!r} is not a registered mask ({', '.join(sorted(set(names.values())))})",
+        )
     for key, value in mask.items():
         if key != "_target_" and not isinstance(value, PLAIN):
             raise refuse(f".attention.mask.{key}", f"is a {type(value).__name__}, not a plain value")

@@ -20,6 +20,7 @@ from andrea.models.embedding import Embeddings
 
 class ToyModel(nn.Module):
     positions = Embeddings.kinds  # position.kind values it understands
+
     def __init__(
         self,
         vocab_size: int,
@@ -57,7 +58,7 @@ class ToyModel(nn.Module):
         start = 0 if cache is None or not cache else cache[0].next_position
         x = self.embed(idx, start)  # (B, T, D)
         weights = []
-        for i, (norm, attention) in enumerate(zip(self.norms, self.attention)):
+        for i, (norm, attention) in enumerate(zip(self.norms, self.attention, strict=True)):
             layer_cache = None if cache is None else cache[i]
             if return_weights:
                 y, w = attention(norm(x), return_weights=True, cache=layer_cache)

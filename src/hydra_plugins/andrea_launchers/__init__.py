@@ -65,7 +65,9 @@ class _KeepEveryJob:
         def map_array(executor, fn, overrides: list, *rest: Any):
             jobs = original(executor, fn, overrides, *rest)
             numbers = rest[1]  # the job numbers (idx) the plugin passes after "hydra.sweep.dir"
-            return [_Settled(job, list(o), sweep_dir / str(n)) for job, o, n in zip(jobs, overrides, numbers)]
+            return [
+                _Settled(job, list(o), sweep_dir / str(n)) for job, o, n in zip(jobs, overrides, numbers, strict=True)
+            ]
 
         submitit.AutoExecutor.map_array = map_array
         try:

@@ -62,7 +62,7 @@ class FlexBackend(AttentionBackend):
             block_mask=block_mask,
             score_mod=None if score_mod is None else _score_fn(score_mod, S - T),
             scale=scale,
-            enable_gqa=H != k.shape[1],
+            enable_gqa=k.shape[1] != H,
         )
         if compile:
             return _compiled_flex()(q, k, v, **options), None

@@ -30,7 +30,9 @@ class NaiveBackend(AttentionBackend):
             scores = q_h @ k_h.transpose(-2, -1) * scale  # (B, T, S): how well query i matches key j
             if bias is not None:
                 scores = scores + bias[:, h]  # (1, T, S): e.g. ALiBi's -m_h·|i - j|
-            a = masked_softmax(scores, None if allowed is None else allowed[:, h], attends_self, inplace=True)  # (B, T, S)
+            a = masked_softmax(
+                scores, None if allowed is None else allowed[:, h], attends_self, inplace=True
+            )  # (B, T, S)
             outputs.append(a @ v_h)  # (B, T, d): output[i] = sum_j a[i, j] v[j]
             weights.append(a)
         out = torch.stack(outputs, dim=1)  # (B, H, T, d)

@@ -33,7 +33,7 @@ class SDPABackend(AttentionBackend):
             if allowed is not None:
                 attn_mask = attn_mask.masked_fill(~allowed, torch.finfo(q.dtype).min)  # (B|1, H, T, S)
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=H != k.shape[1]
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=k.shape[1] != H
         )  # (B, H, T, d)
         if allowed is not None and not mask.attends_self:
             # Not every kernel on every device returns zeros for a row with no key.

@@ -17,7 +17,9 @@ class SlidingWindow(Mask):
 
     def __post_init__(self):
         if not isinstance(self.window, int) or isinstance(self.window, bool) or self.window <= 0:
-            raise ValueError(f"mask.window={self.window!r} must be a positive integer (the number of keys a query sees)")
+            raise ValueError(
+                f"mask.window={self.window!r} must be a positive integer (the number of keys a query sees)"
+            )
 
     @property
     def max_lookback(self) -> int | None:  # type: ignore[override]

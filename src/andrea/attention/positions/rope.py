@@ -16,7 +16,9 @@ class Rotary(nn.Module):
     def __init__(self, head_dim: int, base: float = 10000.0):
         super().__init__()
         if head_dim % 2:
-            raise ValueError(f"position.kind=rope needs an even head_dim, got {head_dim}; change heads.n_head or d_model")
+            raise ValueError(
+                f"position.kind=rope needs an even head_dim, got {head_dim}; change heads.n_head or d_model"
+            )
         inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # (d/2,)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
