@@ -36,6 +36,17 @@ def is_multirun() -> bool:
     return hydra is not None and hydra.mode == RunMode.MULTIRUN
 
 
+RANK_VARIABLES = ("LOCAL_RANK", "NODE_RANK", "RANK", "SLURM_PROCID")  # Lightning's launcher, torchrun, SLURM
+
+
+def is_rank_zero_process() -> bool:
+    """Whether this process is the first of a distributed run (or the only one): the one that owns
+    the run dir. Read from the environment, before Lightning has set anything up."""
+    import os
+
+    return all(os.environ.get(name, "0") == "0" for name in RANK_VARIABLES)
+
+
 def task_overrides() -> list[str]:
     """The overrides the user gave this run (a multirun job's own), [] outside a Hydra run."""
     hydra = _hydra()
@@ -61,7 +72,6 @@ def run_name() -> str | None:
 def run_id(ckpt_path: str | None = None) -> str | None:
     """The logger run id: a new one for a fresh run, the run folder's own when resuming from a
     checkpoint, so a resumed run continues its wandb run and a reused folder starts a new one."""
-    import os
     import uuid
 
     hydra = _hydra()
@@ -71,7 +81,7 @@ def run_id(ckpt_path: str | None = None) -> str | None:
     saved = Path(output_dir) / ".run_id"
     if ckpt_path and saved.exists():
         return saved.read_text().strip()
-    if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0":
+    if not is_rank_zero_process():
         return None  # a DDP child: only rank 0's logger writes, and rank 0 owns the file
     if output_dir not in _NEW_RUN_IDS:  # one id per run, however often the config is resolved
         _NEW_RUN_IDS[output_dir] = uuid.uuid4().hex[:16]
@@ -229,7 +239,9 @@ def training_estimate(cfg: DictConfig):
         spec = net_config.parse(OmegaConf.to_container(cfg.model.net, resolve=True), "model.net", "model.net")
     except ValueError:  # not one of andrea's models: its constructor checks it
         return None
-    return spec, memory.training(spec, batch_size, seq_len)
+    maps = _get(cfg, "callbacks.attention_maps")
+    probe_rows = _get(cfg, "callbacks.attention_maps.probe_rows", 8) if maps is not None else 0
+    return spec, memory.training(spec, batch_size, seq_len, probe_rows)
 
 
 def _validate_memory(cfg: DictConfig) -> None:

@@ -70,19 +70,12 @@ def either(words: str, *rules):
 
 
 def duration():
-    """What Lightning's max_time takes: "DD:HH:MM:SS", or {days, hours, minutes, seconds}."""
-    pattern = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
-
-    def test(v):
-        if isinstance(v, Mapping):
-            return (
-                bool(v)
-                and set(v) <= {"days", "hours", "minutes", "seconds"}
-                and all(_number(x) and x >= 0 for x in v.values())
-            )
-        return v is None or isinstance(v, str) and bool(pattern.match(v))
-
-    return test, 'DD:HH:MM:SS, e.g. "00:01:30:00", or {days, hours, minutes, seconds}, or null'
+    """What max_time takes from a config: "DD:HH:MM:SS" (Lightning takes a mapping too, but not the
+    DictConfig Hydra would hand it), at most 99999 days (more overflows Python's timedelta)."""
+    pattern = re.compile(r"^\d{1,5}:\d{1,2}:\d{1,2}:\d{1,2}$")
+    return (
+        lambda v: v is None or isinstance(v, str) and bool(pattern.match(v))
+    ), 'DD:HH:MM:SS, e.g. "00:01:30:00", or null'
 
 
 POSITIVE = integer(1)
@@ -147,16 +140,20 @@ def check_ranges(cfg: DictConfig) -> str | None:
 
 
 def check_added_keys(cfg: DictConfig, overrides: list[str]) -> str | None:
-    """The first `+key=value` override whose key nothing takes, with the closest valid key."""
+    """The first `+key=value` (or `++key=value`) override whose key nothing takes, with the closest valid key.
+
+    A new object (`+callbacks.stop={_target_: ...}`) is always welcome: it says itself what takes it.
+    `++` may also set a key that exists, so it is checked only against a class's signature."""
     for override in OverridesParser.create().parse_overrides(overrides):
         key = override.key_or_group
-        if not override.is_add() or override.package is not None or _is_group(key):
+        adds = override.is_add() or override.is_force_add()
+        if not adds or override.package is not None or _is_group(key) or _is_object(override.value()):
             continue
         parent_key, _, leaf = key.rpartition(".")
         if leaf in HYDRA_KEYWORDS or parent_key == "attention.options":  # options: the backend's own check
             continue
         parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
-        if not isinstance(parent, DictConfig):
+        if not isinstance(parent, DictConfig) or override.is_force_add() and "_target_" not in parent:
             continue
         accepted, owner = _accepted(parent, leaf, parent_key)
         if accepted is None or leaf in accepted:
@@ -181,6 +178,10 @@ def _accepted(node: DictConfig, added: str, node_key: str) -> tuple[list[str] | 
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None, cls.__name__
     return [p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL], cls.__name__
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, Mapping) and "_target_" in value
 
 
 def _is_group(key: str) -> bool:

@@ -156,8 +156,11 @@ REJECTED = [
     (["trainer.max_steps=-2"], "trainer.max_steps=-2 must be a positive integer, or -1"),
     (
         ["trainer.max_time=1h"],
-        "trainer.max_time='1h' must be DD:HH:MM:SS, e.g. \"00:01:30:00\", or {days, hours, minutes, seconds}, or null",
+        "trainer.max_time='1h' must be DD:HH:MM:SS, e.g. \"00:01:30:00\", or null",
     ),
+    (["trainer.max_time=99999999999:00:00:00"], "trainer.max_time='99999999999:00:00:00' must be DD:HH:MM:SS"),
+    (["trainer.max_time={minutes:5}"], "trainer.max_time={'minutes': 5} must be DD:HH:MM:SS"),
+    (["++model.net.d_modl=64"], "model.net.d_modl is not a setting of ToyModel (did you mean model.net.d_model?)"),
     (
         ["trainer.limit_train_batches=1.5"],
         "trainer.limit_train_batches=1.5 must be a number of batches \\(an integer >= 0\\) or a fraction of the "
@@ -217,9 +220,18 @@ def as_pattern(message: str) -> str:
     return message if "\\" in message or ".*" in message else re.escape(message)
 
 
-@pytest.mark.parametrize("value", ["00:00:10:00", "{minutes:10}", "{hours:1,seconds:30}", "null"])
-def test_max_time_takes_what_lightning_takes(value, tmp_path):
-    validate(compose_train(tmp_path, [f"trainer.max_time={value}"]))
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["trainer.max_time=00:00:10:00"],
+        ["trainer.max_time=null"],
+        ["+callbacks.stop={_target_:lightning.pytorch.callbacks.EarlyStopping,monitor:val/loss}"],  # a new object
+        ["+callbacks.stop._target_=lightning.pytorch.callbacks.EarlyStopping", "+callbacks.stop.monitor=val/loss"],
+        ["++heads.n_head=2"],  # ++ sets an existing key too
+    ],
+)
+def test_what_a_user_may_add(overrides, tmp_path):
+    validate(compose_train(tmp_path, overrides))
 
 
 def test_ddp_is_refused_in_a_multirun(tmp_path):

@@ -4,6 +4,7 @@ masks and backends is refused by every reader, in one line, with nothing done on
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 
@@ -203,3 +204,67 @@ def test_the_schema_builds_what_it_describes_and_counts_it(config):
     spec = net_config.parse(config, "test", "net")
     net = net_config.build(spec)
     assert net_config.parameters(spec) == sum(p.numel() for p in net.parameters())
+
+
+def victim_paths(state: dict, victim: str) -> dict:
+    """The checkpoint with LastCheckpoint's state pointing at a file outside its folder."""
+    callbacks = {name: dict(value) for name, value in state["callbacks"].items()}
+    name = next(n for n in callbacks if n.startswith("LastCheckpoint"))
+    callbacks[name]["last_model_path"] = f"{callbacks[name]['dirpath']}/../../{victim}"
+    return {**state, "callbacks": callbacks}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: victim_paths(s, "victim.txt"), "].last_model_path='"),
+        (
+            lambda s: {k: v for k, v in s.items() if k != "state_dict"},
+            "state_dict is missing or not a mapping of names to tensors",
+        ),
+        (lambda s: {**s, "state_dict": [1, 2]}, "state_dict is missing or not a mapping of names to tensors"),
+        (lambda s: {**s, "optimizer_states": {"a": 1}}, "optimizer_states is a dict, not a list"),
+        (lambda s: {**s, "andrea_tokenizer": ["gpt2"]}, "andrea_tokenizer=['gpt2'] is not one of andrea's tokenizers"),
+        (
+            lambda s: {
+                **s,
+                "andrea_net_config": {
+                    **s["andrea_net_config"],
+                    "attention": {**s["andrea_net_config"]["attention"], "mask": "causal" + " & causal" * 100},
+                },
+            },
+            "andrea_net_config.attention.mask is an expression of 906 characters, more than 256",
+        ),
+    ],
+    ids=[
+        "callback path outside its folder",
+        "no state_dict",
+        "state_dict a list",
+        "optimizer_states a dict",
+        "tokenizer a list",
+        "mask expression of 101 terms",
+    ],
+)
+def test_a_checkpoint_s_structure_is_checked(change, message, trained, tmp_path):
+    bad = tmp_path / "bad.ckpt"
+    torch.save(change(trained[1]), bad)
+    with pytest.raises(ValueError) as err:
+        export.load_any(bad)
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(compose_train(tmp_path / "run", [f"ckpt_path={bad}"]))
+
+
+def test_deeply_nested_metadata_is_one_line(trained, tmp_path):
+    net = export.load_checkpoint(trained[0])[0]
+    save_model(net, str(tmp_path / "deep.safetensors"), metadata={export.CONFIG_KEY: "[" * 100_000 + "]" * 100_000})
+    with pytest.raises(net_config.ModelFileError, match="metadata andrea.model.net is not JSON"):
+        export.load(tmp_path / "deep.safetensors")
+
+
+def test_a_folder_or_an_export_is_not_a_checkpoint_to_resume(trained, tmp_path):
+    with pytest.raises(ConfigError, match=f"ckpt_path={tmp_path} is not a regular file"):
+        validate(compose_train(tmp_path / "run", [f"ckpt_path={tmp_path}"]))
+    exported = export.export_checkpoint(trained[0], tmp_path / "net.safetensors")
+    with pytest.raises(ConfigError, match="is a safetensors export: weights only, no training state to resume"):
+        validate(compose_train(tmp_path / "run", [f"ckpt_path={exported}"]))

@@ -76,8 +76,9 @@ def test_a_bad_setting_is_one_line_before_loading(toy_weights, tmp_path):
     [
         ("max_new_tokens", 0, "max_new_tokens=0 must be a positive integer"),
         ("num_samples", -1, "num_samples=-1 must be an integer in \\[1, 1024\\]"),
-        ("temperature", -0.5, "temperature=-0.5 must be a finite number >= 0"),
-        ("temperature", float("nan"), "temperature=nan must be a finite number >= 0"),
+        ("temperature", -0.5, "temperature=-0.5 must be 0 \\(greedy\\) or a finite number >= 0.001"),
+        ("temperature", 1e-320, "temperature=1e-320 must be 0 \\(greedy\\) or a finite number >= 0.001"),
+        ("temperature", float("nan"), "temperature=nan must be 0 \\(greedy\\) or a finite number >= 0.001"),
         ("max_new_tokens", True, "max_new_tokens=True must be a positive integer"),
         ("num_samples", 10**6, "num_samples=1000000 must be an integer in \\[1, 1024\\]"),
         ("seed", -3, "seed=-3 must be an integer in \\[0, 9223372036854775807\\]"),

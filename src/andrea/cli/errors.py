@@ -49,7 +49,8 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     except OSError as err:
         if err.errno not in DISK or user_wants_traces:
             raise
-        fail(command, str(disk_error(err, "writing the run's files", err.filename or ".")), 1)  # Hydra's own writes
+        # Hydra's own writes (the run dir, its .hydra folder), before any work: input refused
+        fail(command, str(disk_error(err, "writing the run's files", err.filename or ".")), 2)
     except Exception as err:
         if sweep.current_sweep_dir is None:
             raise

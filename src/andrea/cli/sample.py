@@ -49,7 +49,8 @@ class TokenIds:
 SETTINGS = {
     "max_new_tokens": integer(1),
     "num_samples": integer(1, 1024),
-    "temperature": number(0.0),
+    # below 1e-3 the scaled logits overflow float32: use 0 for the most likely token
+    "temperature": ((lambda v: v == 0 or number(1e-3)[0](v)), "0 (greedy) or a finite number >= 0.001"),
     "top_k": optional(integer(1)),
     "top_p": optional(number(0.0, 1.0, low_open=True)),
     "seed": integer(0, 2**63 - 1),

@@ -12,7 +12,6 @@ with one line; a signal exits 128 + its number, with last.ckpt saved.
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from contextlib import ExitStack
 
@@ -20,7 +19,7 @@ import hydra
 from omegaconf import DictConfig
 
 from andrea.cli.errors import fail, run_app
-from andrea.config import ConfigError, is_multirun, validate
+from andrea.config import ConfigError, is_multirun, is_rank_zero_process, validate
 
 COMMAND = "andrea-train"
 
@@ -32,7 +31,7 @@ def train_app(cfg: DictConfig) -> float | None:
     with ExitStack() as job:
         try:
             validate(cfg)  # a bad config is refused before Lightning (seconds to import) is even loaded
-            if os.environ.get("LOCAL_RANK", "0") == "0":  # a DDP child shares its parent's run dir
+            if is_rank_zero_process():  # the other processes of a DDP or SLURM run share its run dir
                 job.enter_context(hold(cfg.paths.output_dir))  # one live run per run dir, until this job ends
         except (ConfigError, RunDirInUse) as err:
             if is_multirun():

@@ -36,9 +36,19 @@ def save(net: nn.Module, net_config: dict, path: str | Path, tokenizer: str | No
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")  # this process's own: writers never share one
     metadata = {CONFIG_KEY: json.dumps(net_config)} | ({TOKENIZER_KEY: tokenizer} if tokenizer else {})
-    save_model(net, str(partial), metadata=metadata)
-    partial.replace(path)  # atomic: an existing file is never half overwritten
+    try:
+        save_model(net, str(partial), metadata=metadata)
+        partial.replace(path)  # atomic: an existing file is never half overwritten
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
     return path
+
+
+def _load_problem(err: Exception) -> str:
+    """The line of torch's load_state_dict error that names a key (its first line only says it failed)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading") else lines[0]
 
 
 def read_config(path: str | Path) -> dict:
@@ -58,7 +68,7 @@ def _read_metadata(path: str | Path) -> tuple[dict, str | None]:
         raise ValueError(f"{path} carries no andrea model config; export it with andrea.models.export.save")
     try:
         config = json.loads(metadata[CONFIG_KEY])
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise net_config.ModelFileError(f"{path}: metadata {CONFIG_KEY} is not JSON; export the model again") from None
     return config, _tokenizer_name(metadata.get(TOKENIZER_KEY), str(path), TOKENIZER_KEY)
 
@@ -67,7 +77,7 @@ def _tokenizer_name(name, where: str, key: str) -> str | None:
     """The tokenizer a file names: one of andrea's, or None (token ids)."""
     from andrea.data.tokenizers import TOKENIZERS
 
-    if name is not None and name not in TOKENIZERS:
+    if name is not None and (not isinstance(name, str) or name not in TOKENIZERS):
         raise net_config.ModelFileError(
             f"{where}: {key}={name!r} is not one of andrea's tokenizers ({', '.join(TOKENIZERS)})"
         )
@@ -97,11 +107,11 @@ def load(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict]:
 
 def load_with_tokenizer(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
     config, tokenizer = _read_metadata(path)
-    net = build_network(config, str(path), CONFIG_KEY)
+    net = build_network(config, str(path), CONFIG_KEY, device)
     try:
         load_model(net, str(path), strict=True, device=device)
     except (RuntimeError, SafetensorError) as err:
-        raise ValueError(f"{path}: tensors do not fit the saved config ({str(err).splitlines()[0]})") from None
+        raise ValueError(f"{path}: tensors do not fit the saved config ({_load_problem(err)})") from None
     return net.to(device).eval(), config, tokenizer
 
 
@@ -110,9 +120,18 @@ def read_checkpoint(checkpoint: str | Path) -> dict:
     tensors and containers, never code (mmap: the weights are not copied). One-line errors for a
     missing, corrupt, truncated, pickle-carrying or foreign file."""
     checkpoint = Path(checkpoint)
-    if not checkpoint.is_file():
+    if not checkpoint.exists():
         raise FileNotFoundError(
             f"ckpt_path={checkpoint} does not exist; give a .ckpt file such as <run dir>/checkpoints/last.ckpt"
+        )
+    if not checkpoint.is_file():
+        raise ValueError(
+            f"ckpt_path={checkpoint} is not a regular file; give a .ckpt file such as <run dir>/checkpoints/last.ckpt"
+        )
+    if checkpoint.suffix == ".safetensors":
+        raise ValueError(
+            f"ckpt_path={checkpoint} is a safetensors export: weights only, no training state to resume; "
+            "resume from a .ckpt (andrea-sample reads exports)"
         )
     try:
         state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
@@ -131,25 +150,60 @@ def read_checkpoint(checkpoint: str | Path) -> dict:
             f"ckpt_path={checkpoint} was not written by andrea-train (no {CHECKPOINT_CONFIG_KEY}); give one of its "
             "checkpoints"
         )
+    _check_structure(state, f"ckpt_path={checkpoint}")
     return state
+
+
+CALLBACK_PATHS = ("best_model_path", "kth_best_model_path", "last_model_path")  # what ModelCheckpoint restores
+
+
+def _check_structure(state: dict, where: str) -> None:
+    """What Lightning and andrea read from a checkpoint has the type they expect, and no callback state
+    names a file outside its own folder (Lightning would later delete it as a stale checkpoint)."""
+    weights = state.get("state_dict")
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+    ):
+        raise ValueError(
+            f"{where}: state_dict is missing or not a mapping of names to tensors; give a checkpoint written by "
+            "andrea-train"
+        )
+    for key, kind in (("callbacks", dict), ("loops", dict), ("optimizer_states", list), ("lr_schedulers", list)):
+        if key in state and not isinstance(state[key], kind):
+            raise ValueError(
+                f"{where}: {key} is a {type(state[key]).__name__}, not a {kind.__name__}; give a checkpoint written "
+                "by andrea-train"
+            )
+    _tokenizer_name(state.get(CHECKPOINT_TOKENIZER_KEY), where, CHECKPOINT_TOKENIZER_KEY)
+    for name, callback in state.get("callbacks", {}).items():
+        if not isinstance(callback, dict):
+            continue
+        paths = [(field, callback.get(field)) for field in CALLBACK_PATHS]
+        paths += [("best_k_models", path) for path in callback.get("best_k_models") or {}]
+        named = [(field, path) for field, path in paths if path]
+        if not named:
+            continue
+        dirpath = callback.get("dirpath")
+        folder = Path(dirpath).resolve() if isinstance(dirpath, str) and dirpath else None
+        for field, path in named:
+            if folder is None or not isinstance(path, str) or not Path(path).resolve().is_relative_to(folder):
+                raise ValueError(
+                    f"{where}: callbacks[{name!r}].{field}={path!r} lies outside the callback's dirpath={dirpath!r}; "
+                    "refused, since resuming would let Lightning delete or overwrite it"
+                )
 
 
 def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
     """A Lightning checkpoint of andrea-train -> its network (eval mode), config and tokenizer name."""
     state = read_checkpoint(checkpoint)
     config = state[CHECKPOINT_CONFIG_KEY]
-    net = build_network(config, f"ckpt_path={checkpoint}", CHECKPOINT_CONFIG_KEY)
+    net = build_network(config, f"ckpt_path={checkpoint}", CHECKPOINT_CONFIG_KEY, device)
     weights = {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
     try:
         net.load_state_dict(weights)
     except RuntimeError as err:
-        raise ValueError(
-            f"ckpt_path={checkpoint}: weights do not fit its config ({str(err).splitlines()[0]})"
-        ) from None
-    tokenizer = _tokenizer_name(
-        state.get(CHECKPOINT_TOKENIZER_KEY), f"ckpt_path={checkpoint}", CHECKPOINT_TOKENIZER_KEY
-    )
-    return net.to(device).eval(), config, tokenizer
+        raise ValueError(f"ckpt_path={checkpoint}: weights do not fit its config ({_load_problem(err)})") from None
+    return net.to(device).eval(), config, state.get(CHECKPOINT_TOKENIZER_KEY)  # checked by read_checkpoint
 
 
 def load_any(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:

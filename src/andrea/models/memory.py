@@ -4,7 +4,9 @@
                + activations kept for backward, per token: ~16·d_model per layer (GPT; 6 for the
                  toy model), 2·n_head·T more where the backend materialises the scores, and
                  3·vocab for the logits and their gradient (4 bytes each)
-               + the static mask every attention layer keeps (max_context² booleans)
+               + the attention maps callback's probe: every layer's (rows, H, T, T) weights at once
+               + the static mask every attention layer keeps (max_context² booleans), and while
+                 one is made, 16 bytes per max_context² for each mask it combines (index grids)
     loading    4 bytes per parameter + the mask buffers
 
 An estimate, not a measurement: it errs high on activations, so it refuses only what
@@ -53,18 +55,16 @@ class Estimate:
         )
 
 
-def training(spec: NetSpec, batch_size: int, seq_len: int) -> Estimate:
-    n = parameters(spec)
-    f = spec.fields
-    d_model, n_layer = (
-        f.get("d_model", 32 if spec.model == "toy" else 768),
-        f.get("n_layer", 1 if spec.model == "toy" else 12),
-    )
-    per_layer = (16 if spec.model == "gpt" else 6) * d_model
+def training(spec: NetSpec, batch_size: int, seq_len: int, probe_rows: int = 0) -> Estimate:
+    """`probe_rows`: rows the attention maps callback runs through the model with weights returned."""
+    n, f = parameters(spec), spec.fields
+    d_model, n_layer = f["d_model"], f["n_layer"] if spec.attention else 0
+    per_layer = (16 if spec.is_gpt else 6) * d_model
     if spec.attention and spec.attention.get("backend") in MATERIALISING_BACKENDS:
         per_layer += 2 * spec.n_head * seq_len
-    per_token = (n_layer if spec.attention else 0) * per_layer + 3 * f["vocab_size"] + 2 * d_model
-    return Estimate(n, 16 * n, 4 * batch_size * seq_len * per_token, _mask_bytes(spec))
+    per_token = n_layer * per_layer + 3 * f["vocab_size"] + 2 * d_model
+    probe = n_layer * probe_rows * spec.n_head * seq_len * seq_len
+    return Estimate(n, 16 * n, 4 * (batch_size * seq_len * per_token + probe), _mask_bytes(spec))
 
 
 def loading(spec: NetSpec) -> Estimate:
@@ -75,7 +75,8 @@ def loading(spec: NetSpec) -> Estimate:
 def _mask_bytes(spec: NetSpec) -> int:
     if not spec.attention:
         return 0
-    return spec.fields.get("n_layer", 1 if spec.model == "toy" else 12) * spec.fields["max_context"] ** 2
+    area = spec.fields["max_context"] ** 2
+    return spec.fields["n_layer"] * area + 16 * area * max(spec.mask_terms, 1)
 
 
 def available(device: str = "cpu") -> int:

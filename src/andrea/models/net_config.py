@@ -10,16 +10,21 @@ stores the resolved `model.net` config. Reading it never hands it to `hydra.util
     position           one of the position kinds (learned, rope, alibi, none)
     attention          null, or n_head, n_kv_head (integers), backend (a registered backend's
                        name), backend_options (plain values), mask (below)
-    mask               null, an expression of registered mask names ("causal & sliding_window(window=8)"),
-                       or {_target_: a registered mask class, its fields as plain values}
+    mask               null, an expression of registered mask names ("causal & sliding_window(window=8)",
+                       at most MAX_EXPRESSION characters), or {_target_: a registered mask class, its
+                       fields as plain values}
 
 Anything else (another `_target_`, a key the schema lacks, a list where a config belongs)
-is refused in one line that names the file and the key, before anything is imported or built.
+is refused in one line that names the file and the key, before anything is built. The only
+modules imported on a file's word are andrea's two model modules and registered masks and
+backends (installed plugins).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,12 +33,9 @@ from torch import nn
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
 POSITIONS = ("learned", "rope", "alibi", "none")
 INTEGERS = ("vocab_size", "max_context", "d_model", "n_layer", "mlp_ratio")
-FIELDS = {
-    "toy": {*INTEGERS} - {"mlp_ratio"} | {"position", "attention"},
-    "gpt": {*INTEGERS, "dropout", "position", "attention"},
-}
 ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mask")
 PLAIN = (str, int, float, bool, type(None))
+MAX_EXPRESSION = 256  # characters of a mask expression: a few terms, never a recursion bomb
 
 
 class ModelFileError(ValueError):
@@ -42,11 +44,16 @@ class ModelFileError(ValueError):
 
 @dataclass(frozen=True)
 class NetSpec:
-    """A checked network config: which of andrea's models, and its plain fields."""
+    """A checked network config: which of andrea's models, and every field its constructor takes."""
 
-    model: str  # "toy" | "gpt"
-    fields: dict[str, Any]  # vocab_size, max_context, d_model, n_layer, ... as in the file
+    target: str  # a key of MODELS
+    fields: dict[str, Any]  # vocab_size, max_context, d_model, n_layer, ...: the file's, else the defaults
     attention: dict[str, Any] | None  # n_head, n_kv_head, backend, backend_options, mask (still plain)
+    mask_terms: int  # how many masks the mask combines (each is materialised once when the model is built)
+
+    @property
+    def is_gpt(self) -> bool:
+        return self.target == "andrea.models.gpt.GPT"
 
     @property
     def n_head(self) -> int:
@@ -57,6 +64,11 @@ class NetSpec:
         if not self.attention:
             return 0
         return self.attention.get("n_kv_head") or self.attention["n_head"]
+
+
+def model_class(target: str) -> type[nn.Module]:
+    module, _, cls = MODELS[target].partition(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def parse(config: Any, where: str, prefix: str) -> NetSpec:
@@ -73,34 +85,34 @@ def parse(config: Any, where: str, prefix: str) -> NetSpec:
     target = config.get("_target_")
     if target not in MODELS:
         raise refuse("._target_", f"={target!r} is not one of andrea's models ({', '.join(sorted(MODELS))})")
-    model = "gpt" if target.endswith(".GPT") else "toy"
-    fields = {}
+    parameters = inspect.signature(model_class(target)).parameters
+    fields = {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
     for key, value in config.items():
         if key in ("_target_", "_convert_"):
             continue
-        if key not in FIELDS[model]:
+        if key not in parameters:
             raise refuse(f".{key}", f"is not a setting of {target.rsplit('.', 1)[-1]}")
         fields[key] = value
-    for key in INTEGERS:
-        if key in fields and not _positive_int(fields[key]):
-            raise refuse(f".{key}", f"={fields[key]!r} must be a positive integer")
     for key in ("vocab_size", "max_context"):
         if key not in fields:
             raise refuse(f".{key}", "is missing")
+    for key in INTEGERS:
+        if key in fields and not _positive_int(fields[key]):
+            raise refuse(f".{key}", f"={fields[key]!r} must be a positive integer")
     dropout = fields.get("dropout", 0.0)
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
         raise refuse(".dropout", f"={dropout!r} must be a number in [0, 1)")
-    if fields.get("position", "learned") not in POSITIONS:
-        raise refuse(".position", f"={fields['position']!r} is not one of {', '.join(POSITIONS)}")
-    attention = fields.get("attention")
-    if attention is not None:
-        attention = _parse_attention(attention, refuse)
-    elif model == "gpt":
+    if fields.get("position") not in POSITIONS:
+        raise refuse(".position", f"={fields.get('position')!r} is not one of {', '.join(POSITIONS)}")
+    attention, terms = None, 0
+    if fields.get("attention") is not None:
+        attention, terms = _parse_attention(fields["attention"], refuse)
+    elif target.endswith(".GPT"):
         raise refuse(".attention", "is missing")
-    return NetSpec(model, fields, attention)
+    return NetSpec(target, fields, attention, terms)
 
 
-def _parse_attention(attention: Any, refuse) -> dict:
+def _parse_attention(attention: Any, refuse: Callable[[str, str], ModelFileError]) -> tuple[dict, int]:
     from andrea.attention import backend_registry
 
     if not isinstance(attention, dict):
@@ -120,27 +132,33 @@ def _parse_attention(attention: Any, refuse) -> dict:
     options = attention.get("backend_options") or {}
     if not isinstance(options, dict) or not all(isinstance(v, PLAIN) for v in options.values()):
         raise refuse(".attention.backend_options", "must map option names to plain values")
-    _mask_name(attention.get("mask"), refuse)  # refused now, built in build()
-    return attention
+    return attention, _mask_terms(attention.get("mask"), refuse)
 
 
-def _mask_name(mask: Any, refuse) -> str | None:
-    """The registry name of a mask given as {_target_: ..., fields} (None for an expression or null)."""
-    if mask is None or isinstance(mask, str):
-        return None
+def _mask_terms(mask: Any, refuse: Callable[[str, str], ModelFileError]) -> int:
+    """How many masks `mask` combines, refusing anything but registered masks with plain fields."""
+    from andrea.attention import parse_mask
+
+    if mask is None:
+        return 0
+    if isinstance(mask, str):
+        if len(mask) > MAX_EXPRESSION:
+            raise refuse(".attention.mask", f"is an expression of {len(mask)} characters, more than {MAX_EXPRESSION}")
+        try:
+            parse_mask(mask)  # registered names, literal values, & and |: nothing is evaluated
+        except ValueError as err:
+            raise refuse(".attention.mask", f"cannot be read ({str(err).splitlines()[0]})") from None
+        return mask.count("&") + mask.count("|") + 1
     if not isinstance(mask, dict):
         raise refuse(".attention.mask", f"is a {type(mask).__name__}, not a mask")
-    target = mask.get("_target_")
     names = mask_targets()
-    if target not in names:
-        raise refuse(
-            ".attention.mask._target_",
-            f"={target!r} is not a registered mask ({', '.join(sorted(set(names.values())))})",
-        )
+    if mask.get("_target_") not in names:
+        registered = ", ".join(sorted(set(names.values())))
+        raise refuse(".attention.mask._target_", f"={mask.get('_target_')!r} is not a registered mask ({registered})")
     for key, value in mask.items():
         if key != "_target_" and not isinstance(value, PLAIN):
             raise refuse(f".attention.mask.{key}", f"is a {type(value).__name__}, not a plain value")
-    return names[target]
+    return 1
 
 
 def mask_targets() -> dict[str, str]:
@@ -161,12 +179,10 @@ def mask_targets() -> dict[str, str]:
 
 
 def build(spec: NetSpec) -> nn.Module:
-    """The network `spec` describes, constructed by andrea (no instantiate, nothing imported by name
-    from the file: the class comes from MODELS, the mask and backend from the registries)."""
+    """The network `spec` describes, constructed by andrea (no instantiate: the class comes from MODELS,
+    the mask and backend from the registries)."""
     from andrea.attention import get_mask, parse_mask
 
-    module, _, cls = MODELS[_target(spec)].partition(":")
-    model_class = getattr(importlib.import_module(module), cls)
     fields = dict(spec.fields)
     if spec.attention is not None:
         attention = dict(spec.attention)
@@ -177,11 +193,7 @@ def build(spec: NetSpec) -> nn.Module:
         elif isinstance(mask, str):
             attention["mask"] = parse_mask(mask)
         fields["attention"] = attention
-    return model_class(**fields)
-
-
-def _target(spec: NetSpec) -> str:
-    return "andrea.models.gpt.GPT" if spec.model == "gpt" else "andrea.models.toy.ToyModel"
+    return model_class(spec.target)(**fields)
 
 
 def _positive_int(value: Any) -> bool:
@@ -191,14 +203,13 @@ def _positive_int(value: Any) -> bool:
 def parameters(spec: NetSpec) -> int:
     """The network's parameter count, from its config alone (tests check it against the built model)."""
     f = spec.fields
-    vocab, context, d_model = f["vocab_size"], f["max_context"], f.get("d_model", 32 if spec.model == "toy" else 768)
-    n_layer = f.get("n_layer", 1 if spec.model == "toy" else 12)
-    positions = context * d_model if f.get("position", "learned") == "learned" else 0
+    vocab, context, d_model, n_layer = f["vocab_size"], f["max_context"], f["d_model"], f["n_layer"]
+    positions = context * d_model if f["position"] == "learned" else 0
     if spec.attention is None:  # the toy model's ablation: no blocks at all
         return vocab * d_model + positions + 2 * d_model + vocab * d_model
     head_dim = d_model // spec.n_head
     attention = d_model * (spec.n_head + 2 * spec.n_kv_head) * head_dim + d_model * d_model  # fused QKV + W_O
-    if spec.model == "toy":  # LayerNorm with bias before each block and at the end, untied LM head
+    if not spec.is_gpt:  # LayerNorm with bias before each block and at the end, untied LM head
         return vocab * d_model + positions + n_layer * (2 * d_model + attention) + 2 * d_model + vocab * d_model
-    mlp = 2 * f.get("mlp_ratio", 4) * d_model * d_model  # bias-free fc and proj
+    mlp = 2 * f["mlp_ratio"] * d_model * d_model  # bias-free fc and proj
     return vocab * d_model + positions + n_layer * (2 * d_model + attention + mlp) + d_model  # tied LM head
