@@ -5,7 +5,9 @@ Every refusal is one line that names the config key and how to fix it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from hydra.core.hydra_config import HydraConfig
@@ -19,14 +21,18 @@ from andrea.attention import HeadConfig, UnsupportedAttentionError, backend_regi
 from andrea.attention.positions import ALiBi
 from andrea.keys import check_added_keys, check_ranges
 
+if TYPE_CHECKING:
+    from andrea.models.memory import Estimate
+    from andrea.models.net_config import NetSpec
+
 
 class ConfigError(ValueError):
     """A composed config that cannot run."""
 
 
-def _hydra():
+def _hydra() -> DictConfig | None:
     try:
-        return HydraConfig.get()
+        return HydraConfig.get()  # type: ignore[return-value]  # typed HydraConf: it is its DictConfig
     except ValueError:  # composed without a Hydra run (tests, notebooks)
         return None
 
@@ -53,9 +59,16 @@ def task_overrides() -> list[str]:
     return list(hydra.overrides.task) if hydra else []
 
 
+def _launcher() -> str:
+    """The multirun's launcher `_target_`, "" outside a multirun."""
+    hydra = _hydra()
+    return str(OmegaConf.select(hydra, "launcher._target_", default="")) if hydra is not None and is_multirun() else ""
+
+
 def sweep_group() -> str | None:
     """The sweep's folder name in a multirun (one logger group per sweep), else None."""
-    return Path(_hydra().sweep.dir).name if is_multirun() else None
+    hydra = _hydra()
+    return Path(hydra.sweep.dir).name if hydra is not None and is_multirun() else None
 
 
 def run_name() -> str | None:
@@ -141,7 +154,7 @@ for _name, _fn in (
         OmegaConf.register_new_resolver(_name, _fn)
 
 
-def _get(cfg: DictConfig, key: str, default=None):
+def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
     return OmegaConf.select(cfg, key, default=default)
 
 
@@ -227,7 +240,7 @@ def _validate(cfg: DictConfig) -> None:
         )
 
 
-def training_estimate(cfg: DictConfig):
+def training_estimate(cfg: DictConfig) -> tuple[NetSpec, Estimate] | None:
     """What training this config needs in memory (andrea.models.memory), None for a model andrea
     does not know (a user's own `_target_`) or data without a fixed window."""
     from andrea.models import memory, net_config
@@ -290,7 +303,7 @@ def _validate_checkpoint(cfg: DictConfig) -> None:
         )
 
 
-def _differences(a, b, prefix: str):
+def _differences(a: Any, b: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:
     """(key, a's value, b's value) for every leaf where two nested configs differ."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):
@@ -313,7 +326,7 @@ def _validate_distributed(cfg: DictConfig) -> None:
             "callbacks.attention_maps runs the network outside FSDP's forward, where its weights are sharded; "
             "add ~callbacks.attention_maps, or use trainer=ddp"
         )
-    launcher = str(OmegaConf.select(_hydra(), "launcher._target_", default="")) if is_multirun() else ""
+    launcher = _launcher()
     devices = _get(cfg, "trainer.devices")
     if "Slurm" in launcher and not (isinstance(devices, int) and devices > 0):
         raise ConfigError(
@@ -329,7 +342,7 @@ def _on_cpu(cfg: DictConfig) -> bool:
 
 def _validate_trainer(cfg: DictConfig) -> None:
     strategy = str(_get(cfg, "trainer.strategy", "") or "").lower()
-    launcher = str(OmegaConf.select(_hydra(), "launcher._target_", default="")) if is_multirun() else ""
+    launcher = _launcher()
     if ("ddp" in strategy or "fsdp" in strategy) and is_multirun() and "Slurm" not in launcher:
         raise ConfigError(
             "trainer.strategy=ddp in a multirun: each DDP process would start its own sweep; "

@@ -23,6 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 
 HYDRA_KEYWORDS = ("_target_", "_partial_", "_convert_", "_recursive_", "_args_")
 
+Rule = tuple[Callable[[Any], bool], str]  # a test of a value, and what it must be in words
+
 
 def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -32,8 +34,8 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def integer(low: int, high: int | None = None, also: tuple = ()) -> tuple[Callable[[Any], bool], str]:
-    def test(v):
+def integer(low: int, high: int | None = None, also: tuple[int, ...] = ()) -> Rule:
+    def test(v: Any) -> bool:
         return _integer(v) and (v in also or v >= low and (high is None or v <= high))
 
     words = (
@@ -46,8 +48,8 @@ def integer(low: int, high: int | None = None, also: tuple = ()) -> tuple[Callab
     return test, words + "".join(f", or {a}" for a in also)
 
 
-def number(low: float, high: float | None = None, low_open: bool = False, high_open: bool = False):
-    def test(v):
+def number(low: float, high: float | None = None, low_open: bool = False, high_open: bool = False) -> Rule:
+    def test(v: Any) -> bool:
         return (
             _number(v)
             and (v > low if low_open else v >= low)
@@ -60,16 +62,16 @@ def number(low: float, high: float | None = None, low_open: bool = False, high_o
     return test, words
 
 
-def optional(rule):
+def optional(rule: Rule) -> Rule:
     test, words = rule
     return (lambda v: v is None or test(v)), words + ", or null"
 
 
-def either(words: str, *rules):
+def either(words: str, *rules: Rule) -> Rule:
     return (lambda v: any(test(v) for test, _ in rules)), words
 
 
-def duration():
+def duration() -> Rule:
     """What max_time takes from a config: "DD:HH:MM:SS" (Lightning takes a mapping too, but not the
     DictConfig Hydra would hand it), at most 99999 days (more overflows Python's timedelta)."""
     pattern = re.compile(r"^\d{1,5}:\d{1,2}:\d{1,2}:\d{1,2}$")
@@ -82,7 +84,7 @@ POSITIVE = integer(1)
 BATCHES = optional(
     either("a number of batches (an integer >= 0) or a fraction of the epoch in [0, 1]", integer(0), number(0.0, 1.0))
 )
-RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # data first: the presets interpolate model.net from it
+RANGES: dict[str, Rule] = {  # data first: the presets interpolate model.net from it
     "seed": integer(0, 2**32 - 1),  # numpy's seed range (Lightning seeds numpy too)
     "data.vocab_size": POSITIVE,
     "data.seq_len": POSITIVE,
@@ -168,7 +170,7 @@ def _accepted(node: DictConfig, added: str, node_key: str) -> tuple[list[str] | 
     """The keys `node` may hold (None: any, a class taking **kwargs) and who takes them."""
     target = node.get("_target_")
     if target is None:
-        return [k for k in node if k != added and not str(k).startswith("_")], node_key or "the config"
+        return [str(k) for k in node if k != added and not str(k).startswith("_")], node_key or "the config"
     try:
         cls = get_class(target)
         signature = inspect.signature(cls)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import lightning as L
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.callbacks import Callback, LearningRateMonitor
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
@@ -83,7 +83,8 @@ def resume_command(run_dir: Path) -> str:
     return " ".join(["andrea-train", *map(shlex.quote, kept + resume)])
 
 
-def _interrupted(stop: StopOnSignal, trainer, run_dir: Path) -> dict:
+def _interrupted(stop: StopOnSignal, trainer: L.Trainer, run_dir: Path) -> dict:
+    assert stop.received is not None  # called once a signal came
     result = {
         "status": "interrupted",
         "signal": int(stop.received),
@@ -103,9 +104,10 @@ def _interrupted(stop: StopOnSignal, trainer, run_dir: Path) -> dict:
     return result
 
 
-def _summary(cfg, trainer, metrics, wall_s, run_dir) -> dict:
-    stats = next((c for c in trainer.callbacks if isinstance(c, RunStats)), None)
-    maps = next((c for c in trainer.callbacks if isinstance(c, AttentionMaps)), None)
+def _summary(cfg: DictConfig, trainer: L.Trainer, metrics: dict[str, float], wall_s: float, run_dir: Path) -> dict:
+    callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]  # set by Lightning, undeclared
+    stats = next((c for c in callbacks if isinstance(c, RunStats)), None)
+    maps = next((c for c in callbacks if isinstance(c, AttentionMaps)), None)
     return {
         "status": "completed",
         "exit_code": 0,
@@ -127,7 +129,7 @@ def _summary(cfg, trainer, metrics, wall_s, run_dir) -> dict:
     }
 
 
-def _memory_estimate(cfg) -> dict | None:
+def _memory_estimate(cfg: DictConfig) -> dict | None:
     """The training memory andrea.models.memory estimated for this config before the run."""
     found = training_estimate(cfg)
     if found is None:
@@ -137,7 +139,7 @@ def _memory_estimate(cfg) -> dict | None:
 
 
 def _print_summary(result: dict) -> None:
-    def fmt(value):
+    def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.4f}"
 
     console = Console()

@@ -62,7 +62,7 @@ def disk_error(err: OSError, what: str, path: str | Path) -> DiskError:
     except OSError:
         free = "free space unknown"
     reason = err.strerror or str(err)
-    fix = {
+    fixes: dict[int | None, str] = {  # err.errno may be None
         errno.ENOSPC: "free some space",
         errno.EDQUOT: "free some space",
         errno.EROFS: "give a writable hydra.run.dir",
@@ -70,7 +70,8 @@ def disk_error(err: OSError, what: str, path: str | Path) -> DiskError:
         errno.EPERM: "give a writable hydra.run.dir",
         errno.ENOENT: "give a hydra.run.dir that can be created",
         errno.ENOTDIR: "give a hydra.run.dir that can be created",
-    }.get(err.errno, "check the disk")
+    }
+    fix = fixes.get(err.errno, "check the disk")
     error = DiskError(f"{what} failed at {path}: {reason} ({free} on {folder}); {fix}")
     error.errno = err.errno
     return error

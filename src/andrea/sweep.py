@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
@@ -40,7 +42,7 @@ current_sweep_dir: str | None = None  # the sweep this process runs, for the one
 
 def job_failed(
     run_dir: Path,
-    overrides: list[str],
+    overrides: Sequence[str],
     error: BaseException | None,
     exit_code: int | str | None,
     status: str = "failed",
@@ -92,7 +94,7 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     return rows
 
 
-def _cell(value) -> str:
+def _cell(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.4f}"
     return "" if value is None else str(value).replace("|", "\\|")
@@ -105,11 +107,11 @@ def _job_number(name: str) -> int:
 class SweepSummary(Callback):
     """Hydra callback (hydra.callbacks in conf/hydra/default.yaml)."""
 
-    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global current_sweep_dir
         current_sweep_dir = str(config.hydra.sweep.dir)
 
-    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs) -> None:
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if not is_multirun():
             return
         if job_return.status == JobStatus.FAILED:
@@ -118,5 +120,5 @@ class SweepSummary(Callback):
             )
         write_summary(config.hydra.sweep.dir)
 
-    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         write_summary(config.hydra.sweep.dir)

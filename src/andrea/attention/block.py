@@ -26,6 +26,8 @@ class MultiHeadSelfAttention(nn.Module):
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
     """
 
+    mask_buffer: Tensor  # (1, H or 1, L, L), registered only for a mask that does not depend on the batch
+
     def __init__(
         self,
         d_model: int,
@@ -38,7 +40,7 @@ class MultiHeadSelfAttention(nn.Module):
         dropout: float = 0.0,
         backend_options: dict[str, Any] | None = None,
         position: str = "none",
-    ):
+    ) -> None:
         super().__init__()
         self.heads = HeadConfig(n_head, n_head if n_kv_head is None else n_kv_head)
         self.d_model, self.head_dim = d_model, self.heads.head_dim(d_model)
@@ -91,7 +93,10 @@ class MultiHeadSelfAttention(nn.Module):
             cache.trim()
         y = y.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
         y = self.dropout(self.proj(y))  # (B, T, D)
-        return (y, weights) if return_weights else y
+        if not return_weights:
+            return y
+        assert weights is not None  # run() gives the weights when asked for them
+        return y, weights
 
     def _mask(self) -> Mask:
         if hasattr(self, "mask_buffer"):

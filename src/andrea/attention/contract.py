@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -197,7 +198,7 @@ def check_shapes(q: Tensor, k: Tensor, v: Tensor) -> None:
         raise ValueError(f"{q.shape[2]} queries over {k.shape[2]} keys: self-attention needs T <= S")
 
 
-def _alternatives(accepts) -> str:
+def _alternatives(accepts: Callable[[Capabilities], bool]) -> str:
     """The registered backends whose capabilities satisfy `accepts`, for error messages."""
     from andrea.attention.registry import backend_registry
 

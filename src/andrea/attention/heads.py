@@ -21,7 +21,7 @@ class HeadConfig:
     n_head: int
     n_kv_head: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for key, value in (("n_head", self.n_head), ("n_kv_head", self.n_kv_head)):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"heads.{key}={value!r} must be a positive integer")

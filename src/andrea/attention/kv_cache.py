@@ -14,7 +14,7 @@ from torch import Tensor
 
 
 class KVCache:
-    def __init__(self, max_lookback: int | None = None):
+    def __init__(self, max_lookback: int | None = None) -> None:
         self.max_lookback = max_lookback
         self.k: Tensor | None = None  # (B, H_kv, S, d)
         self.v: Tensor | None = None  # (B, H_kv, S, d)
@@ -30,7 +30,7 @@ class KVCache:
 
     def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append the new tokens' k, v (B, H_kv, T, d); returns every key and value to attend to."""
-        if self.k is not None:
+        if self.k is not None and self.v is not None:  # set together
             k, v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)  # (B, H_kv, S + T, d)
         self.k, self.v = k, v
         return k, v
@@ -39,6 +39,7 @@ class KVCache:
         """Drop the keys no future query can see (after the step's attention)."""
         drop = len(self) - (self.max_lookback or len(self))
         if drop > 0:
+            assert self.k is not None and self.v is not None  # drop > 0: keys are cached
             self.k, self.v = self.k[:, :, drop:], self.v[:, :, drop:]
             self.start += drop
 

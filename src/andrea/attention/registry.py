@@ -14,13 +14,19 @@ from __future__ import annotations
 import importlib
 import inspect
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from andrea.attention.contract import AttentionBackend
+    from andrea.attention.masks import Mask
+
+T = TypeVar("T")
 
 
-class Registry:
+class Registry(Generic[T]):
     """Name -> class, loaded lazily; unknown names are refused with the list of known ones."""
 
-    def __init__(self, what: str, group: str, builtins: dict[str, str]):
+    def __init__(self, what: str, group: str, builtins: dict[str, str]) -> None:
         self.what = what  # "attention backend"
         self.group = group  # the entry-point group plugins declare under
         self.builtins = builtins  # name -> "module:Class"
@@ -45,7 +51,7 @@ class Registry:
     def names(self) -> list[str]:
         return sorted({*self.builtins, *self._discover()})
 
-    def load(self, name: str) -> type:
+    def load(self, name: str) -> type[T]:
         if name in self.builtins:
             module, _, attr = self.builtins[name].partition(":")
             return getattr(importlib.import_module(module), attr)
@@ -58,7 +64,7 @@ class Registry:
         return plugins[name].load()
 
 
-backend_registry = Registry(
+backend_registry: Registry[AttentionBackend] = Registry(
     "attention backend",
     "andrea.attention_backends",
     {
@@ -69,7 +75,7 @@ backend_registry = Registry(
     },
 )
 
-mask_registry = Registry(
+mask_registry: Registry[Mask] = Registry(
     "mask strategy",
     "andrea.attention_masks",
     {
@@ -83,7 +89,7 @@ mask_registry = Registry(
 )
 
 
-def _construct(what: str, name: str, cls: type, params: dict[str, Any]):
+def _construct(what: str, name: str, cls: type[T], params: dict[str, Any]) -> T:
     """cls(**params), with a wrong or missing parameter named against cls's signature."""
     signature = inspect.signature(cls).replace(return_annotation=inspect.Signature.empty)
     try:
@@ -93,17 +99,17 @@ def _construct(what: str, name: str, cls: type, params: dict[str, Any]):
     return cls(**params)
 
 
-def get_backend(name: str, **options: Any):
+def get_backend(name: str, **options: Any) -> AttentionBackend:
     """An attention backend instance by registry name, e.g. get_backend("flex", compile=True)."""
     return _construct("attention backend", name, backend_registry.load(name), options)
 
 
-def get_mask(name: str, **params: Any):
+def get_mask(name: str, **params: Any) -> Mask:
     """A mask strategy instance by registry name, e.g. get_mask("sliding_window", window=64)."""
     return _construct("mask", name, mask_registry.load(name), params)
 
 
-def parse_mask(expression: str):
+def parse_mask(expression: str) -> Mask:
     """A mask from a small expression of registered names, `&`, `|` and parentheses:
 
         parse_mask("causal & (sliding_window(window=64) | prefix_lm(prefix_len=8))")
@@ -113,27 +119,28 @@ def parse_mask(expression: str):
     """
     import ast
 
-    def refuse(node):
+    def refuse(node: ast.AST) -> ValueError:
         return ValueError(
             f"mask expression {expression!r}: cannot read {ast.unparse(node)!r}; "
             "write names and name(key=value) with literal values, joined by & and |"
         )
 
-    def literal(node):
+    def literal(node: ast.expr) -> Any:
         try:
             return ast.literal_eval(node)
         except ValueError:
             raise refuse(node) from None
 
-    def build(node):
+    def build(node: ast.expr) -> Mask:
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
             left, right = build(node.left), build(node.right)
             return left & right if isinstance(node.op, ast.BitAnd) else left | right
         if isinstance(node, ast.Name):
             return get_mask(node.id)
-        is_call = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-        if is_call and not node.args and all(kw.arg for kw in node.keywords):
-            return get_mask(node.func.id, **{kw.arg: literal(kw.value) for kw in node.keywords})
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
+            keywords = [(kw.arg, kw.value) for kw in node.keywords if kw.arg is not None]  # arg None: **mapping
+            if len(keywords) == len(node.keywords):
+                return get_mask(node.func.id, **{key: literal(value) for key, value in keywords})
         raise refuse(node)
 
     try:

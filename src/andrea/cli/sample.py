@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections.abc import Sequence
 
 import hydra
 import torch
@@ -19,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from andrea.cli.errors import run_app
 from andrea.config import task_overrides
-from andrea.data.tokenizers import TOKENIZERS
+from andrea.data.tokenizers import TOKENIZERS, Tokenizer
 from andrea.keys import check_added_keys, integer, number, optional
 
 
@@ -32,7 +33,7 @@ class TokenIds:
 
     name, eot_id = "ids", None
 
-    def __init__(self, vocab_size: int):
+    def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
 
     def encode(self, text: str) -> list[int]:
@@ -64,7 +65,7 @@ SETTINGS = {
 }
 
 
-def check_settings(cfg: DictConfig, overrides: list[str] = ()) -> None:
+def check_settings(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     problem = check_added_keys(cfg, list(overrides))
     if problem:
         raise SampleError(problem)
@@ -81,7 +82,7 @@ def check_settings(cfg: DictConfig, overrides: list[str] = ()) -> None:
         raise SampleError(f"device={cfg.device!r}: no GPU here; use device=cpu")
 
 
-def pick_tokenizer(name: str, trained_with: str | None, vocab_size: int):
+def pick_tokenizer(name: str, trained_with: str | None, vocab_size: int) -> Tokenizer | TokenIds:
     if name == "auto":
         name = trained_with or "ids"
     tokenizer = TokenIds(vocab_size) if name == "ids" else TOKENIZERS[name]()
@@ -90,7 +91,7 @@ def pick_tokenizer(name: str, trained_with: str | None, vocab_size: int):
     return tokenizer
 
 
-def encode_prompt(tokenizer, prompt: str, vocab_size: int) -> list[int]:
+def encode_prompt(tokenizer: Tokenizer | TokenIds, prompt: str, vocab_size: int) -> list[int]:
     ids = tokenizer.encode(prompt) if prompt else [tokenizer.eot_id] if tokenizer.eot_id is not None else []
     if not ids:
         raise SampleError('prompt is empty and tokenizer=ids has no end-of-text token; give prompt="<ids>"')
@@ -104,12 +105,14 @@ def encode_prompt(tokenizer, prompt: str, vocab_size: int) -> list[int]:
 def sample_app(cfg: DictConfig) -> None:
     from andrea.models.export import load_any
     from andrea.models.generate import stream
+    from andrea.models.network import network
 
     try:
         check_settings(cfg, task_overrides())
         net, _, trained_with = load_any(cfg.ckpt_path, cfg.device)
-        tokenizer = pick_tokenizer(cfg.tokenizer, trained_with, net.vocab_size)
-        prompt = encode_prompt(tokenizer, str(cfg.prompt), net.vocab_size)  # prompt=3 arrives as an int
+        vocab_size = network(net).vocab_size
+        tokenizer = pick_tokenizer(cfg.tokenizer, trained_with, vocab_size)
+        prompt = encode_prompt(tokenizer, str(cfg.prompt), vocab_size)  # prompt=3 arrives as an int
         generator = torch.Generator(cfg.device).manual_seed(cfg.seed)
         idx = torch.tensor([prompt] * cfg.num_samples, device=cfg.device)  # (num_samples, T)
         start = time.perf_counter()

@@ -32,7 +32,7 @@ def _rank_and_world() -> tuple[int, int]:
 class EpochSampler(Sampler[int]):
     def __init__(
         self, data_len: int, num_samples: int | None = None, seed: int = 0, shuffle: bool = True, batch_size: int = 1
-    ):
+    ) -> None:
         self.data_len, self.seed, self.shuffle, self.batch_size = data_len, seed, shuffle, batch_size
         self.num_samples = data_len if num_samples is None else num_samples
         self.epoch = 0

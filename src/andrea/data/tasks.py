@@ -16,6 +16,8 @@ where nothing can be predicted), seeded and split into train and validation.
 
 from __future__ import annotations
 
+from typing import Any
+
 import lightning as L
 import torch
 from torch import Tensor
@@ -27,7 +29,7 @@ IGNORE_INDEX = -100
 
 
 class TokenRows(Dataset):
-    def __init__(self, input_ids: Tensor, labels: Tensor):
+    def __init__(self, input_ids: Tensor, labels: Tensor) -> None:
         self.input_ids, self.labels = input_ids, labels
 
     def __len__(self) -> int:
@@ -51,7 +53,7 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         batch_size: int = 64,
         seed: int = 0,
         num_workers: int = 0,
-    ):
+    ) -> None:
         super().__init__()
         for key, value in (("vocab_size", vocab_size), ("seq_len", seq_len), ("num_train", num_train),
                            ("num_val", num_val), ("batch_size", batch_size)):  # fmt: skip
@@ -76,24 +78,27 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
             self.val_set = TokenRows(input_ids[n:], labels[n:])
 
     def train_dataloader(self) -> DataLoader:
+        assert self.train_set is not None  # setup() comes first
         sampler = self.train_sampler(len(self.train_set), None, self.seed, self.batch_size)  # a fresh order every epoch
         return DataLoader(
             self.train_set, self.batch_size, sampler=sampler, num_workers=self.num_workers, drop_last=True
         )
 
     def val_dataloader(self) -> DataLoader:
+        assert self.val_set is not None  # setup() comes first
         return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers)
 
     def probe_batch(self, n: int = 4) -> dict[str, Tensor]:
         """A few fixed validation rows, for attention maps and head-role metrics."""
         self.setup()
+        assert self.val_set is not None  # made by setup()
         return {"input_ids": self.val_set.input_ids[:n], "labels": self.val_set.labels[:n]}
 
 
 class RepetitionDataModule(SyntheticTaskDataModule):
     name = "repetition"
 
-    def make_rows(self, n, generator):
+    def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         ids = torch.randint(self.vocab_size, (n, 1), generator=generator).expand(n, self.seq_len + 1)
         return ids[:, :-1].clone(), ids[:, 1:].clone()  # labels: the next id
 
@@ -101,13 +106,13 @@ class RepetitionDataModule(SyntheticTaskDataModule):
 class LookbackDataModule(SyntheticTaskDataModule):
     name = "lookback"
 
-    def __init__(self, k: int = 1, **kwargs):
+    def __init__(self, k: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not isinstance(k, int) or not 0 < k < self.seq_len:
             raise ValueError(f"data.k={k!r} must be an integer in [1, data.seq_len - 1 = {self.seq_len - 1}]")
         self.k = k
 
-    def make_rows(self, n, generator):
+    def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         ids = torch.randint(self.vocab_size, (n, self.seq_len), generator=generator)
         labels = torch.full_like(ids, IGNORE_INDEX)
         labels[:, self.k :] = ids[:, : -self.k]  # label at t: the id at t - k
@@ -117,7 +122,7 @@ class LookbackDataModule(SyntheticTaskDataModule):
 class InductionDataModule(SyntheticTaskDataModule):
     name = "induction"
 
-    def __init__(self, min_period: int = 6, max_period: int = 12, **kwargs):
+    def __init__(self, min_period: int = 6, max_period: int = 12, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not 2 <= min_period <= max_period or 2 * max_period > self.seq_len or max_period > self.vocab_size:
             raise ValueError(
@@ -126,7 +131,7 @@ class InductionDataModule(SyntheticTaskDataModule):
             )
         self.min_period, self.max_period = min_period, max_period
 
-    def make_rows(self, n, generator):
+    def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         periods = torch.randint(self.min_period, self.max_period + 1, (n, 1), generator=generator)
         # distinct ids per block (a random permutation's prefix), so a previous occurrence is unique
         blocks = torch.rand(n, self.vocab_size, generator=generator).argsort(dim=-1)

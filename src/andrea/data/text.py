@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
-from andrea.data.tokenizers import TOKENIZERS, tokenizer_vocab_size
+from andrea.data.tokenizers import TOKENIZERS, Tokenizer, tokenizer_vocab_size
 
 EXCERPT = Path(__file__).parent / "corpus" / "tempest_excerpt.txt"
 
@@ -73,7 +73,7 @@ def read_text(path: Path) -> str:
     return text
 
 
-def build_cache(files: list[Path], tokenizer, cache_dir: Path) -> Path:
+def build_cache(files: list[Path], tokenizer: Tokenizer, cache_dir: Path) -> Path:
     """Tokenise `files` into `<cache_dir>/<key>.bin` (once) and return its path."""
     digest = hashlib.sha256(tokenizer.name.encode())
     for path in files:
@@ -107,7 +107,7 @@ class Windows(Dataset):
     seq_len (validation): consecutive, non-overlapping windows.
     """
 
-    def __init__(self, tokens: np.ndarray, seq_len: int, stride: int = 1):
+    def __init__(self, tokens: np.ndarray, seq_len: int, stride: int = 1) -> None:
         self.tokens, self.seq_len, self.stride = tokens, seq_len, stride
 
     def __len__(self) -> int:
@@ -135,7 +135,7 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
         seed: int = 0,
         num_workers: int = 0,
         max_bytes: int = DEFAULT_MAX_BYTES,
-    ):
+    ) -> None:
         super().__init__()
         tokenizer_vocab = tokenizer_vocab_size(tokenizer)
         if vocab_size is not None and vocab_size != tokenizer_vocab:
@@ -170,7 +170,7 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
             )
 
     @property
-    def tokenizer(self):
+    def tokenizer(self) -> Tokenizer:
         return TOKENIZERS[self.tokenizer_name]()
 
     def setup(self, stage: str | None = None) -> None:

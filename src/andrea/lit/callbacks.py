@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import lightning as L
 import torch
-from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities.types import STEP_OUTPUT
+from torch import Tensor
 
 from andrea.metrics import HEAD_ROLES
+from andrea.models.network import network
 from andrea.viz import save_attention_grid
+
+if TYPE_CHECKING:
+    from andrea.lit.module import LanguageModelModule
 
 
 class AttentionMaps(L.Callback):
@@ -25,7 +33,7 @@ class AttentionMaps(L.Callback):
         layers: list[int] | None = None,
         probe_rows: int = 8,
         dirname: str = "attention_maps",
-    ):
+    ) -> None:
         if every_n_steps <= 0:
             raise ValueError(f"callbacks.attention_maps.every_n_steps={every_n_steps} must be a positive integer")
         self.every_n_steps, self.layers, self.probe_rows, self.dirname = every_n_steps, layers, probe_rows, dirname
@@ -34,7 +42,7 @@ class AttentionMaps(L.Callback):
         self.written: list[str] = []
         self.scores: dict[str, float] = {}
 
-    def setup(self, trainer, pl_module, stage):
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.out_dir = Path(trainer.default_root_dir) / self.dirname
         n_layer = getattr(pl_module.net, "n_layer", 0)
         bad = [layer for layer in self.layers or [] if not 0 <= layer < n_layer]
@@ -43,41 +51,45 @@ class AttentionMaps(L.Callback):
                 f"callbacks.attention_maps.layers={self.layers} names layers {bad}; the model has {n_layer}"
             )
 
-    def on_train_start(self, trainer, pl_module):
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.record(trainer, pl_module)  # the untrained heads, to compare against
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
+    ) -> None:
         if trainer.global_step % self.every_n_steps == 0:
             self.record(trainer, pl_module)
 
-    def on_train_end(self, trainer, pl_module):
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.record(trainer, pl_module)
 
     @torch.no_grad()
-    def record(self, trainer, pl_module) -> None:
+    def record(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         step = trainer.global_step
         if step == self.last_step or not trainer.is_global_zero:
             return
         self.last_step = step
-        probe = trainer.datamodule.probe_batch(self.probe_rows)
+        probe = trainer.datamodule.probe_batch(self.probe_rows)  # type: ignore[attr-defined]  # Lightning sets it
         input_ids = probe["input_ids"].to(pl_module.device)
+        net = network(cast("LanguageModelModule", pl_module).net)  # the module this callback is written for
         was_training = pl_module.training
         pl_module.eval()
-        _, weights = pl_module.net(input_ids, return_weights=True)  # one (B, H, T, T) per layer
+        _, weights = net(input_ids, return_weights=True)  # one (B, H, T, T) per layer
         pl_module.train(was_training)
         if not weights:  # a model without attention (the ablation): nothing to draw
             return
         self._log_scores(trainer, weights, input_ids.cpu(), step)
         layers = range(len(weights)) if self.layers is None else self.layers
+        assert self.out_dir is not None  # set in setup(), before any training hook
         for layer in layers:
             path = self.out_dir / f"layer{layer}_step{step:06d}.png"
-            mask_name = pl_module.net.attention[layer].mask.name
+            mask_name = net.attention[layer].mask.name
             save_attention_grid(weights[layer][0].cpu(), path, title=f"layer {layer} · step {step} · {mask_name}")
             self.written.append(str(path))
             for logger in trainer.loggers:
                 _log_image(logger, f"attention/layer{layer}", path, step)
 
-    def _log_scores(self, trainer, weights, input_ids, step) -> None:
+    def _log_scores(self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int) -> None:
         weights = [w.cpu() for w in weights]
         scores = {}
         for role, metric_class in HEAD_ROLES.items():
@@ -94,7 +106,7 @@ class RunStats(L.Callback):
     """Training throughput: tokens/s every step (logged) and over the whole fit, and the
     model FLOPs utilisation (MFU) against `peak_tflops` when the model can count its FLOPs."""
 
-    def __init__(self, peak_tflops: float | None = None):
+    def __init__(self, peak_tflops: float | None = None) -> None:
         if peak_tflops is not None and peak_tflops <= 0:
             raise ValueError(f"callbacks.run_stats.peak_tflops={peak_tflops} must be > 0 (or null)")
         self.peak_tflops = peak_tflops
@@ -106,11 +118,15 @@ class RunStats(L.Callback):
     def tokens_per_s(self) -> float:
         return self.tokens / self.train_seconds if self.train_seconds else 0.0
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         _synchronize(pl_module.device)
         self._batch_start = time.perf_counter()
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
+    ) -> None:
         _synchronize(pl_module.device)  # GPU work is asynchronous: wait for the step to finish
         seconds = time.perf_counter() - self._batch_start
         tokens = batch["input_ids"].numel() * trainer.world_size
@@ -129,13 +145,13 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _enumerate_2d(values: torch.Tensor):
+def _enumerate_2d(values: torch.Tensor) -> Iterator[tuple[tuple[int, int], float]]:
     for layer in range(values.shape[0]):
         for head in range(values.shape[1]):
             yield (layer, head), float(values[layer, head])
 
 
-def _log_image(logger, key: str, path: Path, step: int) -> None:
+def _log_image(logger: Logger, key: str, path: Path, step: int) -> None:
     if isinstance(logger, WandbLogger):
         logger.log_image(key=key, images=[str(path)], step=step)
     elif isinstance(logger, TensorBoardLogger):

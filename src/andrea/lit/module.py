@@ -7,13 +7,15 @@ from collections.abc import Callable
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torch import nn
+from lightning.pytorch.utilities.types import OptimizerLRScheduler
+from torch import Tensor, nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 from torchmetrics.text import Perplexity
 
 from andrea.data.tasks import IGNORE_INDEX
 from andrea.models.export import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
+from andrea.models.network import network
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -32,6 +34,8 @@ class LanguageModelModule(L.LightningModule):
     Weight decay applies to matrices only; norms and biases are left undecayed (nanoGPT's groups).
     """
 
+    _forward_net: Callable[[Tensor], tuple[Tensor, list[Tensor]]]  # `net`, or its torch.compile wrapper
+
     def __init__(
         self,
         net: nn.Module,
@@ -40,7 +44,7 @@ class LanguageModelModule(L.LightningModule):
         net_config: dict | None = None,
         compile: bool = False,
         nonfinite: str = "stop",
-    ):
+    ) -> None:
         super().__init__()
         if nonfinite not in ("stop", "skip"):
             raise ValueError(f"model.nonfinite={nonfinite!r} must be stop or skip")
@@ -52,22 +56,22 @@ class LanguageModelModule(L.LightningModule):
         self.tokenizer: str | None = None  # the data's tokenizer name, saved too (andrea-sample reads it)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self._matrices = {f"net.{n}" for n, p in net.named_parameters() if p.dim() >= 2}  # weight decay
-        vocab_size = net.vocab_size
+        vocab_size = network(net).vocab_size
         self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_loss = MeanMetric()
         self.val_perplexity = Perplexity(ignore_index=IGNORE_INDEX)
 
-    def forward(self, input_ids):
+    def forward(self, input_ids: Tensor) -> Tensor:
         return self._forward_net(input_ids)[0]
 
-    def _loss(self, batch):
+    def _loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         logits = self(batch["input_ids"])  # (B, T, V)
         labels = batch["labels"]  # (B, T), IGNORE_INDEX where nothing is predicted
         loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
         return loss, logits, labels
 
-    def training_step(self, batch, batch_idx):
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
         loss, logits, labels = self._loss(batch)
         finite = self.trainer.strategy.reduce_boolean_decision(bool(torch.isfinite(loss)), all=True)
         if not finite:  # every process takes the same branch
@@ -84,7 +88,7 @@ class LanguageModelModule(L.LightningModule):
         self.log("train/acc", self.train_acc, on_step=True, on_epoch=True, prog_bar=True)
         return loss
 
-    def validation_step(self, batch, batch_idx):
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         loss, logits, labels = self._loss(batch)
         self.val_loss(loss, weight=(labels != IGNORE_INDEX).sum())
         self.val_acc(logits.flatten(0, 1), labels.flatten())
@@ -103,7 +107,7 @@ class LanguageModelModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.skipped_steps = checkpoint.get("andrea_skipped_steps", 0)
 
-    def configure_optimizers(self):
+    def configure_optimizers(self) -> OptimizerLRScheduler:
         # By the names of the matrices, taken before any wrapping: FSDP flattens every parameter to 1-D.
         named = [(n.replace("_fsdp_wrapped_module.", ""), p) for n, p in self.named_parameters() if p.requires_grad]
         decay = [p for n, p in named if n in self._matrices]

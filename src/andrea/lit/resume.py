@@ -15,11 +15,14 @@ import errno
 import os
 import signal
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities.types import STEP_OUTPUT
 
 from andrea.data.sampler import EpochSampler
 from andrea.run_dir import disk_error
@@ -32,7 +35,8 @@ SIGNALS = tuple(s for s in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGU
 def epoch_ends(trainer: L.Trainer) -> bool:
     """Whether the batch just trained is the epoch's last (limit_train_batches included)."""
     progress = trainer.fit_loop.epoch_loop.batch_progress
-    return progress.is_last_batch or progress.current.processed >= trainer.num_training_batches
+    processed = progress.current.processed  # type: ignore[attr-defined]  # declared too wide: is a _ProcessedTracker
+    return progress.is_last_batch or processed >= trainer.num_training_batches
 
 
 def steps_optimizer(trainer: L.Trainer, batch_idx: int) -> bool:
@@ -41,7 +45,7 @@ def steps_optimizer(trainer: L.Trainer, batch_idx: int) -> bool:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None) -> None:
         path = Path(path)
         # same folder: the rename is atomic; this process's own name: two writers never share one
         partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -69,13 +73,17 @@ class LastCheckpoint(ModelCheckpoint):
     batch, where Lightning resumes most exactly (its logging step included); the epoch-end one
     therefore comes before that epoch's validation, which a run resumed from it does not repeat."""
 
-    def __init__(self, dirpath: str, every_n_train_steps: int = 50):
+    dirpath: str | Path  # ModelCheckpoint's may be None; this one is always given
+
+    def __init__(self, dirpath: str, every_n_train_steps: int = 50) -> None:
         super().__init__(
             dirpath=dirpath, every_n_train_steps=every_n_train_steps, save_top_k=0, save_last=True,
             enable_version_counter=False,
         )  # fmt: skip
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
+    ) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
         if epoch_ends(trainer) or 0 < trainer.max_steps <= trainer.global_step:
             self.save_now(trainer)
@@ -90,7 +98,9 @@ class LastCheckpoint(ModelCheckpoint):
 
 
 class ResumeData(L.Callback):
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
+    ) -> None:
         sampler = getattr(trainer.train_dataloader, "sampler", None)
         if not isinstance(sampler, EpochSampler):
             return
@@ -109,7 +119,7 @@ class StopOnSignal(L.Callback):
     raises KeyboardInterrupt, the others exit at once with 128 + n.
     """
 
-    def __init__(self, dirpath: str):
+    def __init__(self, dirpath: str | Path) -> None:
         self.dirpath = Path(dirpath)
         self.received: int | None = None  # the signal number, once one came
 
@@ -121,14 +131,16 @@ class StopOnSignal(L.Callback):
         for signum in SIGNALS:
             signal.signal(signum, self._handle)
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is not None:  # asked twice: stop now
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             raise SystemExit(128 + signum)
         self.received = signum
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
+    ) -> None:
         if not steps_optimizer(trainer, batch_idx):
             return  # mid gradient accumulation: the step is not finished
         if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):

@@ -15,6 +15,8 @@ Weights from any backend give the same numbers (the block returns the same
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 from torchmetrics import Metric
@@ -24,9 +26,11 @@ class HeadScore(Metric):
     """Mean of a per-query score over defined queries, per (layer, head): compute() -> (L, H)."""
 
     full_state_update = False
-    higher_is_better = None
+    higher_is_better: bool | None = None
+    total: Tensor  # (L, H) state: sum of the scores
+    count: Tensor  # (L, 1) state: number of defined queries
 
-    def __init__(self, n_layer: int, n_head: int, **kwargs):
+    def __init__(self, n_layer: int, n_head: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.add_state("total", torch.zeros(n_layer, n_head, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("count", torch.zeros(n_layer, 1, dtype=torch.float64), dist_reduce_fx="sum")
@@ -53,13 +57,13 @@ class HeadScore(Metric):
 class AttentionEntropy(HeadScore):
     higher_is_better = False
 
-    def query_scores(self, weights, input_ids):
+    def query_scores(self, weights: Tensor, input_ids: Tensor) -> tuple[Tensor, Tensor]:
         entropy = -torch.special.xlogy(weights, weights).sum(dim=-1)  # (B, H, T); 0 log 0 = 0
         return entropy, weights.sum(dim=-1)[:, 0] > 0  # rows with any key
 
 
 class PreviousTokenScore(HeadScore):
-    def query_scores(self, weights, input_ids):
+    def query_scores(self, weights: Tensor, input_ids: Tensor) -> tuple[Tensor, Tensor]:
         B, H, T, _ = weights.shape
         scores = torch.zeros(B, H, T, dtype=weights.dtype, device=weights.device)
         scores[..., 1:] = weights.diagonal(offset=-1, dim1=-2, dim2=-1)  # A[t, t - 1] for t >= 1
@@ -67,13 +71,13 @@ class PreviousTokenScore(HeadScore):
 
 
 class FirstTokenScore(HeadScore):
-    def query_scores(self, weights, input_ids):
+    def query_scores(self, weights: Tensor, input_ids: Tensor) -> tuple[Tensor, Tensor]:
         B, H, T, _ = weights.shape
         return weights[..., 0], torch.arange(T, device=weights.device).expand(B, T) >= 1
 
 
 class InductionScore(HeadScore):
-    def query_scores(self, weights, input_ids):
+    def query_scores(self, weights: Tensor, input_ids: Tensor) -> tuple[Tensor, Tensor]:
         T = input_ids.shape[-1]
         positions = torch.arange(T, device=input_ids.device)
         same = input_ids.unsqueeze(2) == input_ids.unsqueeze(1)  # (B, T, T): token at j equals token at t

@@ -16,7 +16,7 @@ POSITIONS = {
 class Embeddings(nn.Module):
     kinds = tuple(POSITIONS)  # position.kind values; only "learned" lives here, the rest in attention
 
-    def __init__(self, vocab_size: int, max_context: int, d_model: int, position: str = "learned"):
+    def __init__(self, vocab_size: int, max_context: int, d_model: int, position: str = "learned") -> None:
         super().__init__()
         if position not in self.kinds:
             raise ValueError(f"position.kind={position!r} is not one of {', '.join(self.kinds)}")

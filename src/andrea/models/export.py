@@ -17,6 +17,7 @@ import json
 import os
 import pickle
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -73,18 +74,20 @@ def _read_metadata(path: str | Path) -> tuple[dict, str | None]:
     return config, _tokenizer_name(metadata.get(TOKENIZER_KEY), str(path), TOKENIZER_KEY)
 
 
-def _tokenizer_name(name, where: str, key: str) -> str | None:
+def _tokenizer_name(name: object, where: str, key: str) -> str | None:
     """The tokenizer a file names: one of andrea's, or None (token ids)."""
     from andrea.data.tokenizers import TOKENIZERS
 
-    if name is not None and (not isinstance(name, str) or name not in TOKENIZERS):
+    if name is None:
+        return None
+    if not isinstance(name, str) or name not in TOKENIZERS:
         raise net_config.ModelFileError(
             f"{where}: {key}={name!r} is not one of andrea's tokenizers ({', '.join(TOKENIZERS)})"
         )
     return name
 
 
-def build_network(config, where: str, prefix: str, device: str = "cpu") -> nn.Module:
+def build_network(config: Any, where: str, prefix: str, device: str = "cpu") -> nn.Module:
     """The network a file's config describes, checked against the schema and the machine's memory
     before anything is allocated; every refusal is one line naming `where` and the key."""
     spec = net_config.parse(config, where, prefix)

@@ -13,10 +13,14 @@ positions restart at 0, as nanoGPT does).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+
+from andrea.attention.kv_cache import KVCache
+from andrea.models.network import Network, network
 
 
 def sample_next(
@@ -44,8 +48,9 @@ def sample_next(
 def check_cacheable(model: nn.Module, prompt_len: int, total_len: int) -> None:
     """Refuse a cache that would give other tokens than recomputing: it holds a token's keys and
     values as first computed, so no earlier token may attend to one that comes after the prompt."""
-    length = min(total_len, model.max_context)
-    for attention in model.attention:
+    net = network(model)
+    length = min(total_len, net.max_context)
+    for attention in net.attention:
         allowed = attention.mask.dense(length, length)[0, :].any(dim=0)  # (L, L) over heads
         later = torch.ones(length, length, dtype=torch.bool).triu(1)  # key after query
         later[:, :prompt_len] = False  # keys inside the prompt are all present at the prefill
@@ -69,13 +74,20 @@ def stream(
     """idx (B, T) prompt -> per step the sampled token (B, 1) and the logits it came from (B, V).
 
     A cache the model's masks cannot serve is refused here, when called, not at the first step."""
-    cache = model.new_cache() if use_cache and len(model.attention) > 0 else None
+    net = network(model)
+    cache = net.new_cache() if use_cache and len(net.attention) > 0 else None
     if cache is not None:
         check_cacheable(model, idx.shape[1], idx.shape[1] + max_new_tokens)
-    return _steps(model, idx, max_new_tokens, cache, (temperature, top_k, top_p, generator))
+    return _steps(net, idx, max_new_tokens, cache, (temperature, top_k, top_p, generator))
 
 
-def _steps(model, idx, max_new_tokens, cache, sampling) -> Iterator[tuple[Tensor, Tensor]]:
+def _steps(
+    model: Network,
+    idx: Tensor,
+    max_new_tokens: int,
+    cache: list[KVCache] | None,
+    sampling: tuple[float, int | None, float | None, torch.Generator | None],
+) -> Iterator[tuple[Tensor, Tensor]]:
     context = model.max_context
     fed = 0  # tokens of idx already in the cache
     with torch.no_grad():
@@ -90,7 +102,7 @@ def _steps(model, idx, max_new_tokens, cache, sampling) -> Iterator[tuple[Tensor
             yield token, logits
 
 
-def generate(model: nn.Module, idx: Tensor, max_new_tokens: int, **options) -> Tensor:
+def generate(model: nn.Module, idx: Tensor, max_new_tokens: int, **options: Any) -> Tensor:
     """idx (B, T) -> (B, T + max_new_tokens); options as for `stream`."""
     tokens = [token for token, _ in stream(model, idx, max_new_tokens, **options)]
     return torch.cat([idx, *tokens], dim=1)

@@ -17,7 +17,7 @@ write into the residual stream scaled by 1/sqrt(2 · n_layer).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -30,7 +30,7 @@ from andrea.models.embedding import Embeddings
 class MLP(nn.Module):
     """d_model -> mlp_ratio · d_model -> GELU -> d_model."""
 
-    def __init__(self, d_model: int, mlp_ratio: int, dropout: float):
+    def __init__(self, d_model: int, mlp_ratio: int, dropout: float) -> None:
         super().__init__()
         self.fc = nn.Linear(d_model, mlp_ratio * d_model, bias=False)
         self.proj = nn.Linear(mlp_ratio * d_model, d_model, bias=False)  # writes into the residual stream
@@ -43,7 +43,9 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm transformer block: attention, then MLP, each with a residual connection."""
 
-    def __init__(self, d_model: int, max_context: int, mlp_ratio: int, dropout: float, attention: dict[str, Any]):
+    def __init__(
+        self, d_model: int, max_context: int, mlp_ratio: int, dropout: float, attention: dict[str, Any]
+    ) -> None:
         super().__init__()
         self.ln_1 = nn.LayerNorm(d_model, bias=False)
         self.attention = MultiHeadSelfAttention(d_model, max_context=max_context, dropout=dropout, **attention)
@@ -75,7 +77,7 @@ class GPT(nn.Module):
         mlp_ratio: int = 4,
         dropout: float = 0.0,
         position: str = "learned",
-    ):
+    ) -> None:
         super().__init__()
         if not isinstance(n_layer, int) or n_layer <= 0:
             raise ValueError(f"model.net.n_layer={n_layer!r} must be a positive integer")
@@ -88,7 +90,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.embed.token.weight  # tied: one (V, D) matrix reads and writes tokens
         self.apply(self._init_weights)
-        for block in self.blocks:
+        for block in self._blocks():
             for residual_out in (block.attention.proj.weight, block.mlp.proj.weight):
                 nn.init.normal_(residual_out, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
 
@@ -97,10 +99,14 @@ class GPT(nn.Module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
+    def _blocks(self) -> list[Block]:
+        """self.blocks, typed: an nn.ModuleList yields plain Modules, this one holds Blocks only."""
+        return cast(list[Block], list(self.blocks))
+
     @property
     def attention(self) -> list[MultiHeadSelfAttention]:
         """The attention block of every layer (what the dashboard callbacks read)."""
-        return [block.attention for block in self.blocks]
+        return [block.attention for block in self._blocks()]
 
     def num_parameters(self, exclude_positions: bool = False) -> int:
         """Parameters, counted once (the tied embedding is one matrix)."""
@@ -112,12 +118,12 @@ class GPT(nn.Module):
     def flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token (forward + backward), nanoGPT's estimate: 6·N + 12·L·H·d·T,
         N the parameters without position embeddings (PaLM appendix B)."""
-        attention = self.blocks[0].attention
+        attention = self._blocks()[0].attention
         return 6 * self.num_parameters(exclude_positions=True) + 12 * self.n_layer * attention.d_model * seq_len
 
     def new_cache(self) -> list[KVCache]:
         """An empty KV cache, one per layer, for `forward(..., cache=)`."""
-        return [block.attention.new_cache() for block in self.blocks]
+        return [block.attention.new_cache() for block in self._blocks()]
 
     def forward(
         self, idx: Tensor, return_weights: bool = False, cache: list[KVCache] | None = None

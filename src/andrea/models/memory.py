@@ -108,7 +108,7 @@ def culprit(estimate: Estimate, values: dict[str, int], keys: dict[str, str]) ->
     """`key=value` of the setting that makes the estimate too big: among the ones behind its largest
     part, the one furthest above its reference size. `keys` maps d_model, ... to config keys."""
     parts = {"state": estimate.state_bytes, "activations": estimate.activation_bytes, "masks": estimate.mask_bytes}
-    largest = max(parts, key=parts.get)
+    largest = max(parts, key=lambda part: parts[part])
     candidates = {
         "state": ("d_model", "n_layer", "vocab_size"),
         "activations": ("batch_size", "seq_len", "n_layer", "vocab_size", "d_model"),

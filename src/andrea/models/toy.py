@@ -9,7 +9,7 @@ ablation that shows the repetition task does not need attention.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from torch import Tensor, nn
 
@@ -29,14 +29,15 @@ class ToyModel(nn.Module):
         n_layer: int = 1,
         attention: dict[str, Any] | None = None,
         position: str = "learned",
-    ):
+    ) -> None:
         super().__init__()
         self.vocab_size, self.max_context = vocab_size, max_context
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         blocks = [] if attention is None else range(n_layer)
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in blocks)
         self.attention = nn.ModuleList(
-            MultiHeadSelfAttention(d_model, max_context=max_context, **attention, position=position) for _ in blocks
+            MultiHeadSelfAttention(d_model, max_context=max_context, **(attention or {}), position=position)
+            for _ in blocks  # none when attention is None
         )
         self.final_norm = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
@@ -45,9 +46,13 @@ class ToyModel(nn.Module):
     def n_layer(self) -> int:
         return len(self.attention)
 
+    def _layers(self) -> list[MultiHeadSelfAttention]:
+        """self.attention, typed: an nn.ModuleList yields plain Modules, this one holds attention layers only."""
+        return cast(list[MultiHeadSelfAttention], list(self.attention))
+
     def new_cache(self) -> list[KVCache]:
         """An empty KV cache, one per layer, for `forward(..., cache=)`."""
-        return [attention.new_cache() for attention in self.attention]
+        return [attention.new_cache() for attention in self._layers()]
 
     def forward(
         self, idx: Tensor, return_weights: bool = False, cache: list[KVCache] | None = None

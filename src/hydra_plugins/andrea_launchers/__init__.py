@@ -19,10 +19,12 @@ editable install's namespace is not scanned. Without the `sweep` extra it define
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import DictConfig
 
 from andrea.sweep import RESULT_FILE, job_failed
 
@@ -30,6 +32,12 @@ try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 except ImportError:  # the `sweep` extra is not installed
     LocalLauncher = SlurmLauncher = None
+
+if TYPE_CHECKING:
+    import submitit
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher as _Launcher
+else:
+    _Launcher = object  # a mixin: what it goes in front of, for the type checker only
 
 
 class JobDied(RuntimeError):
@@ -39,7 +47,7 @@ class JobDied(RuntimeError):
 class _Settled:
     """A submitit job whose `results()` reports its failure as a FAILED JobReturn instead of raising."""
 
-    def __init__(self, job, overrides: list[str], run_dir: Path):
+    def __init__(self, job: submitit.Job[Any], overrides: list[str], run_dir: Path) -> None:
         self.job, self.overrides, self.run_dir = job, overrides, run_dir
 
     def results(self) -> list[JobReturn]:
@@ -55,25 +63,31 @@ class _Settled:
             return [ret]
 
 
-class _KeepEveryJob:
-    def launch(self, job_overrides, initial_job_idx: int):
+class _KeepEveryJob(_Launcher):
+    config: DictConfig | None  # the submitit launcher's, set by its setup()
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import submitit
 
+        assert self.config is not None  # setup() comes first
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         original = submitit.AutoExecutor.map_array
 
-        def map_array(executor, fn, overrides: list, *rest: Any):
+        def map_array(
+            executor: submitit.Executor, fn: Callable[..., Any], overrides: Sequence[Sequence[str]], *rest: Any
+        ) -> list[_Settled]:
             jobs = original(executor, fn, overrides, *rest)
             numbers = rest[1]  # the job numbers (idx) the plugin passes after "hydra.sweep.dir"
             return [
                 _Settled(job, list(o), sweep_dir / str(n)) for job, o, n in zip(jobs, overrides, numbers, strict=True)
             ]
 
-        submitit.AutoExecutor.map_array = map_array
+        # The plugin reads results() only: a _Settled in place of each submitit Job, for this launch.
+        submitit.AutoExecutor.map_array = map_array  # type: ignore[method-assign, assignment]  # restored below
         try:
             return super().launch(job_overrides, initial_job_idx)
         finally:
-            submitit.AutoExecutor.map_array = original
+            submitit.AutoExecutor.map_array = original  # type: ignore[method-assign]  # submitit's own again
 
 
 if LocalLauncher is not None:

@@ -8,35 +8,42 @@ default it compiles on GPU and stays eager on CPU (compiling costs ~20 s there).
 """
 
 import warnings
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import torch
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch import Tensor
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
 from andrea.attention.contract import AttentionBackend, Capabilities
+from andrea.attention.masks import Mask
+from andrea.attention.positions import ScoreMod
 
 
 @lru_cache(maxsize=32)
-def _block_mask(mask, batch_size, num_heads, q_len, kv_len, device):
+def _block_mask(
+    mask: Mask, batch_size: int | None, num_heads: int | None, q_len: int, kv_len: int, device: str
+) -> BlockMask:
     offset = kv_len - q_len  # queries are aligned to the end of the keys
 
-    def mask_mod(b, h, q_idx, kv_idx):
+    def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return mask.predicate(b, h, q_idx + offset, kv_idx)
 
     return create_block_mask(mask_mod, batch_size, num_heads, q_len, kv_len, device=device)
 
 
 @lru_cache(maxsize=32)
-def _score_fn(score_mod, offset):
+def _score_fn(score_mod: ScoreMod, offset: int) -> Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]:
     # One function object per (modifier, offset): a compiled Flex would recompile for a new one.
-    def flex_score_mod(score, b, h, q_idx, kv_idx):
+    def flex_score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return score + score_mod.bias(b, h, q_idx + offset, kv_idx)
 
     return flex_score_mod
 
 
 @lru_cache(maxsize=1)
-def _compiled_flex():
+def _compiled_flex() -> Callable[..., Tensor]:
     return torch.compile(flex_attention, dynamic=False)
 
 
@@ -46,10 +53,19 @@ class FlexBackend(AttentionBackend):
         native_weights=False, cpu_backward=False, native_gqa=True, wants_compile=True, score_mod=True
     )
 
-    def __init__(self, compile: bool | None = None):
+    def __init__(self, compile: bool | None = None) -> None:
         self.compile = compile  # None: compile on GPU, eager on CPU
 
-    def forward(self, q, k, v, mask, scale, need_weights, score_mod=None):
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Mask | None,
+        scale: float,
+        need_weights: bool,
+        score_mod: ScoreMod | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
         B, H, T, _ = q.shape
         S = k.shape[2]
         block_mask = None
@@ -58,7 +74,7 @@ class FlexBackend(AttentionBackend):
             heads = H if mask.head_dependent else None
             block_mask = _block_mask(mask, batch, heads, T, S, str(q.device))
         compile = q.device.type != "cpu" if self.compile is None else self.compile
-        options = dict(
+        options: dict[str, Any] = dict(
             block_mask=block_mask,
             score_mod=None if score_mod is None else _score_fn(score_mod, S - T),
             scale=scale,

@@ -6,15 +6,27 @@ Slow on purpose; every other backend is tested against this one.
 """
 
 import torch
+from torch import Tensor
 
 from andrea.attention.contract import AttentionBackend, Capabilities, masked_softmax
+from andrea.attention.masks import Mask
+from andrea.attention.positions import ScoreMod
 
 
 class NaiveBackend(AttentionBackend):
     name = "naive"
     capabilities = Capabilities(native_weights=True, cpu_backward=True, native_gqa=True, score_mod=True)
 
-    def forward(self, q, k, v, mask, scale, need_weights, score_mod=None):
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Mask | None,
+        scale: float,
+        need_weights: bool,
+        score_mod: ScoreMod | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
         B, H, T, _ = q.shape
         H_kv, S = k.shape[1], k.shape[2]
         group = H // H_kv  # query heads sharing one key/value head (1 for MHA)

@@ -10,15 +10,27 @@ the dtype's lowest value. Grouped heads go in as they are (`enable_gqa`).
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from andrea.attention.contract import AttentionBackend, Capabilities
+from andrea.attention.masks import Mask
+from andrea.attention.positions import ScoreMod
 
 
 class SDPABackend(AttentionBackend):
     name = "sdpa"
     capabilities = Capabilities(native_weights=False, cpu_backward=True, native_gqa=True, score_mod=True)
 
-    def forward(self, q, k, v, mask, scale, need_weights, score_mod=None):
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Mask | None,
+        scale: float,
+        need_weights: bool,
+        score_mod: ScoreMod | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
         B, H, T, _ = q.shape
         S = k.shape[2]
         allowed, is_causal = None, False
@@ -35,7 +47,7 @@ class SDPABackend(AttentionBackend):
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=k.shape[1] != H
         )  # (B, H, T, d)
-        if allowed is not None and not mask.attends_self:
+        if allowed is not None and mask is not None and not mask.attends_self:  # allowed: only from a mask
             # Not every kernel on every device returns zeros for a row with no key.
             out = torch.where(allowed.any(dim=-1, keepdim=True), out, 0.0)
         return out, None

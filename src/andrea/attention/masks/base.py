@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -76,7 +77,7 @@ class Mask(ABC):
     def __repr__(self) -> str:
         return f"<mask {self.name}>"
 
-    def draw(self, path: str, length: int = 16, batch_index: int = 0) -> str:
+    def draw(self, path: str | Path, length: int = 16, batch_index: int = 0) -> str:
         """Draw the mask for a sequence of `length` tokens to a PNG file; returns the path."""
         from andrea.attention.masks.draw import draw_mask
 
@@ -130,7 +131,7 @@ class AndMask(Mask):
         bounds = [m.max_lookback for m in (self.left, self.right) if m.max_lookback is not None]
         return min(bounds) if bounds and self.translation_invariant else None
 
-    def predicate(self, b, h, q_idx, kv_idx):
+    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return self.left.predicate(b, h, q_idx, kv_idx) & self.right.predicate(b, h, q_idx, kv_idx)
 
 
@@ -176,10 +177,10 @@ class OrMask(Mask):
 
     @property
     def max_lookback(self) -> int | None:  # type: ignore[override]
-        bounds = [m.max_lookback for m in (self.left, self.right)]
-        return max(bounds) if None not in bounds and self.translation_invariant else None
+        bounds = [m.max_lookback for m in (self.left, self.right) if m.max_lookback is not None]
+        return max(bounds) if len(bounds) == 2 and self.translation_invariant else None
 
-    def predicate(self, b, h, q_idx, kv_idx):
+    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return self.left.predicate(b, h, q_idx, kv_idx) | self.right.predicate(b, h, q_idx, kv_idx)
 
 
@@ -190,30 +191,41 @@ class PrecomputedMask(Mask):
 
     # Plain attributes, copied once: backends read them on every call.
     kind = name = kinds = None  # type: ignore[assignment]
-    is_causal = is_full = attends_self = head_dependent = translation_invariant = False  # type: ignore[assignment]
+    is_causal = is_full = attends_self = head_dependent = translation_invariant = False
     max_lookback = None
 
-    def __init__(self, mask: Mask, dense_max: Tensor):
+    def __init__(self, mask: Mask, dense_max: Tensor) -> None:
         if mask.batch_dependent:
             raise ValueError(f"mask {mask.name} depends on the batch and cannot be precomputed")
         self.mask = mask
         self.dense_max = dense_max  # (1, H or 1, L, L)
         self.kind, self.name, self.kinds = mask.kind, mask.name, mask.kinds
-        self.is_causal, self.is_full = mask.is_causal, mask.is_full
-        self.attends_self, self.head_dependent = mask.attends_self, mask.head_dependent
-        self.translation_invariant, self.max_lookback = mask.translation_invariant, mask.max_lookback
+        # Mask declares these per class (ClassVar); a PrecomputedMask holds the wrapped mask's per instance.
+        self.is_causal, self.is_full = mask.is_causal, mask.is_full  # type: ignore[misc]  # ClassVar set per instance
+        self.attends_self = mask.attends_self  # type: ignore[misc]  # ClassVar set per instance
+        self.head_dependent = mask.head_dependent  # type: ignore[misc]  # ClassVar set per instance
+        self.translation_invariant = mask.translation_invariant  # type: ignore[misc]  # ClassVar set per instance
+        self.max_lookback = mask.max_lookback
 
-    def predicate(self, b, h, q_idx, kv_idx):
+    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return self.mask.predicate(b, h, q_idx, kv_idx)
 
-    def dense(self, q_len, kv_len, *, batch_size=1, num_heads=1, device=None):
+    def dense(
+        self,
+        q_len: int,
+        kv_len: int,
+        *,
+        batch_size: int = 1,
+        num_heads: int = 1,
+        device: torch.device | str | None = None,
+    ) -> Tensor:
         if kv_len > self.dense_max.shape[-1]:
             return self.mask.dense(q_len, kv_len, batch_size=batch_size, num_heads=num_heads, device=device)
         # Queries are aligned to the end of the keys: rows S-T .. S-1, columns 0 .. S-1.
         return self.dense_max[:, :, kv_len - q_len : kv_len, :kv_len]
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return self.mask == (other.mask if isinstance(other, PrecomputedMask) else other)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self.mask)

@@ -16,11 +16,11 @@ class Document(Mask):
     batch_dependent: ClassVar[bool] = True
     attends_self: ClassVar[bool] = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         ids = self.document_ids
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point():
             raise ValueError("document mask: document_ids must be a 2-D integer tensor of shape (batch, seq_len)")
 
-    def predicate(self, b, h, q_idx, kv_idx):
+    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         ids = self.document_ids.to(kv_idx.device)
         return ids[b, q_idx] == ids[b, kv_idx]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from torch import Tensor
+
 from andrea.attention.masks.base import Mask
 
 
-def _grid(mask: Mask, length: int, batch_index: int):
+def _grid(mask: Mask, length: int, batch_index: int) -> Tensor:
     """(length, length) booleans of one sequence (masks that ignore the batch have one)."""
     return mask.dense(length, length, batch_size=batch_index + 1)[batch_index if mask.batch_dependent else 0, 0]
 

@@ -3,6 +3,8 @@
 from dataclasses import dataclass
 from typing import ClassVar
 
+from torch import Tensor
+
 from andrea.attention.masks.base import Mask
 
 
@@ -13,5 +15,5 @@ class NoMask(Mask):
     attends_self: ClassVar[bool] = True
     translation_invariant: ClassVar[bool] = True
 
-    def predicate(self, b, h, q_idx, kv_idx):
+    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return (q_idx >= 0) & (kv_idx >= 0)

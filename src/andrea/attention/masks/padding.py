@@ -15,7 +15,7 @@ class KeyPadding(Mask):
     kind: ClassVar[str] = "padding"
     batch_dependent: ClassVar[bool] = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.lengths, Tensor) or self.lengths.dim() != 1 or self.lengths.is_floating_point():
             raise ValueError("padding mask: lengths must be a 1-D integer tensor of shape (batch,)")
         if bool((self.lengths < 0).any()):
@@ -26,5 +26,5 @@ class KeyPadding(Mask):
         """From a (B, S) 0/1 tensor of right-padded sequences (1 = real token)."""
         return cls(attention_mask.long().sum(-1))
 
-    def predicate(self, b, h, q_idx, kv_idx):
+    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return kv_idx < self.lengths.to(kv_idx.device)[b]

@@ -4,6 +4,8 @@
 from dataclasses import dataclass
 from typing import ClassVar
 
+from torch import Tensor
+
 from andrea.attention.masks.base import Mask
 
 
@@ -13,7 +15,7 @@ class PrefixLM(Mask):
     kind: ClassVar[str] = "prefix_lm"
     attends_self: ClassVar[bool] = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.prefix_len, int) or isinstance(self.prefix_len, bool) or self.prefix_len < 0:
             raise ValueError(f"mask.prefix_len={self.prefix_len!r} must be an integer >= 0 (0 is plain causal)")
 
@@ -21,5 +23,5 @@ class PrefixLM(Mask):
     def name(self) -> str:
         return f"prefix_lm_{self.prefix_len}"
 
-    def predicate(self, b, h, q_idx, kv_idx):
+    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return (kv_idx < self.prefix_len) | (q_idx >= kv_idx)

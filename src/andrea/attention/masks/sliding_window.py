@@ -4,6 +4,8 @@
 from dataclasses import dataclass
 from typing import ClassVar
 
+from torch import Tensor
+
 from andrea.attention.masks.base import Mask
 
 
@@ -15,7 +17,7 @@ class SlidingWindow(Mask):
     attends_self: ClassVar[bool] = True
     translation_invariant: ClassVar[bool] = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.window, int) or isinstance(self.window, bool) or self.window <= 0:
             raise ValueError(
                 f"mask.window={self.window!r} must be a positive integer (the number of keys a query sees)"
@@ -29,7 +31,7 @@ class SlidingWindow(Mask):
     def name(self) -> str:
         return f"sliding_window_{self.window}" + ("" if self.causal else "_bidirectional")
 
-    def predicate(self, b, h, q_idx, kv_idx):
+    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         distance = q_idx - kv_idx
         if self.causal:
             return (distance >= 0) & (distance < self.window)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
+from torch import Tensor
 
 from andrea.attention.positions.score_mod import ScoreMod
 
@@ -31,6 +32,6 @@ class ALiBi(ScoreMod):
     n_head: int
     kind: ClassVar[str] = "alibi"
 
-    def bias(self, b, h, q_idx, kv_idx):
+    def bias(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         slopes = torch.tensor(alibi_slopes(self.n_head), device=q_idx.device)  # (H,)
         return -slopes[h] * (q_idx - kv_idx).abs()

@@ -13,7 +13,9 @@ from torch import Tensor, nn
 
 
 class Rotary(nn.Module):
-    def __init__(self, head_dim: int, base: float = 10000.0):
+    inv_freq: Tensor  # (d/2,) buffer
+
+    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
         super().__init__()
         if head_dim % 2:
             raise ValueError(
