@@ -1,3 +1,9 @@
 """andrea: a plugin-style attention model zoo with a Hydra-configured Lightning pipeline."""
 
 __version__ = "0.1.0"
+
+# Config groups of installed plugins (entry-point group `andrea.conf`) join andrea's own wherever its
+# configs are composed: the commands, tests, a notebook's compose().
+from hydra_plugins import andrea_configs as _plugin_configs  # noqa: E402
+
+_plugin_configs.register()

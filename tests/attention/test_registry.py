@@ -15,6 +15,8 @@ from andrea.attention import (
     parse_mask,
 )
 
+BUILT_INS = {"eager", "flex", "naive", "sdpa"}  # plugins may add more: never assert the exact list
+
 PLUGIN = '''
 import torch
 from andrea.attention import AttentionBackend, Capabilities, Mask, masked_softmax
@@ -79,8 +81,9 @@ def test_builtin_names():
 
 
 def test_unknown_backend_lists_the_available_ones():
-    with pytest.raises(ValueError, match="unknown attention backend 'fast'; available: eager, flex, naive, sdpa"):
+    with pytest.raises(ValueError, match="unknown attention backend 'fast'; available: eager, ") as refused:
         get_backend("fast")
+    assert set(str(refused.value).split("available: ")[1].split(" (")[0].split(", ")) >= BUILT_INS
     with pytest.raises(ValueError, match="unknown attention backend 'fast'"):
         MultiHeadSelfAttention(32, 4, backend="fast")
 
@@ -109,10 +112,10 @@ def test_plugin_backend_runs_through_the_whole_block(plugin):
 def test_plugin_capabilities_are_enforced(plugin):
     with pytest.raises(
         UnsupportedAttentionError,
-        match="'causal_only' does not accept mask kind\\(s\\) sliding_window; "
-        "use attention backend eager / flex / naive / sdpa",
-    ):
+        match="'causal_only' does not accept mask kind\\(s\\) sliding_window; use attention backend eager / ",
+    ) as refused:
         MultiHeadSelfAttention(32, 4, backend="causal_only", mask="sliding_window(window=4)")
+    assert set(str(refused.value).split("use attention backend ")[1].split(" / ")) >= BUILT_INS
 
 
 def test_plugin_mask(plugin):

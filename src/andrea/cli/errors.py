@@ -35,6 +35,11 @@ def one_line(err: BaseException) -> str:
 def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     from andrea import sweep
     from andrea.run_dir import DiskError, disk_error
+    from hydra_plugins import andrea_launchers
+
+    # Hydra scans the hydra_plugins namespace, but not an editable install's part of it: register
+    # hydra/launcher=local and slurm by hand (plugin config groups: andrea/__init__.py).
+    andrea_launchers.register()
 
     user_wants_traces = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing: the report is ours to write

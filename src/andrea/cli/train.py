@@ -61,9 +61,6 @@ def train_app(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
-    from hydra_plugins.andrea_launchers import register
-
-    register()  # hydra/launcher=local and slurm (andrea's, from the hydra_plugins namespace)
     run_app(COMMAND, train_app)
 
 

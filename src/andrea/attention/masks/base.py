@@ -49,6 +49,12 @@ class Mask(ABC):
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         """True where query `q_idx` may attend to key `kv_idx` (broadcasting index tensors)."""
 
+    @classmethod
+    def examples(cls, batch: int, seq: int) -> list[Mask]:
+        """Instances for the conformance kit (andrea.testing) to check every backend and this mask's flags
+        with, for a batch of `batch` sequences of `seq` tokens. A mask with parameters overrides it."""
+        return [cls()]
+
     def dense(
         self,
         q_len: int,

@@ -4,6 +4,7 @@ tokens of its own document. Compose with causal for packed LM training."""
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
 from torch import Tensor
 
 from andrea.attention.masks.base import Mask
@@ -20,6 +21,12 @@ class Document(Mask):
         ids = self.document_ids
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point():
             raise ValueError("document mask: document_ids must be a 2-D integer tensor of shape (batch, seq_len)")
+
+    @classmethod
+    def examples(cls, batch: int, seq: int) -> list[Mask]:
+        """Three documents in the first sequence, two in the second."""
+        rows = [[0] * 3 + [1] * 4 + [2] * (seq - 7), [0] * (seq - 2) + [1] * 2]
+        return [cls(torch.tensor(rows * batch)[:batch, :seq])]
 
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         ids = self.document_ids.to(kv_idx.device)

@@ -4,6 +4,7 @@ no query attends to a padding key. A sequence of length 0 masks every row."""
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
 from torch import Tensor
 
 from andrea.attention.masks.base import Mask
@@ -25,6 +26,11 @@ class KeyPadding(Mask):
     def from_attention_mask(cls, attention_mask: Tensor) -> "KeyPadding":
         """From a (B, S) 0/1 tensor of right-padded sequences (1 = real token)."""
         return cls(attention_mask.long().sum(-1))
+
+    @classmethod
+    def examples(cls, batch: int, seq: int) -> list[Mask]:
+        """Lengths seq - 3 and 0: a sequence with no token at all puts empty rows inside the matrix."""
+        return [cls(torch.tensor([seq - 3, 0] + [seq] * (batch - 2))[:batch])]
 
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return kv_idx < self.lengths.to(kv_idx.device)[b]

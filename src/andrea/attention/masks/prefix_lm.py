@@ -23,5 +23,9 @@ class PrefixLM(Mask):
     def name(self) -> str:
         return f"prefix_lm_{self.prefix_len}"
 
+    @classmethod
+    def examples(cls, batch: int, seq: int) -> list[Mask]:
+        return [cls(4)]
+
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return (kv_idx < self.prefix_len) | (q_idx >= kv_idx)

@@ -31,6 +31,10 @@ class SlidingWindow(Mask):
     def name(self) -> str:
         return f"sliding_window_{self.window}" + ("" if self.causal else "_bidirectional")
 
+    @classmethod
+    def examples(cls, batch: int, seq: int) -> list[Mask]:
+        return [cls(3), cls(2, causal=False)]
+
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         distance = q_idx - kv_idx
         if self.causal:

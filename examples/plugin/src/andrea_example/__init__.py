@@ -1,0 +1,1 @@
+"""An example andrea plugin: the `einsum` attention backend and the `strided` mask."""

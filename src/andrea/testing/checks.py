@@ -1,0 +1,196 @@
+"""The conformance checks, as plain functions: each raises AssertionError naming the cell it failed in.
+
+    parity(backend, mask, heads, dtype, backward, score_mod)   against `naive` in float32 on the same inputs
+    decode(backend, mask, heads)                                queries at the end of longer keys (T < S)
+    weights(backend, mask, heads)                               need_weights: naive's (B, H, T, S) weights
+    empty_rows(backend)                                         a query with no key gives zeros, never NaN
+    capabilities(backend)                                       a refused call is refused, an accepted one runs
+    mask_flags(mask)                                            every flag a mask declares holds for its predicate
+
+`andrea.testing.test_conformance` runs them over every registered backend and mask.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from andrea.attention import Causal, Document, KeyPadding, UnsupportedAttentionError, get_backend
+from andrea.attention.contract import AttentionBackend
+from andrea.attention.masks import Mask
+from andrea.attention.positions import ScoreMod
+
+HEADS = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}  # name -> (n_head, n_kv_head)
+BATCH, SEQ, HEAD_DIM = 2, 9, 8
+TOLERANCE = {torch.float32: dict(atol=2e-5, rtol=1e-4), torch.bfloat16: dict(atol=3e-2, rtol=3e-2)}  # (atol, rtol)
+NOT_ON_CPU = "no backward on CPU"
+
+
+def make_qkv(
+    heads: str,
+    dtype: torch.dtype = torch.float32,
+    batch: int = BATCH,
+    seq: int = SEQ,
+    head_dim: int = HEAD_DIM,
+    requires_grad: bool = False,
+    queries: int | None = None,
+) -> list[Tensor]:
+    """q (B, H, T, d), k and v (B, H_kv, S, d); T = `queries` (default: S = `seq`)."""
+    n_head, n_kv_head = HEADS[heads]
+    q = torch.randn(batch, n_head, queries or seq, head_dim)
+    k = torch.randn(batch, n_kv_head, seq, head_dim)
+    v = torch.randn(batch, n_kv_head, seq, head_dim)
+    return [t.to(dtype).requires_grad_(requires_grad) for t in (q, k, v)]
+
+
+def assert_close(got: Tensor, want: Tensor, dtype: torch.dtype, what: str) -> None:
+    """got == want within the dtype's tolerance, or an AssertionError whose message starts with `what`."""
+    tolerance = TOLERANCE[dtype]
+    torch.testing.assert_close(
+        got, want, atol=tolerance["atol"], rtol=tolerance["rtol"], msg=lambda detail: f"{what}\n{detail}"
+    )
+
+
+def parity(
+    backend: AttentionBackend,
+    mask: Mask,
+    heads: str,
+    dtype: torch.dtype = torch.float32,
+    backward: bool = False,
+    score_mod: ScoreMod | None = None,
+) -> str:
+    """'passed', or 'unsupported: <the backend's own refusal>' for a cell its capabilities exclude."""
+    cell = f"{backend.name} x {mask.name}{' +' + score_mod.kind if score_mod else ''} x {heads} x {dtype} x " + (
+        "backward" if backward else "forward"
+    )
+    q, k, v = make_qkv(heads, dtype, requires_grad=backward)
+    ref = [t.detach().float().requires_grad_(backward) for t in (q, k, v)]
+    with torch.set_grad_enabled(backward):
+        expected, _ = get_backend("naive")(ref[0], ref[1], ref[2], mask, score_mod=score_mod)
+        try:
+            out, _ = backend(q, k, v, mask, score_mod=score_mod)
+        except UnsupportedAttentionError as refused:
+            _assert_declared(backend, mask, score_mod, backward, str(refused), cell)
+            return f"unsupported: {refused}"
+    assert out.shape == q.shape and out.dtype == dtype, f"{cell}: output {tuple(out.shape)} {out.dtype}"
+    assert torch.isfinite(out).all(), f"{cell}: output not finite"
+    assert_close(out.float(), expected, dtype, f"{cell}: output differs")
+    if backward:
+        grad_out = torch.randn_like(expected)
+        expected.backward(grad_out)
+        out.backward(grad_out.to(dtype))
+        for name, got, want in zip("qkv", (q, k, v), ref, strict=True):
+            assert got.grad is not None and want.grad is not None, f"{cell}: no gradient for {name}"
+            assert torch.isfinite(got.grad).all(), f"{cell}: d{name} not finite"
+            assert_close(got.grad.float(), want.grad, dtype, f"{cell}: d{name} differs")
+    return "passed"
+
+
+def _assert_declared(
+    backend: AttentionBackend, mask: Mask, score_mod: ScoreMod | None, backward: bool, refusal: str, cell: str
+) -> None:
+    """A refusal is fine only where the backend's capabilities say so."""
+    caps = backend.capabilities
+    declared = (
+        (caps.mask_kinds is not None and not mask.kinds <= caps.mask_kinds)
+        or (backward and not caps.cpu_backward)
+        or (score_mod is not None and not caps.score_mod)
+    )
+    assert declared, f"{cell}: refused although its capabilities accept it ({refusal})"
+
+
+def decode(backend: AttentionBackend, mask: Mask, heads: str) -> None:
+    """Queries aligned to the end of the keys (a KV cache's decode step): T = 3 of S = 9."""
+    cell = f"{backend.name} x {mask.name} x {heads} x decode (T=3, S={SEQ})"
+    q, k, v = make_qkv(heads, queries=3)
+    with torch.no_grad():
+        expected, _ = get_backend("naive")(q, k, v, mask)
+        try:
+            out, _ = backend(q, k, v, mask)
+        except UnsupportedAttentionError as refused:
+            _assert_declared(backend, mask, None, False, str(refused), cell)
+            return
+    assert_close(out, expected, torch.float32, f"{cell}: output differs")
+
+
+def weights(backend: AttentionBackend, mask: Mask, heads: str) -> None:
+    """need_weights=True: the (B, H, T, S) weights naive computes, whoever computes them."""
+    cell = f"{backend.name} x {mask.name} x {heads} x need_weights"
+    q, k, v = make_qkv(heads)
+    with torch.no_grad():
+        _, expected = get_backend("naive")(q, k, v, mask, need_weights=True)
+        try:
+            _, got = backend(q, k, v, mask, need_weights=True)
+        except UnsupportedAttentionError as refused:
+            _assert_declared(backend, mask, None, False, str(refused), cell)
+            return
+    assert got is not None and expected is not None, f"{cell}: no weights returned"
+    assert_close(got, expected, torch.float32, f"{cell}: weights differ")
+
+
+def empty_rows(backend: AttentionBackend) -> None:
+    """A sequence with no real token: every one of its rows is empty, and must come out zero."""
+    cell = f"{backend.name} x empty rows"
+    mask = KeyPadding(torch.tensor([SEQ, 0])) & (Causal() | Document(torch.tensor([[5] * SEQ, [0] * SEQ])))
+    q, k, v = make_qkv("gqa")
+    with torch.no_grad():
+        try:
+            out, _ = backend(q, k, v, mask)
+        except UnsupportedAttentionError as refused:
+            _assert_declared(backend, mask, None, False, str(refused), cell)
+            return
+    assert torch.isfinite(out).all(), f"{cell}: output not finite"
+    assert (out[1] == 0).all(), f"{cell}: an empty row is not zero"
+
+
+def capabilities(backend: AttentionBackend, masks: list[Mask]) -> None:
+    """What the capabilities exclude is refused with UnsupportedAttentionError; the rest runs."""
+    caps = backend.capabilities
+    q, k, v = make_qkv("mha", requires_grad=True)
+    if not caps.cpu_backward:
+        try:
+            backend(q, k, v, Causal())
+        except UnsupportedAttentionError as refused:
+            assert NOT_ON_CPU in str(refused), f"{backend.name}: refuses CPU backward with {refused}"
+        else:
+            raise AssertionError(f"{backend.name}: declares no CPU backward but ran one")
+    for mask in masks:
+        excluded = caps.mask_kinds is not None and not mask.kinds <= caps.mask_kinds
+        with torch.no_grad():
+            try:
+                backend(q.detach(), k.detach(), v.detach(), mask)
+            except UnsupportedAttentionError as refused:
+                assert excluded, f"{backend.name} x {mask.name}: refused a mask its capabilities accept ({refused})"
+            else:
+                assert not excluded, f"{backend.name} x {mask.name}: declares it cannot take {mask.kind}, but ran it"
+
+
+def mask_flags(mask: Mask, batch: int = BATCH, seq: int = SEQ, heads: int = 4) -> None:
+    """Each flag the mask declares (backends take fast paths and caches trim on them) holds on a grid."""
+    b = torch.arange(batch).view(-1, 1, 1, 1)
+    h = torch.arange(heads).view(1, -1, 1, 1)
+    q_idx = torch.arange(seq).view(1, 1, -1, 1)
+    kv_idx = torch.arange(seq).view(1, 1, 1, -1)
+    allowed = mask.predicate(b, h, q_idx, kv_idx).expand(batch, heads, seq, seq)  # (B, H, T, S)
+    distance = (q_idx - kv_idx).expand_as(allowed)
+    name = f"mask {mask.name}"
+    if mask.is_causal:
+        assert torch.equal(allowed, distance >= 0), f"{name}: declares is_causal, but its predicate is not causal"
+    if mask.is_full:
+        assert bool(allowed.all()), f"{name}: declares is_full, but masks some keys"
+    if mask.attends_self:
+        assert bool(allowed[..., torch.arange(seq), torch.arange(seq)].all()), (
+            f"{name}: declares attends_self, but some query does not see itself"
+        )
+    if not mask.head_dependent:
+        assert bool((allowed == allowed[:, :1]).all()), f"{name}: differs between heads, not head_dependent"
+    if not mask.batch_dependent:
+        assert bool((allowed == allowed[:1]).all()), f"{name}: differs between sequences, not batch_dependent"
+    if mask.translation_invariant:
+        shifted = allowed[..., 1:, 1:] == allowed[..., :-1, :-1]
+        assert bool(shifted.all()), f"{name}: declares translation_invariant, but depends on more than q - kv"
+    if mask.max_lookback is not None:
+        too_far = allowed & (distance >= mask.max_lookback)
+        assert not bool(too_far.any()), f"{name}: declares max_lookback={mask.max_lookback}, but sees further back"
+    dense = mask.dense(seq, seq, batch_size=batch, num_heads=heads)
+    assert torch.equal(dense.expand(batch, heads, seq, seq), allowed), f"{name}: dense() disagrees with predicate()"

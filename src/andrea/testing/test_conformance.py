@@ -1,0 +1,91 @@
+"""The conformance matrix over every registered backend and mask (built-in or plugin).
+
+Run with `pytest --pyargs andrea.testing`. A cell a backend declares unsupported is
+not skipped: the check asserts the refusal is one its capabilities declare, and the
+end-of-run report lists the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from andrea.attention import Causal, backend_registry, get_backend, mask_registry
+from andrea.attention.masks import Mask
+from andrea.attention.positions import ALiBi
+from andrea.testing import checks
+from andrea.testing.checks import BATCH, HEADS, SEQ
+
+
+def conformance_masks() -> dict[str, Mask]:
+    """Every registered mask's examples, and compositions of them with `&` and `|`."""
+    masks: dict[str, Mask] = {}
+    for name in mask_registry.names():
+        for mask in mask_registry.load(name).examples(BATCH, SEQ):
+            masks.setdefault(mask.name, mask)
+    padding, document = masks["padding"], masks["document"]
+    window = mask_registry.load("sliding_window").examples(BATCH, SEQ)[0]
+    combined = {"causal&padding": Causal() & padding, "causal&document": Causal() & document}
+    return masks | combined | {"window|document": window | document}
+
+
+BACKENDS = backend_registry.names()
+MASKS = conformance_masks()
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+Record = Callable[[str, object], None]  # pytest's record_property fixture
+
+
+def _record(record_property: Record, cell: tuple[str, ...], status: str) -> None:
+    record_property("parity_cell", cell)
+    record_property("parity_status", status)
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("heads", HEADS)
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_parity(
+    backend_name: str, mask_name: str, heads: str, dtype: str, direction: str, record_property: Record
+) -> None:
+    status = checks.parity(get_backend(backend_name), MASKS[mask_name], heads, DTYPES[dtype], direction == "backward")
+    _record(record_property, (backend_name, mask_name, heads, dtype, direction), status)
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+@pytest.mark.parametrize("heads", HEADS)
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_parity_with_alibi(
+    backend_name: str, mask_name: str, heads: str, direction: str, record_property: Record
+) -> None:
+    alibi = ALiBi(HEADS[heads][0])
+    status = checks.parity(
+        get_backend(backend_name), MASKS[mask_name], heads, torch.float32, direction == "backward", alibi
+    )
+    _record(record_property, (backend_name, f"{mask_name} +alibi", heads, "float32", direction), status)
+
+
+@pytest.mark.parametrize("heads", HEADS)
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_decode_and_weights(backend_name: str, mask_name: str, heads: str) -> None:
+    backend = get_backend(backend_name)
+    checks.decode(backend, MASKS[mask_name], heads)
+    checks.weights(backend, MASKS[mask_name], heads)
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_empty_rows_and_capabilities(backend_name: str) -> None:
+    backend = get_backend(backend_name)
+    checks.empty_rows(backend)
+    checks.capabilities(backend, list(MASKS.values()))
+
+
+@pytest.mark.parametrize("mask_name", MASKS)
+def test_mask_flags(mask_name: str) -> None:
+    checks.mask_flags(MASKS[mask_name])

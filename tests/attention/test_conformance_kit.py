@@ -1,0 +1,87 @@
+"""The kit catches a wrong plugin: a backend off by its scale, a mask that lies about its flags,
+a backend that refuses what it declares it can do. Each failure names its cell."""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+import torch
+
+from andrea.attention import Capabilities, Causal, KeyPadding, SlidingWindow
+from andrea.attention.backends.eager import EagerBackend
+from andrea.testing import checks
+
+
+class OffByScale(EagerBackend):
+    name = "off_by_scale"
+
+    def forward(self, q, k, v, mask, scale, need_weights, score_mod=None):
+        return super().forward(q, k, v, mask, scale * 1.1, need_weights, score_mod)
+
+
+class RefusesPadding(EagerBackend):
+    name = "refuses_padding"  # declares every mask kind, yet refuses padding
+    capabilities = Capabilities(score_mod=True)
+
+    def forward(self, q, k, v, mask, scale, need_weights, score_mod=None):
+        if mask is not None and "padding" in mask.kinds:
+            from andrea.attention import UnsupportedAttentionError
+
+            raise UnsupportedAttentionError("no padding here")
+        return super().forward(q, k, v, mask, scale, need_weights, score_mod)
+
+
+@dataclass(frozen=True, repr=False)
+class FalselyCausal(SlidingWindow):
+    kind: ClassVar[str] = "falsely_causal"
+    is_causal: ClassVar[bool] = True  # a window is not the causal mask: SDPA's fast path would ignore it
+
+
+@dataclass(frozen=True, repr=False)
+class ShortSighted(SlidingWindow):
+    kind: ClassVar[str] = "short_sighted"
+
+    @property
+    def max_lookback(self) -> int | None:  # type: ignore[override]
+        return self.window - 1  # one too few: a KV cache would drop a key the mask still sees
+
+
+def test_a_backend_off_by_its_scale_fails_naming_the_cell():
+    with pytest.raises(AssertionError, match=r"off_by_scale x causal x gqa x torch.float32 x forward: output differs"):
+        checks.parity(OffByScale(), Causal(), "gqa")
+    with pytest.raises(AssertionError, match=r"off_by_scale x causal x mha x decode \(T=3, S=9\): output differs"):
+        checks.decode(OffByScale(), Causal(), "mha")
+
+
+def test_a_mask_with_a_false_flag_fails_naming_the_flag():
+    with pytest.raises(
+        AssertionError, match="mask sliding_window_3: declares is_causal, but its predicate is not causal"
+    ):
+        checks.mask_flags(FalselyCausal(3))
+    with pytest.raises(AssertionError, match="mask sliding_window_3: declares max_lookback=2, but sees further back"):
+        checks.mask_flags(ShortSighted(3))
+    checks.mask_flags(SlidingWindow(3))  # the true one passes
+
+
+def test_a_refusal_the_capabilities_do_not_declare_fails():
+    padding = KeyPadding(torch.tensor([5, 0]))
+    with pytest.raises(
+        AssertionError, match="refuses_padding x padding x mha x .*: refused although its capabilities accept it"
+    ):
+        checks.parity(RefusesPadding(), padding, "mha")
+    with pytest.raises(AssertionError, match="refuses_padding x padding: refused a mask its capabilities accept"):
+        checks.capabilities(RefusesPadding(), [padding])
+
+
+def test_the_kit_runs_from_the_installed_package(tmp_path):
+    """What a plugin author runs: `pytest --pyargs andrea.testing` (here one cell of it, from another folder)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "andrea.testing", "-q", "-p", "no:cacheprovider",
+         "-k", "test_mask_flags or test_empty_rows_and_capabilities"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert " passed" in done.stdout.splitlines()[-1]
