@@ -371,25 +371,14 @@ def _validate_attention(cfg: DictConfig, seq_len: int) -> None:
         raise ConfigError(f"attention.backend={name!r} is unknown; available: {', '.join(backend_registry.names())}")
     backend = get_backend(name, **(_get(cfg, "attention.options") or {}))
     mask = instantiate(cfg.mask)  # mask.window, mask.prefix_len, ... are checked by the mask itself
-    for key in ("window", "prefix_len"):
-        value = _get(cfg, f"mask.{key}")
-        if value is not None and isinstance(seq_len, int) and value > seq_len:
-            raise ConfigError(
-                f"mask.{key}={value} is wider than the context data.seq_len={seq_len}; "
-                f"use a value <= {seq_len} (a window that covers the whole context is mask=causal)"
-            )
+    if isinstance(seq_len, int):
+        mask.check_context(seq_len)  # and against the context: any mask, a plugin's too
     position = _get(cfg, "position.kind")
     if position == "rope" and head_dim % 2:
         raise ConfigError(f"position=rope needs an even head_dim, got model.net.d_model / heads.n_head = {head_dim}")
     score_mod = ALiBi(heads.n_head) if position == "alibi" else None
     device = "cpu" if _on_cpu(cfg) else "cuda"
-    try:  # the backend's own capability check, for the device training will run on
-        backend.check(mask=mask, device=device, needs_grad=True, score_mod=score_mod)
+    try:  # the backend's own checks (capabilities, constraints), for the device training will run on
+        backend.check(mask=mask, device=device, needs_grad=True, score_mod=score_mod, head_dim=head_dim)
     except UnsupportedAttentionError as err:
         raise ConfigError(f"attention={name}: {err}" + (" (trainer=gpu)" if device == "cpu" else "")) from None
-    compiled = _get(cfg, "attention.options.compile")
-    if name == "flex" and device == "cuda" and compiled is not False and head_dim < 16:
-        raise ConfigError(
-            f"attention=flex compiled on GPU needs head_dim >= 16, got model.net.d_model / heads.n_head = {head_dim}; "
-            "widen model.net.d_model, use fewer heads, or set attention.options.compile=false"
-        )

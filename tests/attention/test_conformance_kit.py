@@ -15,20 +15,20 @@ from andrea.testing import checks
 class OffByScale(EagerBackend):
     name = "off_by_scale"
 
-    def forward(self, q, k, v, mask, scale, need_weights, score_mod=None):
-        return super().forward(q, k, v, mask, scale * 1.1, need_weights, score_mod)
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):
+        return super().forward(q, k, v, mask=mask, scale=scale * 1.1, need_weights=need_weights, score_mod=score_mod)
 
 
 class RefusesPadding(EagerBackend):
     name = "refuses_padding"  # declares every mask kind, yet refuses padding
     capabilities = Capabilities(score_mod=True)
 
-    def forward(self, q, k, v, mask, scale, need_weights, score_mod=None):
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):
         if mask is not None and "padding" in mask.kinds:
             from andrea.attention import UnsupportedAttentionError
 
             raise UnsupportedAttentionError("no padding here")
-        return super().forward(q, k, v, mask, scale, need_weights, score_mod)
+        return super().forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights, score_mod=score_mod)
 
 
 @dataclass(frozen=True, repr=False)

@@ -28,7 +28,7 @@ class CausalOnlyBackend(AttentionBackend):
     name = "causal_only"
     capabilities = Capabilities(native_weights=False, native_gqa=False, mask_kinds=frozenset({"causal"}))
 
-    def forward(self, q, k, v, mask, scale, need_weights):
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):
         allowed = mask.dense(q.shape[2], k.shape[2], device=q.device)
         weights = masked_softmax(q @ k.transpose(-2, -1) * scale, allowed)
         return weights @ v, None

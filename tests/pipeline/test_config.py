@@ -95,12 +95,14 @@ REJECTED = [
     (["data.num_train=32"], "data.num_train=32 is smaller than data.batch_size=64: not one full batch to train on"),
     (
         ["attention=flex", "trainer=gpu"],
-        "attention=flex compiled on GPU needs head_dim >= 16, got model.net.d_model / heads.n_head = 8",
+        "attention=flex: attention backend 'flex' compiled on GPU needs head_dim >= 16, got 8; widen the model, use "
+        "fewer heads, or build it with compile=False (attention.options.compile=false)",
     ),
     (["+data.k=3"], "data.k is not a setting of RepetitionDataModule; drop the override"),
     (["mask=sliding_window", "mask.window=0"], "mask.window=0 must be a positive integer"),
     (["mask=sliding_window", "mask.window=-3"], "mask.window=-3 must be a positive integer"),
     (["mask=sliding_window", "mask.window=64"], "mask.window=64 is wider than the context data.seq_len=32"),
+    (["mask=prefix_lm", "mask.prefix_len=40"], "mask.prefix_len=40 is longer than the context data.seq_len=32"),
     (["mask=prefix_lm", "mask.prefix_len=-1"], "mask.prefix_len=-1 must be an integer >= 0"),
     (["data.seq_len=0"], "data.seq_len=0 must be a positive integer"),
     (["data.batch_size=-2"], "data.batch_size=-2 must be a positive integer"),

@@ -88,7 +88,7 @@ class MultiHeadSelfAttention(nn.Module):
             q, k = self.rope(q, start), self.rope(k, start)
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
-        y, weights = self.backend.run(q, k, v, full_mask, None, return_weights, self.score_mod)  # (B, H, T, d)
+        y, weights = self.backend(q, k, v, full_mask, None, return_weights, self.score_mod)  # (B, H, T, d)
         if cache is not None:
             cache.trim()
         y = y.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side

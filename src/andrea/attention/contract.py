@@ -1,20 +1,33 @@
 """The one attention contract every backend implements, and the capabilities it declares.
 
-    backend(q, k, v, mask, scale, need_weights, score_mod) -> (out, weights | None)
+A caller (the block, the conformance kit, a user) calls the backend; the backend implements `forward`:
+
+    backend(q, k, v, mask=None, scale=None, need_weights=False, score_mod=None) -> (out, weights | None)
+    forward(q, k, v, *, mask, scale, need_weights, score_mod=None)            -> (out, weights | None)
 
     q         (B, H, T, d)      queries
     k, v      (B, H_kv, S, d)   keys and values; H % H_kv == 0 (MHA, GQA, MQA)
     mask      Mask | None       an index predicate (andrea.attention.masks); None = no mask
-    scale     float | None      multiplies q·k; None = 1/sqrt(d)
-    score_mod ScoreMod | None   an additive score bias such as ALiBi (andrea.attention.positions)
+    scale     float             multiplies q·k (the caller's None becomes 1/sqrt(d) before forward)
+    score_mod ScoreMod | None   an additive score bias such as ALiBi (andrea.attention.positions);
+                                always passed, and not None only to a backend declaring `score_mod`
     out      (B, H, T, d)
-    weights  (B, H, T, S)      only when need_weights=True
+    weights  (B, H, T, S)      when need_weights=True (else None)
 
-A backend declares what it can do in `capabilities`; `check()` compares them
-with a call BEFORE any tensor work and refuses with one line that names what
-to use instead. What a backend lacks but the contract can supply without
-changing how the output is computed (expanding k/v for grouped heads, the
-attention weights) is supplied here, in `run()`, never silently elsewhere.
+Grouped heads: query head h reads key/value head h // (H // H_kv), so H // H_kv consecutive query
+heads share one kv head (MHA: H_kv = H; MQA: H_kv = 1). A backend that does not declare
+`native_gqa` receives k and v already repeated to H heads in that order.
+
+Alignment: the T queries are the LAST T of the S positions, query i sitting at position S - T + i
+(T = S in training; T < S in a KV cache's decode step). A mask's predicate is evaluated at those
+absolute positions, so a causal query i sees keys 0 .. S - T + i.
+
+A backend declares what it can do in `capabilities`; the call checks them BEFORE
+any tensor work and refuses with one line that names what to use instead. What a
+backend lacks but the contract can supply without changing how the output is
+computed (expanding k/v for grouped heads, the attention weights) is supplied
+here, never silently elsewhere. Calling the backend is the one entry point: there is no
+other path to `forward`.
 """
 
 from __future__ import annotations
@@ -118,8 +131,9 @@ class AttentionBackend(ABC):
             device=q.device,
             needs_grad=torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad),
             score_mod=score_mod,
+            head_dim=q.shape[-1],
         )
-        return self.run(q, k, v, mask, scale, need_weights, score_mod)
+        return self._run(q, k, v, mask, scale, need_weights, score_mod)
 
     def check(
         self,
@@ -128,8 +142,10 @@ class AttentionBackend(ABC):
         device: torch.device | str,
         needs_grad: bool,
         score_mod: ScoreMod | None = None,
+        head_dim: int | None = None,
     ) -> None:
-        """Refuse, before any tensor work, what this backend declares it cannot do."""
+        """Refuse, before any tensor work, what this backend declares it cannot do. A backend with a
+        constraint of its own (a head_dim its kernel needs, ...) extends this, calling super()."""
         caps = self.capabilities
         if mask is not None and caps.mask_kinds is not None and not mask.kinds <= caps.mask_kinds:
             missing = ", ".join(sorted(mask.kinds - caps.mask_kinds))
@@ -148,7 +164,7 @@ class AttentionBackend(ABC):
                 f"{_alternatives(lambda c: c.score_mod)}, or position=rope / learned"
             )
 
-    def run(
+    def _run(
         self,
         q: Tensor,
         k: Tensor,
@@ -156,28 +172,33 @@ class AttentionBackend(ABC):
         mask: Mask | None,
         scale: float | None,
         need_weights: bool,
-        score_mod: ScoreMod | None = None,
+        score_mod: ScoreMod | None,
     ) -> tuple[Tensor, Tensor | None]:
-        """The backend's forward, with what the contract supplies around it (no checks)."""
+        """The backend's forward, with what the contract supplies around it."""
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
         n_head = q.shape[1]
         if k.shape[1] != n_head and not self.capabilities.native_gqa:
             k, v = expand_kv(k, n_head), expand_kv(v, n_head)
-        extra = {} if score_mod is None else {"score_mod": score_mod}  # only backends that declare it see it
         if not need_weights or self.capabilities.native_weights:
-            return self.forward(q, k, v, mask, scale, need_weights, **extra)
-        out, _ = self.forward(q, k, v, mask, scale, need_weights=False, **extra)
+            return self.forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights, score_mod=score_mod)
+        out, _ = self.forward(q, k, v, mask=mask, scale=scale, need_weights=False, score_mod=score_mod)
         with torch.no_grad():  # the probe only shows; it never feeds the loss
             weights = attention_weights(q, k, mask, scale, score_mod)
         return out, weights
 
     @abstractmethod
     def forward(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, scale: float, need_weights: bool
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        mask: Mask | None,
+        scale: float,
+        need_weights: bool,
+        score_mod: ScoreMod | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """(B, H, T, d), (B, H_kv, S, d) x2 -> (B, H, T, d), weights (B, H, T, S) or None.
-
-        A backend declaring `score_mod=True` also takes `score_mod: ScoreMod | None = None`."""
+        """(B, H, T, d), (B, H_kv, S, d) x2 -> (B, H, T, d), weights (B, H, T, S) or None (module docstring)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

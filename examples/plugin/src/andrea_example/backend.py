@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from andrea.attention import AttentionBackend, Capabilities, Mask, masked_softmax
+from andrea.attention.positions import ScoreMod
 
 
 class EinsumBackend(AttentionBackend):
@@ -19,7 +20,15 @@ class EinsumBackend(AttentionBackend):
     capabilities = Capabilities(native_weights=True, cpu_backward=True, native_gqa=False, score_mod=False)
 
     def forward(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, scale: float, need_weights: bool
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        mask: Mask | None,
+        scale: float,
+        need_weights: bool,
+        score_mod: ScoreMod | None = None,  # always None: the capabilities declare no score bias
     ) -> tuple[Tensor, Tensor | None]:
         B, H, T, _ = q.shape
         S = k.shape[2]

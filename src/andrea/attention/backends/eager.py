@@ -25,6 +25,7 @@ class EagerBackend(AttentionBackend):
         q: Tensor,
         k: Tensor,
         v: Tensor,
+        *,
         mask: Mask | None,
         scale: float,
         need_weights: bool,

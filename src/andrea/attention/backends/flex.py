@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
-from andrea.attention.contract import AttentionBackend, Capabilities
+from andrea.attention.contract import AttentionBackend, Capabilities, UnsupportedAttentionError
 from andrea.attention.masks import Mask
 from andrea.attention.positions import ScoreMod
 
@@ -56,11 +56,32 @@ class FlexBackend(AttentionBackend):
     def __init__(self, compile: bool | None = None) -> None:
         self.compile = compile  # None: compile on GPU, eager on CPU
 
+    MIN_COMPILED_HEAD_DIM = 16  # the compiled kernel's tiles (torch 2.5 - 2.13)
+
+    def check(
+        self,
+        *,
+        mask: Mask | None,
+        device: torch.device | str,
+        needs_grad: bool,
+        score_mod: ScoreMod | None = None,
+        head_dim: int | None = None,
+    ) -> None:
+        super().check(mask=mask, device=device, needs_grad=needs_grad, score_mod=score_mod, head_dim=head_dim)
+        compiled = self.compile is not False and torch.device(device).type == "cuda"
+        if compiled and head_dim is not None and head_dim < self.MIN_COMPILED_HEAD_DIM:
+            raise UnsupportedAttentionError(
+                f"attention backend 'flex' compiled on GPU needs head_dim >= {self.MIN_COMPILED_HEAD_DIM}, got "
+                f"{head_dim}; widen the model, use fewer heads, or build it with compile=False "
+                "(attention.options.compile=false)"
+            )
+
     def forward(
         self,
         q: Tensor,
         k: Tensor,
         v: Tensor,
+        *,
         mask: Mask | None,
         scale: float,
         need_weights: bool,

@@ -22,6 +22,7 @@ class NaiveBackend(AttentionBackend):
         q: Tensor,
         k: Tensor,
         v: Tensor,
+        *,
         mask: Mask | None,
         scale: float,
         need_weights: bool,

@@ -26,6 +26,7 @@ class SDPABackend(AttentionBackend):
         q: Tensor,
         k: Tensor,
         v: Tensor,
+        *,
         mask: Mask | None,
         scale: float,
         need_weights: bool,

@@ -49,6 +49,11 @@ class Mask(ABC):
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         """True where query `q_idx` may attend to key `kv_idx` (broadcasting index tensors)."""
 
+    def check_context(self, seq_len: int) -> None:
+        """Refuse (ValueError, one line naming the mask's key) parameters that make no sense for
+        sequences of `seq_len` tokens. The validation step calls it for every mask, a plugin's too."""
+        return None  # a mask without parameters fits any context
+
     @classmethod
     def examples(cls, batch: int, seq: int) -> list[Mask]:
         """Instances for the conformance kit (andrea.testing) to check every backend and this mask's flags

@@ -23,6 +23,13 @@ class PrefixLM(Mask):
     def name(self) -> str:
         return f"prefix_lm_{self.prefix_len}"
 
+    def check_context(self, seq_len: int) -> None:
+        if self.prefix_len > seq_len:
+            raise ValueError(
+                f"mask.prefix_len={self.prefix_len} is longer than the context data.seq_len={seq_len}; "
+                f"use a value <= {seq_len} (a prefix that covers the whole context is mask=none)"
+            )
+
     @classmethod
     def examples(cls, batch: int, seq: int) -> list[Mask]:
         return [cls(4)]

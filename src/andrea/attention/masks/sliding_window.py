@@ -31,6 +31,13 @@ class SlidingWindow(Mask):
     def name(self) -> str:
         return f"sliding_window_{self.window}" + ("" if self.causal else "_bidirectional")
 
+    def check_context(self, seq_len: int) -> None:
+        if self.window > seq_len:
+            raise ValueError(
+                f"mask.window={self.window} is wider than the context data.seq_len={seq_len}; use a value <= {seq_len} "
+                "(a window that covers the whole context is mask=causal)"
+            )
+
     @classmethod
     def examples(cls, batch: int, seq: int) -> list[Mask]:
         return [cls(3), cls(2, causal=False)]
