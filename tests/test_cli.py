@@ -29,7 +29,7 @@ def test_every_attention_option_composes_into_a_block(attention, mask, heads):
     assert isinstance(block, MultiHeadSelfAttention)
     assert block.backend.name == attention and block.heads.kind == heads and block.mask.kind == mask
     with torch.no_grad():
-        assert block(torch.randn(1, 5, block.d_model)).shape == (1, 5, block.d_model)
+        assert block(torch.randn(1, 5, block.d_model))[0].shape == (1, 5, block.d_model)
 
 
 def test_show_mask_prints_and_draws(tmp_path, capsys):

@@ -122,3 +122,8 @@ def test_no_mask_and_public_softmax_leaves_its_input():
     before = scores.clone()
     masked_softmax(scores, torch.ones(3, 3, dtype=torch.bool).tril())
     assert torch.equal(scores, before)
+
+
+def test_a_typo_d_position_is_refused_not_ignored():
+    with pytest.raises(ValueError, match="position='rotary' is not one of learned, rope, alibi, none"):
+        MultiHeadSelfAttention(32, 4, position="rotary")

@@ -145,3 +145,19 @@ def test_mask_draws_itself(tmp_path):
     assert mask_as_text(Causal(), 3) == "■··\n■■·\n■■■"
     assert mask_as_text(Causal(), 3, batch_index=2) == mask_as_text(Causal(), 3)  # the same for every sequence
     assert mask_as_text(KeyPadding(torch.tensor([3, 1])), 3, batch_index=1) == "■··\n■··\n■··"
+
+
+def test_one_variadic_combinator_with_derived_flags():
+    from andrea.attention.masks import Combined
+    from andrea.testing.checks import mask_flags
+
+    three = Causal() & SlidingWindow(3) & PrefixLM(2)
+    assert isinstance(three, Combined) and len(three.masks) == 3  # flattened, not nested
+    assert three.name == "(causal&sliding_window_3&prefix_lm_2)"
+    assert (Causal() & NoMask()).is_causal and not (Causal() | SlidingWindow(2)).is_causal
+    assert (SlidingWindow(2) & SlidingWindow(5)).max_lookback == 2 and (
+        SlidingWindow(2) | SlidingWindow(5)
+    ).max_lookback == 5
+    assert (SlidingWindow(2) | PrefixLM(3)).max_lookback is None  # a prefix sees arbitrarily far back
+    for mask in (three, Causal() | PrefixLM(4), SlidingWindow(2) | SlidingWindow(4), Causal() & NoMask()):
+        mask_flags(mask)  # every derived flag holds for the predicate

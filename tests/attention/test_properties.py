@@ -38,7 +38,7 @@ def test_causality(backend):
     changed = x.clone()
     changed[:, 6:] = torch.randn(2, SEQ - 6, D_MODEL) * 10
     with torch.no_grad():
-        before, after = block(x), block(changed)
+        (before, _), (after, _) = block(x), block(changed)
     torch.testing.assert_close(before[:, :6], after[:, :6], atol=1e-6, rtol=0)
     assert not torch.allclose(before[:, 6:], after[:, 6:])  # the change did reach the later positions
 
@@ -73,7 +73,7 @@ def test_head_split(backend, heads):
         head_outputs.append(scores.softmax(-1) @ v_h)
     expected = torch.cat(head_outputs, dim=-1) @ block.proj.weight.T  # concat heads, then W_O
     with torch.no_grad():
-        torch.testing.assert_close(block(x), expected, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(block(x)[0], expected, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -85,6 +85,6 @@ def test_gradient_flow(backend):
         with pytest.raises(UnsupportedAttentionError, match=f"'{backend}' has no backward on CPU"):
             block(x)
         return
-    block(x).square().mean().backward()
+    block(x)[0].square().mean().backward()
     for name, param in [*block.named_parameters(), ("input", x)]:
         assert param.grad is not None and param.grad.abs().sum() > 0, f"{name} got no gradient"

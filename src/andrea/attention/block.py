@@ -12,7 +12,7 @@ from andrea.attention.contract import AttentionBackend
 from andrea.attention.heads import HeadConfig
 from andrea.attention.kv_cache import KVCache
 from andrea.attention.masks import Mask, NoMask, PrecomputedMask
-from andrea.attention.positions import ALiBi, Rotary
+from andrea.attention.positions import POSITIONS, ALiBi, Rotary
 from andrea.attention.registry import get_backend, parse_mask
 
 
@@ -49,6 +49,8 @@ class MultiHeadSelfAttention(nn.Module):
         self.max_context = max_context
         self.backend = get_backend(backend, **(backend_options or {})) if isinstance(backend, str) else backend
         self.mask = parse_mask(mask) if isinstance(mask, str) else NoMask() if mask is None else mask
+        if position not in POSITIONS:  # a typo would silently mean "no position" otherwise
+            raise ValueError(f"position={position!r} is not one of {', '.join(POSITIONS)}")
         self.rope = Rotary(self.head_dim) if position == "rope" else None
         self.score_mod = ALiBi(n_head) if position == "alibi" else None
         # Refuse an impossible backend/mask/position combination now, not at the first batch.
@@ -64,8 +66,8 @@ class MultiHeadSelfAttention(nn.Module):
 
     def forward(
         self, x: Tensor, mask: Mask | None = None, return_weights: bool = False, cache: KVCache | None = None
-    ) -> Tensor | tuple[Tensor, Tensor]:
-        """x (B, T, D) -> (B, T, D); with return_weights also the weights (B, H, T, S).
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, D) -> y (B, T, D) and, with return_weights, the weights (B, H, T, S), else None.
 
         `mask`, when given, is combined (AND) with the block's own mask: per-batch
         key padding or packed-document ids. With a `cache`, x holds only the new
@@ -93,9 +95,6 @@ class MultiHeadSelfAttention(nn.Module):
             cache.trim()
         y = y.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
         y = self.dropout(self.proj(y))  # (B, T, D)
-        if not return_weights:
-            return y
-        assert weights is not None  # run() gives the weights when asked for them
         return y, weights
 
     def _mask(self) -> Mask:

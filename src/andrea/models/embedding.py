@@ -5,12 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-POSITIONS = {
-    "learned": "learned absolute positions added to the token embeddings (GPT-2)",
-    "rope": "rotary positions applied to queries and keys inside attention",
-    "alibi": "a per-head linear distance penalty on the attention scores",
-    "none": "no position information (a causal mask alone can still count)",
-}
+from andrea.attention.positions import POSITIONS
 
 
 class Embeddings(nn.Module):

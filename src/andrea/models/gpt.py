@@ -55,10 +55,7 @@ class Block(nn.Module):
     def forward(
         self, x: Tensor, return_weights: bool = False, cache: KVCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        if return_weights:
-            y, weights = self.attention(self.ln_1(x), return_weights=True, cache=cache)  # (B, T, D), (B, H, T, S)
-        else:
-            y, weights = self.attention(self.ln_1(x), cache=cache), None
+        y, weights = self.attention(self.ln_1(x), return_weights=return_weights, cache=cache)  # (B, T, D), (B, H, T, S)
         x = x + y
         x = x + self.mlp(self.ln_2(x))
         return x, weights

@@ -31,7 +31,6 @@ from typing import Any
 from torch import nn
 
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
-POSITIONS = ("learned", "rope", "alibi", "none")
 INTEGERS = ("vocab_size", "max_context", "d_model", "n_layer", "mlp_ratio")
 ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mask")
 PLAIN = (str, int, float, bool, type(None))
@@ -102,6 +101,8 @@ def parse(config: Any, where: str, prefix: str) -> NetSpec:
     dropout = fields.get("dropout", 0.0)
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
         raise refuse(".dropout", f"={dropout!r} must be a number in [0, 1)")
+    from andrea.attention.positions import POSITIONS
+
     if fields.get("position") not in POSITIONS:
         raise refuse(".position", f"={fields.get('position')!r} is not one of {', '.join(POSITIONS)}")
     attention, terms = None, 0

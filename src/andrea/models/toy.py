@@ -65,10 +65,8 @@ class ToyModel(nn.Module):
         weights = []
         for i, (norm, attention) in enumerate(zip(self.norms, self.attention, strict=True)):
             layer_cache = None if cache is None else cache[i]
-            if return_weights:
-                y, w = attention(norm(x), return_weights=True, cache=layer_cache)
+            y, w = attention(norm(x), return_weights=return_weights, cache=layer_cache)  # (B, T, D), (B, H, T, S)
+            if w is not None:
                 weights.append(w)
-            else:
-                y = attention(norm(x), cache=layer_cache)
             x = x + y  # residual
         return self.lm_head(self.final_norm(x)), weights  # (B, T, V)

@@ -1,7 +1,8 @@
 """Mask strategies: one small file each, composable with `&` and `|`."""
 
-from andrea.attention.masks.base import AndMask, Mask, OrMask, PrecomputedMask
+from andrea.attention.masks.base import FLAGS, Mask, PrecomputedMask
 from andrea.attention.masks.causal import Causal
+from andrea.attention.masks.combine import Combined, combine
 from andrea.attention.masks.document import Document
 from andrea.attention.masks.none import NoMask
 from andrea.attention.masks.padding import KeyPadding
@@ -9,13 +10,14 @@ from andrea.attention.masks.prefix_lm import PrefixLM
 from andrea.attention.masks.sliding_window import SlidingWindow
 
 __all__ = [
-    "AndMask",
+    "FLAGS",
+    "Combined",
     "Causal",
     "Document",
     "KeyPadding",
     "Mask",
     "NoMask",
-    "OrMask",
+    "combine",
     "PrecomputedMask",
     "PrefixLM",
     "SlidingWindow",

@@ -14,12 +14,22 @@ are aligned to the END of the keys. For T == S this is the usual square mask.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import torch
 from torch import Tensor
+
+# What a mask promises about itself; backends and the KV cache act on these, the kit verifies them.
+FLAGS = (
+    "batch_dependent",
+    "head_dependent",
+    "is_causal",
+    "is_full",
+    "attends_self",
+    "translation_invariant",
+    "max_lookback",
+)
 
 
 class Mask(ABC):
@@ -80,10 +90,14 @@ class Mask(ABC):
         return allowed.expand(b.shape[0], h.shape[1], q_len, kv_len)
 
     def __and__(self, other: Mask) -> Mask:
-        return AndMask(self, other)
+        from andrea.attention.masks.combine import combine
+
+        return combine("&", self, other)
 
     def __or__(self, other: Mask) -> Mask:
-        return OrMask(self, other)
+        from andrea.attention.masks.combine import combine
+
+        return combine("|", self, other)
 
     def __repr__(self) -> str:
         return f"<mask {self.name}>"
@@ -95,128 +109,20 @@ class Mask(ABC):
         return draw_mask(self, path, length=length, batch_index=batch_index)
 
 
-@dataclass(frozen=True, repr=False)
-class AndMask(Mask):
-    """A key is allowed when both masks allow it."""
-
-    left: Mask
-    right: Mask
-    kind: ClassVar[str] = "and"
-
-    @property
-    def name(self) -> str:
-        return f"({self.left.name}&{self.right.name})"
-
-    @property
-    def kinds(self) -> frozenset[str]:
-        return self.left.kinds | self.right.kinds
-
-    @property
-    def batch_dependent(self) -> bool:  # type: ignore[override]
-        return self.left.batch_dependent or self.right.batch_dependent
-
-    @property
-    def head_dependent(self) -> bool:  # type: ignore[override]
-        return self.left.head_dependent or self.right.head_dependent
-
-    @property
-    def is_causal(self) -> bool:  # type: ignore[override]
-        return (self.left.is_causal and (self.right.is_causal or self.right.is_full)) or (
-            self.right.is_causal and self.left.is_full
-        )
-
-    @property
-    def is_full(self) -> bool:  # type: ignore[override]
-        return self.left.is_full and self.right.is_full
-
-    @property
-    def attends_self(self) -> bool:  # type: ignore[override]
-        return self.left.attends_self and self.right.attends_self
-
-    @property
-    def translation_invariant(self) -> bool:  # type: ignore[override]
-        return self.left.translation_invariant and self.right.translation_invariant
-
-    @property
-    def max_lookback(self) -> int | None:  # type: ignore[override]
-        bounds = [m.max_lookback for m in (self.left, self.right) if m.max_lookback is not None]
-        return min(bounds) if bounds and self.translation_invariant else None
-
-    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        return self.left.predicate(b, h, q_idx, kv_idx) & self.right.predicate(b, h, q_idx, kv_idx)
-
-
-@dataclass(frozen=True, repr=False)
-class OrMask(Mask):
-    """A key is allowed when either mask allows it."""
-
-    left: Mask
-    right: Mask
-    kind: ClassVar[str] = "or"
-
-    @property
-    def name(self) -> str:
-        return f"({self.left.name}|{self.right.name})"
-
-    @property
-    def kinds(self) -> frozenset[str]:
-        return self.left.kinds | self.right.kinds
-
-    @property
-    def batch_dependent(self) -> bool:  # type: ignore[override]
-        return self.left.batch_dependent or self.right.batch_dependent
-
-    @property
-    def head_dependent(self) -> bool:  # type: ignore[override]
-        return self.left.head_dependent or self.right.head_dependent
-
-    @property
-    def is_causal(self) -> bool:  # type: ignore[override]
-        return self.left.is_causal and self.right.is_causal
-
-    @property
-    def is_full(self) -> bool:  # type: ignore[override]
-        return self.left.is_full or self.right.is_full
-
-    @property
-    def attends_self(self) -> bool:  # type: ignore[override]
-        return self.left.attends_self or self.right.attends_self
-
-    @property
-    def translation_invariant(self) -> bool:  # type: ignore[override]
-        return self.left.translation_invariant and self.right.translation_invariant
-
-    @property
-    def max_lookback(self) -> int | None:  # type: ignore[override]
-        bounds = [m.max_lookback for m in (self.left, self.right) if m.max_lookback is not None]
-        return max(bounds) if len(bounds) == 2 and self.translation_invariant else None
-
-    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        return self.left.predicate(b, h, q_idx, kv_idx) | self.right.predicate(b, h, q_idx, kv_idx)
-
-
 class PrecomputedMask(Mask):
     """A static mask whose dense form was built once at a maximum size (a module
     buffer) and is sliced at run time. Compares equal to the mask it wraps, so
     backend caches keyed by the mask still hit."""
 
-    # Plain attributes, copied once: backends read them on every call.
-    kind = name = kinds = None  # type: ignore[assignment]
-    is_causal = is_full = attends_self = head_dependent = translation_invariant = False
-    max_lookback = None
+    name = kinds = None  # type: ignore[assignment]  # plain attributes here, not Mask's properties: set in __init__
 
     def __init__(self, mask: Mask, dense_max: Tensor) -> None:
         if mask.batch_dependent:
             raise ValueError(f"mask {mask.name} depends on the batch and cannot be precomputed")
         self.mask = mask
         self.dense_max = dense_max  # (1, H or 1, L, L)
-        self.kind, self.name, self.kinds = mask.kind, mask.name, mask.kinds
-        # Mask declares these per class (ClassVar); a PrecomputedMask holds the wrapped mask's per instance.
-        self.is_causal, self.is_full = mask.is_causal, mask.is_full  # type: ignore[misc]  # ClassVar set per instance
-        self.attends_self = mask.attends_self  # type: ignore[misc]  # ClassVar set per instance
-        self.head_dependent = mask.head_dependent  # type: ignore[misc]  # ClassVar set per instance
-        self.translation_invariant = mask.translation_invariant  # type: ignore[misc]  # ClassVar set per instance
-        self.max_lookback = mask.max_lookback
+        for attribute in ("kind", "name", "kinds", *FLAGS):  # copied once: backends read them on every call
+            setattr(self, attribute, getattr(mask, attribute))
 
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return self.mask.predicate(b, h, q_idx, kv_idx)
