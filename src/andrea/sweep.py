@@ -20,7 +20,8 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from andrea.config import ConfigError, is_multirun
+from andrea.config import ConfigError
+from andrea.hydra_run import is_multirun
 
 RESULT_FILE = "result.json"  # what every job writes into its run dir
 

@@ -19,8 +19,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from andrea.cli.errors import run_app
-from andrea.config import task_overrides
 from andrea.data.tokenizers import TOKENIZERS, Tokenizer
+from andrea.hydra_run import task_overrides
 from andrea.keys import check_added_keys, integer, number, optional
 
 

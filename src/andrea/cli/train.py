@@ -19,7 +19,8 @@ import hydra
 from omegaconf import DictConfig
 
 from andrea.cli.errors import fail, run_app
-from andrea.config import ConfigError, is_multirun, is_rank_zero_process, validate
+from andrea.config import ConfigError, validate
+from andrea.hydra_run import is_multirun, is_rank_zero_process
 
 COMMAND = "andrea-train"
 
