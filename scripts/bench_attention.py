@@ -68,7 +68,7 @@ def bench_cell(seq_len, mask, backward, impls, args, device):
         except UnsupportedAttentionError as err:
             rows[name] = f"unsupported: {err}"
             continue
-        calls[name] = make_call(lambda q, k, v, b=backend: b.run(q, k, v, block_mask, None, False)[0], inputs, backward)
+        calls[name] = make_call(lambda q, k, v, b=backend: b(q, k, v, block_mask)[0], inputs, backward)
 
     repeats = max(3, round(args.repeats * (1024 / seq_len) ** 0.5))  # more rounds where calls are short
     times = median_ms(calls, repeats=repeats, warmup=1)
