@@ -38,7 +38,7 @@ def test_fuse_unfuse_round_trip(heads):
 
 
 def test_mha_fused_weight_is_the_stack_of_wq_wk_wv():
-    """SPEC §2: for MHA the fused (3D, D) weight stacks W_Q, W_K, W_V; Q_h = X W_Q^h."""
+    """docs/spec.md §2: for MHA the fused (3D, D) weight stacks W_Q, W_K, W_V; Q_h = X W_Q^h."""
     block = MultiHeadSelfAttention(16, 4, backend="eager")
     w_q, w_k, w_v = block.per_head_weights()
     x = torch.randn(5, 16)
@@ -57,7 +57,7 @@ def test_load_per_head_weights_changes_the_block():
 
 
 def test_andrea_120m_attention_parameter_count():
-    """SPEC §3: 4 · 768² = 2,359,296 per layer without biases; 28.3M over 12 layers."""
+    """docs/spec.md §3: 4 · 768² = 2,359,296 per layer without biases; 28.3M over 12 layers."""
     block = MultiHeadSelfAttention(768, 12, backend="sdpa", max_context=1024)
     per_layer = sum(p.numel() for p in block.parameters())
     assert per_layer == 4 * 768**2 == 2_359_296

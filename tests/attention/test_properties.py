@@ -1,4 +1,4 @@
-"""The lesson's five properties (SPEC §7), for every backend, through the whole block."""
+"""The lesson's five properties (docs/spec.md §7), for every backend, through the whole block."""
 
 import pytest
 import torch
@@ -58,7 +58,7 @@ def test_softmax_rows(backend):
 @pytest.mark.parametrize("heads", HEADS)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_head_split(backend, heads):
-    """The fused block equals the per-head computation of SPEC §1 written out by hand."""
+    """The fused block equals the per-head computation of docs/spec.md §1 written out by hand."""
     block = make_block(backend, heads)
     w_q, w_k, w_v = block.per_head_weights()  # (H, D, d), (H_kv, D, d) x2
     n_head, n_kv_head = HEADS[heads]

@@ -1,4 +1,4 @@
-"""The ANDREA GPT family: pinned parameter counts (SPEC §3-4), every backend, GPT-2 initialisation."""
+"""The ANDREA GPT family: pinned parameter counts (docs/spec.md §3-4), every backend, GPT-2 initialisation."""
 
 import math
 
@@ -14,7 +14,7 @@ def test_andrea_120m_parameter_count():
     model = GPT(vocab_size=50257, max_context=1024, n_layer=12, d_model=768, attention=dict(n_head=12))
     attention = sum(p.numel() for block in model.blocks for p in block.attention.parameters())
     assert sum(p.numel() for p in model.blocks[0].attention.parameters()) == 4 * 768**2 == 2_359_296
-    assert attention == 28_311_552  # SPEC §3: 28.3M over 12 layers, about a quarter of the model
+    assert attention == 28_311_552  # docs/spec.md §3: 28.3M over 12 layers, about a quarter of the model
     assert model.num_parameters() == 124_337_664
     assert model.lm_head.weight is model.embed.token.weight  # tied, counted once
 

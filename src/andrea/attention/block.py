@@ -1,4 +1,4 @@
-"""MultiHeadSelfAttention (SPEC §2): (B, T, D) -> (B, T, D) with any backend, mask, head config and
+"""MultiHeadSelfAttention (docs/spec.md §2): (B, T, D) -> (B, T, D) with any backend, mask, head config and
 in-attention position scheme (RoPE, ALiBi), with an optional KV cache for generation."""
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 One Linear maps D -> (n_head + 2·n_kv_head)·d_head. Its output rows hold, in
 order: every query head, every key head, every value head, each head's d_head
-rows side by side. For MHA that is SPEC §2's stack of W_Q, W_K, W_V (3D, D).
-Per-head view (SPEC §2): Q_h = X W_Q^h with W_Q^h of shape (d_model, d_head);
+rows side by side. For MHA that is docs/spec.md §2's stack of W_Q, W_K, W_V (3D, D).
+Per-head view (docs/spec.md §2): Q_h = X W_Q^h with W_Q^h of shape (d_model, d_head);
 nn.Linear stores the transpose, so W_Q^h is rows h·d_head .. (h+1)·d_head of
 the fused weight, transposed.
 """
@@ -69,7 +69,7 @@ class HeadConfig:
     def fuse(self, w_q: Tensor, w_k: Tensor, w_v: Tensor) -> Tensor:
         """Per-head weights -> the fused nn.Linear weight ((H + 2·H_kv)·d, D).
 
-        w_q: (H, D, d), w_k and w_v: (H_kv, D, d), each [h] being W^h of SPEC §2.
+        w_q: (H, D, d), w_k and w_v: (H_kv, D, d), each [h] being W^h of docs/spec.md §2.
         """
         if w_q.shape[0] != self.n_head or w_k.shape[0] != self.n_kv_head or w_v.shape[0] != self.n_kv_head:
             raise ValueError(

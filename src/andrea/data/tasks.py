@@ -3,7 +3,7 @@
 Every task makes rows of `seq_len` input ids and `seq_len` labels (IGNORE_INDEX
 where nothing can be predicted), seeded and split into train and validation.
 
-- repetition (SPEC §5): each row is one random id repeated; the label is the
+- repetition (docs/spec.md §5): each row is one random id repeated; the label is the
   next id. The current token alone predicts the next, so attention is NOT
   needed (train `model.net.attention=null` to see it learn as fast).
 - lookback(k): random ids; the label at t is the id k positions back. Only

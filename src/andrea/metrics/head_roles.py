@@ -1,4 +1,4 @@
-"""Head-role metrics (SPEC §6): what each head of each layer attends to, as a number.
+"""Head-role metrics (docs/spec.md §6): what each head of each layer attends to, as a number.
 
 Each metric averages a per-query score over every query where it is defined,
 for every (layer, head), from the attention weights the model returns:

@@ -1,4 +1,4 @@
-"""The ANDREA GPT family: a decoder-only transformer around the attention zoo (SPEC §3-4).
+"""The ANDREA GPT family: a decoder-only transformer around the attention zoo (docs/spec.md §3-4).
 
     idx (B, T) -> token (+ learned position) embeddings -> n_layer x Block -> LayerNorm -> tied LM head
         -> logits (B, T, V)
@@ -9,7 +9,7 @@ or ALiBi inside every attention layer, or none. Generation passes a KV cache
 (`new_cache()`) and feeds only the new tokens.
 
 Every linear layer and LayerNorm is bias-free, so one attention layer holds
-exactly 4 · d_model² parameters (SPEC §3). The token embedding is tied to the
+exactly 4 · d_model² parameters (docs/spec.md §3). The token embedding is tied to the
 LM head. Initialisation follows GPT-2: N(0, 0.02), with the projections that
 write into the residual stream scaled by 1/sqrt(2 · n_layer).
 """

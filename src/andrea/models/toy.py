@@ -1,4 +1,4 @@
-"""The lesson's toy model (SPEC §5): token + position embeddings, attention, LM head.
+"""The lesson's toy model (docs/spec.md §5): token + position embeddings, attention, LM head.
 
     idx (B, T) -> embeddings (B, T, D) -> n_layer x [x + attention(norm(x))] -> norm -> logits (B, T, V)
 
