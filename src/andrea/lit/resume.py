@@ -25,6 +25,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 
 from andrea.data.sampler import EpochSampler
+from andrea.lit.lightning_internals import batch_processed, save_last, stop_now
 from andrea.run_dir import disk_error
 
 LAST = "last.ckpt"
@@ -34,9 +35,8 @@ SIGNALS = tuple(s for s in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGU
 
 def epoch_ends(trainer: L.Trainer) -> bool:
     """Whether the batch just trained is the epoch's last (limit_train_batches included)."""
-    progress = trainer.fit_loop.epoch_loop.batch_progress
-    processed = progress.current.processed  # type: ignore[attr-defined]  # declared too wide: is a _ProcessedTracker
-    return progress.is_last_batch or processed >= trainer.num_training_batches
+    processed, is_last_batch = batch_processed(trainer)
+    return is_last_batch or processed >= trainer.num_training_batches
 
 
 def steps_optimizer(trainer: L.Trainer, batch_idx: int) -> bool:
@@ -93,8 +93,7 @@ class LastCheckpoint(ModelCheckpoint):
 
     def save_now(self, trainer: L.Trainer) -> None:
         """Write last.ckpt now, unless it already holds this step."""
-        if not self._should_skip_saving_checkpoint(trainer):
-            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        save_last(self, trainer)
 
 
 class ResumeData(L.Callback):
@@ -151,7 +150,7 @@ class StopOnSignal(L.Callback):
             last.save_now(trainer)  # through the callback, so it does not save the same step again
         else:
             trainer.save_checkpoint(self.checkpoint)
-        trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = 0, None
+        stop_now(trainer)
         # Lightning validates once more when should_stop is set (for early stopping), and a
         # ModelCheckpoint may then save a "best": a signal asks to stop, not to evaluate.
         trainer.limit_val_batches = 0
