@@ -30,10 +30,14 @@ from typing import Any
 
 from torch import nn
 
+from andrea.keys import POSITIVE, number
+
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
 INTEGERS = ("vocab_size", "max_context", "d_model", "n_layer", "mlp_ratio")
 ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mask")
 PLAIN = (str, int, float, bool, type(None))
+POSITIVE_INT = POSITIVE[0]  # the value rules of andrea.keys, for a file's fields as for a config's
+FRACTION = number(0.0, 1.0, high_open=True)[0]  # in [0, 1)
 MAX_EXPRESSION = 256  # characters of a mask expression: a few terms, never a recursion bomb
 
 
@@ -96,10 +100,10 @@ def parse(config: Any, where: str, prefix: str) -> NetSpec:
         if key not in fields:
             raise refuse(f".{key}", "is missing")
     for key in INTEGERS:
-        if key in fields and not _positive_int(fields[key]):
+        if key in fields and not POSITIVE_INT(fields[key]):
             raise refuse(f".{key}", f"={fields[key]!r} must be a positive integer")
     dropout = fields.get("dropout", 0.0)
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+    if not FRACTION(dropout):
         raise refuse(".dropout", f"={dropout!r} must be a number in [0, 1)")
     from andrea.attention.positions import POSITIONS
 
@@ -121,9 +125,9 @@ def _parse_attention(attention: Any, refuse: Callable[[str, str], ModelFileError
     for key in attention:
         if key not in ATTENTION_FIELDS:
             raise refuse(f".attention.{key}", f"is not an attention setting ({', '.join(ATTENTION_FIELDS)})")
-    if not _positive_int(attention.get("n_head")):
+    if not POSITIVE_INT(attention.get("n_head")):
         raise refuse(".attention.n_head", f"={attention.get('n_head')!r} must be a positive integer")
-    if attention.get("n_kv_head") is not None and not _positive_int(attention["n_kv_head"]):
+    if attention.get("n_kv_head") is not None and not POSITIVE_INT(attention["n_kv_head"]):
         raise refuse(".attention.n_kv_head", f"={attention['n_kv_head']!r} must be a positive integer")
     backend = attention.get("backend", "sdpa")
     if not isinstance(backend, str) or backend not in backend_registry.names():
@@ -195,10 +199,6 @@ def build(spec: NetSpec) -> nn.Module:
             attention["mask"] = parse_mask(mask)
         fields["attention"] = attention
     return model_class(spec.target)(**fields)
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def parameters(spec: NetSpec) -> int:

@@ -67,11 +67,10 @@ def parity(
     ref = [t.detach().float().requires_grad_(backward) for t in (q, k, v)]
     with torch.set_grad_enabled(backward):
         expected, _ = get_backend("naive")(ref[0], ref[1], ref[2], mask, score_mod=score_mod)
-        try:
-            out, _ = backend(q, k, v, mask, score_mod=score_mod)
-        except UnsupportedAttentionError as refused:
-            _assert_declared(backend, mask, score_mod, backward, str(refused), cell)
-            return f"unsupported: {refused}"
+        result = _call(backend, cell, q, k, v, mask, score_mod=score_mod, backward=backward)
+    if isinstance(result, UnsupportedAttentionError):
+        return f"unsupported: {result}"
+    out, _ = result
     assert out.shape == q.shape and out.dtype == dtype, f"{cell}: output {tuple(out.shape)} {out.dtype}"
     assert torch.isfinite(out).all(), f"{cell}: output not finite"
     assert_close(out.float(), expected, dtype, f"{cell}: output differs")
@@ -84,6 +83,26 @@ def parity(
             assert torch.isfinite(got.grad).all(), f"{cell}: d{name} not finite"
             assert_close(got.grad.float(), want.grad, dtype, f"{cell}: d{name} differs")
     return "passed"
+
+
+def _call(
+    backend: AttentionBackend,
+    cell: str,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Mask,
+    *,
+    score_mod: ScoreMod | None = None,
+    backward: bool = False,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None] | UnsupportedAttentionError:
+    """The backend's (out, weights), or its refusal, once checked to be one its capabilities declare."""
+    try:
+        return backend(q, k, v, mask, score_mod=score_mod, need_weights=need_weights)
+    except UnsupportedAttentionError as refused:
+        _assert_declared(backend, mask, score_mod, backward, str(refused), cell)
+        return refused
 
 
 def _assert_declared(
@@ -105,12 +124,10 @@ def decode(backend: AttentionBackend, mask: Mask, heads: str) -> None:
     q, k, v = make_qkv(heads, queries=3)
     with torch.no_grad():
         expected, _ = get_backend("naive")(q, k, v, mask)
-        try:
-            out, _ = backend(q, k, v, mask)
-        except UnsupportedAttentionError as refused:
-            _assert_declared(backend, mask, None, False, str(refused), cell)
-            return
-    assert_close(out, expected, torch.float32, f"{cell}: output differs")
+        result = _call(backend, cell, q, k, v, mask)
+    if isinstance(result, UnsupportedAttentionError):
+        return
+    assert_close(result[0], expected, torch.float32, f"{cell}: output differs")
 
 
 def weights(backend: AttentionBackend, mask: Mask, heads: str) -> None:
@@ -119,11 +136,10 @@ def weights(backend: AttentionBackend, mask: Mask, heads: str) -> None:
     q, k, v = make_qkv(heads)
     with torch.no_grad():
         _, expected = get_backend("naive")(q, k, v, mask, need_weights=True)
-        try:
-            _, got = backend(q, k, v, mask, need_weights=True)
-        except UnsupportedAttentionError as refused:
-            _assert_declared(backend, mask, None, False, str(refused), cell)
-            return
+        result = _call(backend, cell, q, k, v, mask, need_weights=True)
+    if isinstance(result, UnsupportedAttentionError):
+        return
+    got = result[1]
     assert got is not None and expected is not None, f"{cell}: no weights returned"
     assert_close(got, expected, torch.float32, f"{cell}: weights differ")
 
@@ -134,11 +150,10 @@ def empty_rows(backend: AttentionBackend) -> None:
     mask = KeyPadding(torch.tensor([SEQ, 0])) & (Causal() | Document(torch.tensor([[5] * SEQ, [0] * SEQ])))
     q, k, v = make_qkv("gqa")
     with torch.no_grad():
-        try:
-            out, _ = backend(q, k, v, mask)
-        except UnsupportedAttentionError as refused:
-            _assert_declared(backend, mask, None, False, str(refused), cell)
-            return
+        result = _call(backend, cell, q, k, v, mask)
+    if isinstance(result, UnsupportedAttentionError):
+        return
+    out = result[0]
     assert torch.isfinite(out).all(), f"{cell}: output not finite"
     assert (out[1] == 0).all(), f"{cell}: an empty row is not zero"
 
