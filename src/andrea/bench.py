@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 
 import torch
-from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
+
+from andrea.torch_internals import allocations
 
 
 def peak_memory_mib(fn: Callable[[], object], device: str = "cpu") -> float:
@@ -28,13 +29,7 @@ def peak_memory_mib(fn: Callable[[], object], device: str = "cpu") -> float:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     with profile(activities=activities, profile_memory=True) as prof:
         fn()
-    events, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        event = stack.pop()
-        if event.tag == _EventType.Allocation and event.extra_fields.device.type == torch.device(device).type:
-            events.append((event.start_time_ns, event.extra_fields.alloc_size))  # size < 0: a free
-        stack.extend(event.children)
-    events.sort()
+    events = allocations(prof, torch.device(device).type)
     return max(itertools.accumulate((size for _, size in events), initial=0)) / 2**20
 
 

@@ -21,6 +21,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from andrea.config import ConfigError
+from andrea.hydra_internals import job_error
 from andrea.hydra_run import is_multirun
 
 RESULT_FILE = "result.json"  # what every job writes into its run dir
@@ -116,9 +117,7 @@ class SweepSummary(Callback):
         if not is_multirun():
             return
         if job_return.status == JobStatus.FAILED:
-            job_failed(
-                Path(config.hydra.runtime.output_dir), job_return.overrides or [], job_return._return_value, None
-            )
+            job_failed(Path(config.hydra.runtime.output_dir), job_return.overrides or [], job_error(job_return), None)
         write_summary(config.hydra.sweep.dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

@@ -74,14 +74,20 @@ def test_a_refusal_the_capabilities_do_not_declare_fails():
 
 
 def test_the_kit_runs_from_the_installed_package(tmp_path):
-    """What a plugin author runs: `pytest --pyargs andrea.testing` (here one cell of it, from another folder)."""
+    """What a plugin author runs: `pytest --pyargs andrea.testing` (here a slice of it, from another folder),
+    ending with the parity matrix: a row per backend and mask, a character per cell."""
     import subprocess
     import sys
 
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--pyargs", "andrea.testing", "-q", "-p", "no:cacheprovider",
-         "-k", "test_mask_flags or test_empty_rows_and_capabilities"],
+         "-k", "test_mask_flags or test_empty_rows_and_capabilities or (test_parity and -causal-mha-)"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:]
     assert " passed" in done.stdout.splitlines()[-1]
+    report = done.stdout[done.stdout.index("attention parity matrix") :].splitlines()
+    assert report[1].split() == ["backend", "mask", "mha"]
+    rows = {tuple(line.split()[:2]): line.split()[2:] for line in report[2:] if line.startswith(("naive ", "eager "))}
+    assert rows[("eager", "causal")] == ["......"]  # float32 and bfloat16, forward and backward, +alibi
+    assert any(line.startswith("[1] unsupported") for line in report)  # flex's backward on CPU, declared

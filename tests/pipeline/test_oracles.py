@@ -14,7 +14,13 @@ from andrea.pipeline import train
 
 from .conftest import compose_train
 
-TRAINABLE = [name for name in backend_registry.names() if backend_registry.load(name).capabilities.cpu_backward]
+# eager in the default suite; every other backend that trains on CPU (plugins too) under `-m slow`:
+# the conformance kit has already proven their gradients equal to naive's
+TRAINABLE = [
+    pytest.param(name, marks=() if name == "eager" else pytest.mark.slow)
+    for name in backend_registry.names()
+    if backend_registry.load(name).capabilities.cpu_backward
+]
 
 
 def best(result, role, layer=None):

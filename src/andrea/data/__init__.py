@@ -1,19 +1,26 @@
-"""Data modules: synthetic attention tasks (and, later, text)."""
+"""Data modules: synthetic attention tasks and text.
 
-from andrea.data.tasks import (
-    IGNORE_INDEX,
-    InductionDataModule,
-    LookbackDataModule,
-    RepetitionDataModule,
-    SyntheticTaskDataModule,
-)
-from andrea.data.text import TextDataModule
+The modules load on first use (they import Lightning, seconds on a CPU), so that looking up
+`andrea.data.packages` for a config's resolver does not.
+"""
 
-__all__ = [
-    "IGNORE_INDEX",
-    "InductionDataModule",
-    "LookbackDataModule",
-    "RepetitionDataModule",
-    "SyntheticTaskDataModule",
-    "TextDataModule",
-]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_WHERE = {
+    "IGNORE_INDEX": "andrea.data.tasks",
+    "InductionDataModule": "andrea.data.tasks",
+    "LookbackDataModule": "andrea.data.tasks",
+    "RepetitionDataModule": "andrea.data.tasks",
+    "SyntheticTaskDataModule": "andrea.data.tasks",
+    "TextDataModule": "andrea.data.text",
+}
+__all__ = list(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'andrea.data' has no attribute {name!r}")
+    return getattr(import_module(_WHERE[name]), name)

@@ -1,5 +1,9 @@
 """The parity matrix printed at the end of a test run: every cell passed, failed, or unsupported
-with the reason its backend declares. A pytest hook: the kit's conftest and andrea's own use it."""
+with the reason its backend declares. A pytest hook: the kit's conftest and andrea's own use it.
+
+One row per backend and mask, one column per head config; each column holds one character per
+variant (VARIANTS), so the table stays ~70 characters wide however many plugins are installed.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,21 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from _pytest.terminal import TerminalReporter
 
+# (dtype, pass, score bias) of each character in a head config's column, in order
+VARIANTS = [
+    ("float32", "forward", ""),
+    ("float32", "backward", ""),
+    ("bfloat16", "forward", ""),
+    ("bfloat16", "backward", ""),
+    ("float32", "forward", " +alibi"),
+    ("float32", "backward", " +alibi"),
+]
+PASSED, FAILED, NOT_RUN = ".", "X", " "
+
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
     """List every parity cell: passed, failed, or unsupported with the backend's declared reason."""
-    cells: dict[tuple[str, ...], str] = {}
+    cells: dict[tuple[str, str, str, str, str, str], str] = {}  # (backend, mask, heads, dtype, pass, bias)
     reasons: dict[str, int] = {}
     for outcome in ("passed", "failed"):
         for report in terminalreporter.stats.get(outcome, []):
@@ -20,29 +35,36 @@ def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
             if report.when != "call" or "parity_cell" not in props:
                 continue
             backend, mask, heads, dtype, direction = props["parity_cell"]
+            mask, _, bias = mask.partition(" +")
             status = props.get("parity_status", "passed") if outcome == "passed" else "FAILED"
+            symbol = PASSED if status == "passed" else FAILED
             if status.startswith("unsupported"):
-                reasons.setdefault(status, len(reasons) + 1)
-                status = f"n/a[{reasons[status]}]"
-            cells[(backend, heads, dtype, direction, mask)] = "ok" if status == "passed" else status
+                symbol = str(reasons.setdefault(status, len(reasons) + 1))
+            cells[(backend, mask, heads, dtype, direction, f" +{bias}" if bias else "")] = symbol
     if not cells:
         return
-    masks = list(dict.fromkeys(key[-1] for key in cells))
-    rows: defaultdict[tuple[str, ...], dict[str, str]] = defaultdict(dict)
-    for (backend, heads, dtype, direction, mask), status in cells.items():
-        rows[(backend, heads, dtype, direction)][mask] = status
+    heads_configs = list(dict.fromkeys(key[2] for key in cells))
+    rows: defaultdict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    for backend, mask in dict.fromkeys(key[:2] for key in cells):
+        for heads in heads_configs:
+            rows[(backend, mask)][heads] = "".join(
+                cells.get((backend, mask, heads, *variant), NOT_RUN) for variant in VARIANTS
+            )
     write = terminalreporter.write_line
     terminalreporter.section("attention parity matrix (against naive)")
-    width = max(len(m) for m in masks) + 1
-    write(f"{'backend':8} {'heads':5} {'dtype':8} {'pass':8} " + "".join(f"{m:>{width}}" for m in masks))
-    for key in sorted(rows):
-        write(
-            f"{key[0]:8} {key[1]:5} {key[2]:8} {key[3]:8} "
-            + "".join(f"{rows[key].get(m, '-'):>{width}}" for m in masks)
-        )
-    counts: defaultdict[str, int] = defaultdict(int)
-    for status in cells.values():
-        counts["passed" if status == "ok" else status.split("[")[0]] += 1
-    write(f"{len(cells)} cells: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    mask_width = max(len(mask) for _, mask in rows)
+    write(f"{'backend':8} {'mask':{mask_width}}  " + "  ".join(f"{h:{len(VARIANTS)}}" for h in heads_configs))
+    for backend, mask in sorted(rows):
+        write(f"{backend:8} {mask:{mask_width}}  " + "  ".join(rows[(backend, mask)][h] for h in heads_configs))
+    order = ", ".join(f"{dtype} {direction}{bias}" for dtype, direction, bias in VARIANTS)
+    write(f"each column, per head config: {order}")
+    write(f"{PASSED} passed, {FAILED} FAILED, n unsupported for reason [n], blank not run")
+    symbols = list(cells.values())
+    counts = {
+        "passed": symbols.count(PASSED),
+        "FAILED": symbols.count(FAILED),
+        "unsupported": len(symbols) - symbols.count(PASSED) - symbols.count(FAILED),
+    }
+    write(f"{len(cells)} cells: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     for reason, number in reasons.items():
         write(f"[{number}] {reason}")

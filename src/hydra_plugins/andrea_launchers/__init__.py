@@ -9,8 +9,7 @@ exit code itself, through andrea.sweep.SweepSummary); then the sweep goes on to 
 summary and andrea-train's one-line report (andrea.cli.errors). submitit's local
 controller does not keep its tasks' exit codes, so a killed job's is left blank.
 
-Checked against hydra-submitit-launcher 1.2.0 and submitit 1.5: it replaces the
-executor's `map_array` for the duration of `launch` (the slow test
+The hook into the plugin lives in andrea.hydra_internals (`each_job_settled`; the slow test
 tests/pipeline/test_cli_train.py::test_local_launcher_keeps_a_row_for_a_killed_job fails
 if the plugin stops calling it). Hydra takes launchers only from the `hydra_plugins`
 namespace, hence this module's place; andrea-train registers it (`register()`), since an
@@ -19,13 +18,14 @@ editable install's namespace is not scanned. Without the `sweep` extra it define
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hydra.core.utils import JobReturn, JobStatus
+from hydra.core.utils import JobReturn
 from omegaconf import DictConfig
 
+from andrea.hydra_internals import each_job_settled, failed_job
 from andrea.sweep import RESULT_FILE, job_failed
 
 try:
@@ -58,36 +58,21 @@ class _Settled:
             if not (self.run_dir / RESULT_FILE).exists():  # the job's own report (failed, interrupted) wins
                 # submitit's local controller discards its tasks' exit codes: the code is unknown here
                 job_failed(self.run_dir, self.overrides, error, "", status="killed")
-            ret = JobReturn(overrides=self.overrides, status=JobStatus.FAILED)
-            ret._return_value = error  # what Hydra's sweeper raises after the batch: andrea-train reports it
-            return [ret]
+            return [failed_job(self.overrides, error)]  # Hydra's sweeper raises it after the batch
 
 
 class _KeepEveryJob(_Launcher):
     config: DictConfig | None  # the submitit launcher's, set by its setup()
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        import submitit
-
         assert self.config is not None  # setup() comes first
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        original = submitit.AutoExecutor.map_array
 
-        def map_array(
-            executor: submitit.Executor, fn: Callable[..., Any], overrides: Sequence[Sequence[str]], *rest: Any
-        ) -> list[_Settled]:
-            jobs = original(executor, fn, overrides, *rest)
-            numbers = rest[1]  # the job numbers (idx) the plugin passes after "hydra.sweep.dir"
-            return [
-                _Settled(job, list(o), sweep_dir / str(n)) for job, o, n in zip(jobs, overrides, numbers, strict=True)
-            ]
+        def settle(job: submitit.Job[Any], overrides: list[str], number: int) -> _Settled:
+            return _Settled(job, overrides, sweep_dir / str(number))
 
-        # The plugin reads results() only: a _Settled in place of each submitit Job, for this launch.
-        submitit.AutoExecutor.map_array = map_array  # type: ignore[method-assign, assignment]  # restored below
-        try:
+        with each_job_settled(settle):  # the plugin reads results() only: a _Settled in place of each job
             return super().launch(job_overrides, initial_job_idx)
-        finally:
-            submitit.AutoExecutor.map_array = original  # type: ignore[method-assign]  # submitit's own again
 
 
 if LocalLauncher is not None:

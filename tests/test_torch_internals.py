@@ -1,0 +1,24 @@
+"""The private torch API andrea uses (andrea/torch_internals.py) is still there: an upgrade that moves
+it fails here, by name, not as a wrong memory figure in a benchmark table."""
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from andrea import torch_internals
+
+
+def test_the_version_it_was_checked_with_is_the_one_installed():
+    installed = torch.__version__.split("+")[0]
+    assert installed == torch_internals.CHECKED_WITH, (
+        f"torch {installed} is installed, andrea's internals were checked with {torch_internals.CHECKED_WITH}: "
+        "re-check andrea/torch_internals.py, then update CHECKED_WITH"
+    )
+
+
+def test_allocations_reads_each_allocation_and_its_free():
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        x = torch.empty(1 << 20, dtype=torch.uint8)
+        del x
+    sizes = [size for _, size in torch_internals.allocations(prof, "cpu")]
+    assert 1 << 20 in sizes and -(1 << 20) in sizes
+    assert sizes.index(1 << 20) < sizes.index(-(1 << 20))
