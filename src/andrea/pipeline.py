@@ -20,6 +20,7 @@ from andrea.hydra_run import task_overrides
 from andrea.lit.callbacks import AttentionMaps, RunStats
 from andrea.lit.module import NonFiniteLossError
 from andrea.lit.resume import LAST, ResumeData, StopOnSignal
+from andrea.metrics.verdict import describe, verdict
 from andrea.sweep import RESULT_FILE
 
 
@@ -126,8 +127,20 @@ def _summary(cfg: DictConfig, trainer: L.Trainer, metrics: dict[str, float], wal
         "run_dir": str(run_dir),
         "attention_maps": str(maps.out_dir) if maps and maps.written else None,
         "head_roles": maps.scores if maps else {},
+        "roles": maps.roles if maps else {},
+        "verdict": _verdict(trainer, maps),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
+
+
+def _verdict(trainer: L.Trainer, maps: AttentionMaps | None) -> dict | None:
+    """Whether the head the task needs appeared (from the maps' last probe), or that it needs none."""
+    if maps is not None and maps.verdict is not None:
+        return maps.verdict
+    pattern = getattr(trainer.datamodule, "attention_pattern", None)  # type: ignore[attr-defined]  # set by Lightning
+    if pattern is not None and pattern.role is None:
+        return verdict(pattern, {})
+    return None
 
 
 def _memory_estimate(cfg: DictConfig) -> dict | None:
@@ -143,7 +156,7 @@ def _print_summary(result: dict) -> None:
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.4f}"
 
-    console = Console()
+    console = Console(soft_wrap=True)  # a path or a summary line never wraps, piped or not
     console.print(
         f"[bold]done[/bold] in {result['wall_s']:.1f} s: train loss {fmt(result['train_loss'])}, "
         f"val loss {fmt(result['val_loss'])}, val acc {fmt(result['val_acc'])}, "
@@ -152,6 +165,10 @@ def _print_summary(result: dict) -> None:
     if result["memory_estimate"]:
         console.print(f"estimated training memory: {result['memory_estimate']['text']}")
     console.print(f"run dir: {result['run_dir']}")
+    if result["roles"]:
+        console.print(f"best head per role: {describe(result['roles'])}")
+    if result["verdict"]:
+        console.print(f"verdict: {result['verdict']['text']}")
     if result["attention_maps"]:
         console.print(f"attention maps: {result['attention_maps']}")
 

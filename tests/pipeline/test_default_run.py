@@ -59,11 +59,14 @@ def test_attention_maps_as_png_and_on_the_dashboard(default_run):
 
 def test_head_role_metrics_are_logged(default_run):
     result, run_dir = default_run
-    last = [row for row in history(run_dir) if "heads/previous_token/L0H0" in row][-1]
-    for role in ("entropy", "previous_token", "first_token", "induction"):
-        for head in range(4):
-            assert f"heads/{role}/L0H{head}" in last
+    last = [row for row in history(run_dir) if "heads/first_token/L0H0" in row][-1]
+    for head in range(4):
+        assert f"heads/entropy/L0H{head}" in last and f"heads/first_token/L0H{head}" in last
+        # every token of a row is the same: previous-token and induction are not applicable, never a number
+        assert f"heads/previous_token/L0H{head}" not in last and f"heads/induction/L0H{head}" not in last
     assert result["head_roles"]["heads/entropy/L0H0"] == pytest.approx(last["heads/entropy/L0H0"])
+    assert result["roles"]["induction"] == {"best": None, "score": None, "queries": 0, "transformer_lens": None}
+    assert result["verdict"]["text"].startswith("this task needs no attention")
 
 
 def test_checkpoints_last_and_best(default_run):

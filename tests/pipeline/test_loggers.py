@@ -22,7 +22,7 @@ def test_tensorboard_scalars_and_images(tmp_path):
     losses = events.Scalars("train/loss_step")
     assert [e.step for e in losses] == [0, 1, 2, 3] and result["global_step"] == 4
     assert all(0 < e.value < 10 for e in losses)
-    assert "heads/previous_token/L0H0" in events.Tags()["scalars"]
+    assert "heads/first_token/L0H0" in events.Tags()["scalars"]
     images = events.Images("attention/layer0")
     assert [e.step for e in images] == [0, 2, 4]
     assert images[0].encoded_image_string[:4] == b"\x89PNG" and images[0].width > images[0].height

@@ -24,6 +24,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
+from andrea.metrics.verdict import Pattern
 
 IGNORE_INDEX = -100
 
@@ -40,9 +41,10 @@ class TokenRows(Dataset):
 
 
 class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
-    """Base of the synthetic tasks: subclasses write `make_rows`."""
+    """Base of the synthetic tasks: subclasses write `make_rows` and declare the attention their answer needs."""
 
     name = "synthetic"
+    attention_pattern: Pattern | None = None
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
 
 class RepetitionDataModule(SyntheticTaskDataModule):
     name = "repetition"
+    attention_pattern = Pattern("the current token alone predicts the next")
 
     def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         ids = torch.randint(self.vocab_size, (n, 1), generator=generator).expand(n, self.seq_len + 1)
@@ -111,6 +114,8 @@ class LookbackDataModule(SyntheticTaskDataModule):
         if not isinstance(k, int) or not 0 < k < self.seq_len:
             raise ValueError(f"data.k={k!r} must be an integer in [1, data.seq_len - 1 = {self.seq_len - 1}]")
         self.k = k
+        role = "previous_token" if k == 1 else f"lookback_{k}"
+        self.attention_pattern = Pattern(f"a head attending {k} back", role)
 
     def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         ids = torch.randint(self.vocab_size, (n, self.seq_len), generator=generator)
@@ -121,6 +126,7 @@ class LookbackDataModule(SyntheticTaskDataModule):
 
 class InductionDataModule(SyntheticTaskDataModule):
     name = "induction"
+    attention_pattern = Pattern("an induction head in a layer >= 1", "induction", min_layer=1)
 
     def __init__(self, min_period: int = 6, max_period: int = 12, **kwargs: Any) -> None:
         super().__init__(**kwargs)

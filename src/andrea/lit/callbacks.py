@@ -13,7 +13,7 @@ from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 from torch import Tensor
 
-from andrea.metrics import HEAD_ROLES
+from andrea.metrics import verdict as verdicts
 from andrea.models.network import network
 from andrea.viz import save_attention_grid
 
@@ -40,7 +40,9 @@ class AttentionMaps(L.Callback):
         self.out_dir: Path | None = None
         self.last_step = -1
         self.written: list[str] = []
-        self.scores: dict[str, float] = {}
+        self.scores: dict[str, float] = {}  # "heads/<role>/L<l>H<h>" -> score, the applicable ones
+        self.roles: dict[str, dict] = {}  # role -> its best head (andrea.metrics.verdict.summary)
+        self.verdict: dict | None = None  # whether the head the task needs appeared
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.out_dir = Path(trainer.default_root_dir) / self.dirname
@@ -90,16 +92,19 @@ class AttentionMaps(L.Callback):
                 _log_image(logger, f"attention/layer{layer}", path, step)
 
     def _log_scores(self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int) -> None:
-        weights = [w.cpu() for w in weights]
-        scores = {}
-        for role, metric_class in HEAD_ROLES.items():
-            metric = metric_class(len(weights), weights[0].shape[1], sync_on_compute=False)  # rank 0 only
-            metric.update(weights, input_ids)
-            for (layer, head), value in _enumerate_2d(metric.compute()):
-                scores[f"heads/{role}/L{layer}H{head}"] = value
-        self.scores = scores
+        pattern = getattr(trainer.datamodule, "attention_pattern", None)  # type: ignore[attr-defined]  # set by Lightning
+        extra = (pattern.role,) if pattern is not None and pattern.role else ()
+        scores = verdicts.score_heads(weights, input_ids, extra)
+        self.scores = {
+            f"heads/{role}/L{layer}H{head}": value
+            for role, s in scores.items()
+            for (layer, head), value in _enumerate_2d(s.values)
+            if value == value  # NaN: not applicable to the probe, nothing to plot
+        }
+        self.roles = verdicts.summary(scores)
+        self.verdict = verdicts.verdict(pattern, scores) if pattern is not None else None
         for logger in trainer.loggers:
-            logger.log_metrics(scores, step=step)
+            logger.log_metrics(self.scores, step=step)
 
 
 class RunStats(L.Callback):

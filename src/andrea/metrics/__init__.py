@@ -1,4 +1,4 @@
-"""Metrics of what heads do, as torchmetrics Metrics."""
+"""Metrics of what heads do, as torchmetrics Metrics, and the verdicts drawn from them."""
 
 from andrea.metrics.head_roles import (
     HEAD_ROLES,
@@ -6,7 +6,9 @@ from andrea.metrics.head_roles import (
     FirstTokenScore,
     HeadScore,
     InductionScore,
+    LookbackScore,
     PreviousTokenScore,
+    role_metric,
 )
 
 __all__ = [
@@ -15,5 +17,7 @@ __all__ = [
     "FirstTokenScore",
     "HeadScore",
     "InductionScore",
+    "LookbackScore",
     "PreviousTokenScore",
+    "role_metric",
 ]
