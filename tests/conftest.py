@@ -39,3 +39,29 @@ settings.load_profile("andrea")
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium driven by ChromeDriver (Debian's packages; .ci/run installs them), 1280 x 900."""
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(path)]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not found: apt-get install chromium chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1280,900", f"--user-data-dir={tmp_path / 'chromium-profile'}"):  # fmt: skip
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

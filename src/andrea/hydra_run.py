@@ -42,6 +42,12 @@ def task_overrides() -> list[str]:
     return list(hydra.overrides.task) if hydra else []
 
 
+def job_number() -> int | None:
+    """This multirun job's number (its folder in the sweep dir), None outside a multirun."""
+    hydra = _hydra()
+    return int(hydra.job.num) if hydra is not None and is_multirun() else None
+
+
 def launcher_target() -> str:
     """The multirun's launcher `_target_`, "" outside a multirun."""
     hydra = _hydra()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import time
 import warnings
@@ -16,12 +17,15 @@ from rich.console import Console
 
 from andrea.config import training_estimate, validate
 from andrea.data.sampler import ResumableTrainData
-from andrea.hydra_run import task_overrides
+from andrea.hydra_run import is_multirun, job_number, task_overrides
 from andrea.lit.callbacks import AttentionMaps, RunStats
 from andrea.lit.module import NonFiniteLossError
+from andrea.lit.progress import progress_callbacks
 from andrea.lit.resume import LAST, ResumeData, StopOnSignal
 from andrea.metrics.verdict import describe, verdict
 from andrea.sweep import RESULT_FILE
+
+log = logging.getLogger(__name__)
 
 
 def _instantiate_all(group: DictConfig | None) -> list:
@@ -46,7 +50,8 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
     if not loggers:  # logger=none: Lightning refuses a LearningRateMonitor with nothing to log to
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
     stop = StopOnSignal(Path(cfg.paths.output_dir) / "checkpoints")
-    trainer = instantiate(cfg.trainer, callbacks=[*callbacks, ResumeData(), stop], logger=loggers or False)
+    callbacks, console = progress_callbacks(callbacks, is_multirun())
+    trainer = instantiate(cfg.trainer, callbacks=[*callbacks, ResumeData(), stop], logger=loggers or False, **console)
     run_dir = Path(trainer.default_root_dir)
     status = "failed"
     try:
@@ -114,12 +119,15 @@ def _summary(cfg: DictConfig, trainer: L.Trainer, metrics: dict[str, float], wal
         "status": "completed",
         "exit_code": 0,
         "overrides": task_overrides(),
-        "train_loss": metrics.get("train/loss_epoch"),
+        "train_loss": stats.final_train_loss if stats and stats.train_curve else metrics.get("train/loss_epoch"),
         "train_acc": metrics.get("train/acc_epoch"),
         "val_loss": metrics.get("val/loss"),
         "val_acc": metrics.get("val/acc"),
         "val_perplexity": metrics.get("val/perplexity"),
         "tokens_per_s": stats.tokens_per_s if stats else None,
+        "tokens_per_s_steps": stats.rate_summary() if stats else None,  # median, p25, p75 over the steps
+        "parameters": sum(p.numel() for p in trainer.lightning_module.parameters()),
+        "curves": {"train": stats.train_curve, "val": stats.val_curve} if stats else None,
         "wall_s": wall_s,
         "memory_estimate": _memory_estimate(cfg),
         "global_step": trainer.global_step,
@@ -153,24 +161,37 @@ def _memory_estimate(cfg: DictConfig) -> dict | None:
 
 
 def _print_summary(result: dict) -> None:
+    """The run's summary: on the console for a single run; in a multirun job, one line on the
+    console and the whole summary in the job's log."""
+
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.4f}"
 
-    console = Console(soft_wrap=True)  # a path or a summary line never wraps, piped or not
-    console.print(
-        f"[bold]done[/bold] in {result['wall_s']:.1f} s: train loss {fmt(result['train_loss'])}, "
-        f"val loss {fmt(result['val_loss'])}, val acc {fmt(result['val_acc'])}, "
-        f"{result['tokens_per_s'] or 0:,.0f} tokens/s"
+    rate = result["tokens_per_s_steps"]
+    speed = f"{rate['median']:,.0f} tokens/s (p25-p75 {rate['p25']:,.0f}-{rate['p75']:,.0f})" if rate else ""
+    done = (
+        f"done in {result['wall_s']:.1f} s: train loss {fmt(result['train_loss'])} (last steps), "
+        f"val loss {fmt(result['val_loss'])}, val acc {fmt(result['val_acc'])}, {speed}"
     )
+    lines = [done]
     if result["memory_estimate"]:
-        console.print(f"estimated training memory: {result['memory_estimate']['text']}")
-    console.print(f"run dir: {result['run_dir']}")
+        lines.append(f"estimated training memory: {result['memory_estimate']['text']}")
+    lines.append(f"run dir: {result['run_dir']}")
     if result["roles"]:
-        console.print(f"best head per role: {describe(result['roles'])}")
+        lines.append(f"best head per role: {describe(result['roles'])}")
     if result["verdict"]:
-        console.print(f"verdict: {result['verdict']['text']}")
+        lines.append(f"verdict: {result['verdict']['text']}")
     if result["attention_maps"]:
-        console.print(f"attention maps: {result['attention_maps']}")
+        lines.append(f"attention maps: {result['attention_maps']}")
+    console = Console(soft_wrap=True, highlight=False)  # a path or a summary line never wraps, piped or not
+    if not is_multirun():
+        for line in lines:
+            console.print(line, markup=False)
+        return
+    for line in lines:
+        log.info(line)  # the job's log file: in a multirun the console shows warnings and this one line
+    verdict = f"; {result['verdict']['text']}" if result["verdict"] else ""
+    console.print(f"job {job_number()} ({' '.join(result['overrides']) or 'defaults'}): {done}{verdict}", markup=False)
 
 
 def _finish_loggers(loggers: list, status: str) -> None:

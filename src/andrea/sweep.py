@@ -1,4 +1,5 @@
-"""The sweep summary: one row per job of a multirun, as markdown and CSV in the sweep dir.
+"""The sweep summary: one row per job of a multirun, as markdown and CSV in the sweep dir, and the
+sweep report beside them (andrea.sweep_report: curves.png, report.html).
 
 Rewritten after every job (so a sweep that stops part-way still has its rows)
 and once more when the sweep ends. Every job gets a row, whatever became of it:
@@ -23,19 +24,25 @@ from omegaconf import DictConfig
 from andrea.config import ConfigError
 from andrea.hydra_internals import job_error
 from andrea.hydra_run import is_multirun
+from andrea.sweep_report import CURVES, REPORT, differing_overrides, heads_cell, plot_curves, write_html
 
 RESULT_FILE = "result.json"  # what every job writes into its run dir
 
 COLUMNS = [
     "job",
-    "overrides",
+    "overrides",  # the job's own, in full
+    "differs",  # those whose value differs between the sweep's jobs: the job's label
     "status",
     "exit_code",
     "error",
-    "train_loss",
+    "parameters",
+    "train_loss",  # the mean of the last steps (andrea.lit.RunStats), not the epoch mean
     "val_loss",
     "val_acc",
-    "tokens_per_s",
+    "tokens_per_s",  # the median over the steps...
+    "tokens_per_s_p25_p75",  # ...and its spread
+    "heads",  # the best head per role
+    "verdict",
     "wall_s",
     "run_dir",
 ]
@@ -75,17 +82,16 @@ def failure_line(sweep_dir: str | Path, error: BaseException) -> str:
         f"{row['exit_code'] if row['exit_code'] not in (None, '') else 'code unknown'}"
         for row in bad
     )
-    summary = Path(sweep_dir) / "summary.md"
-    return f"{len(bad)} of {len(rows)} jobs did not complete: {jobs}; every job's row is in {summary}"
+    return f"{len(bad)} of {len(rows)} jobs did not complete: {jobs}; every job's row is in {Path(sweep_dir) / REPORT}"
 
 
 def write_summary(sweep_dir: str | Path) -> list[dict]:
+    """summary.md, summary.csv, curves.png and report.html in the sweep dir; returns the rows."""
     sweep_dir = Path(sweep_dir)
-    rows = []
-    for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}"), key=lambda p: _job_number(p.parent.name)):
-        result = json.loads(path.read_text())
-        rows.append({"job": path.parent.name, **{k: result.get(k) for k in COLUMNS if k != "job"}})
-        rows[-1]["overrides"] = " ".join(rows[-1]["overrides"] or [])
+    paths = sorted(sweep_dir.glob(f"*/{RESULT_FILE}"), key=lambda p: _job_number(p.parent.name))
+    results = [json.loads(path.read_text()) for path in paths]
+    labels = differing_overrides([result.get("overrides") or [] for result in results])
+    rows = [_row(path.parent.name, result, label) for path, result, label in zip(paths, results, labels, strict=True)]
     with open(sweep_dir / "summary.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
@@ -93,7 +99,32 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_cell(row[k]) for k in COLUMNS) + " |" for row in rows]
     (sweep_dir / "summary.md").write_text("\n".join(lines) + "\n")
+    plot_curves(results, labels, sweep_dir / CURVES)
+    write_html(sweep_dir, rows, [c for c in COLUMNS if c not in ("overrides", "error")] + ["error"])
     return rows
+
+
+def _row(job: str, result: dict, label: str) -> dict:
+    rate = result.get("tokens_per_s_steps")
+    verdict = result.get("verdict")
+    return {
+        **{k: result.get(k) for k in COLUMNS},
+        "job": job,
+        "overrides": " ".join(result.get("overrides") or []),
+        "differs": label,
+        "tokens_per_s": rate["median"] if rate else result.get("tokens_per_s"),
+        "tokens_per_s_p25_p75": f"{rate['p25']:,.0f}-{rate['p75']:,.0f}" if rate else None,
+        "heads": heads_cell(result.get("roles")),
+        "verdict": _verdict_cell(verdict),
+    }
+
+
+def _verdict_cell(verdict: dict | None) -> str:
+    if not verdict:
+        return ""
+    if verdict["role"] is None:
+        return "needs no attention"
+    return {True: f"found ({verdict['best']})", False: "NOT found", None: "cannot tell"}[verdict["appeared"]]
 
 
 def _cell(value: object) -> str:
@@ -121,4 +152,7 @@ class SweepSummary(Callback):
         write_summary(config.hydra.sweep.dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        write_summary(config.hydra.sweep.dir)
+        rows = write_summary(config.hydra.sweep.dir)
+        done = sum(row["status"] == "completed" for row in rows)
+        report = Path(config.hydra.sweep.dir) / REPORT
+        print(f"sweep report: {report} ({done} of {len(rows)} jobs completed)", flush=True)

@@ -116,11 +116,18 @@ def test_multirun_sweep_summary_and_wandb_groups(tmp_path):
         assert 0 < float(row["val_loss"]) < 10 and float(row["tokens_per_s"]) > 0 and float(row["wall_s"]) > 0
         info = run_info(row["run_dir"])  # one offline wandb run per job, grouped by the sweep
         assert info.run_group == sweep_dir.name and info.display_name.startswith(row["job"] + ":")
+    assert [r["differs"] for r in rows] == [
+        "attention=naive heads=mha", "attention=naive heads=gqa",
+        "attention=eager heads=mha", "attention=eager heads=gqa",
+    ]  # fmt: skip
+    assert [int(r["parameters"]) for r in rows] == [9344, 8320, 9344, 8320]  # GQA: half the k and v weights
     summary = (sweep_dir / "summary.md").read_text().splitlines()
-    assert (
-        summary[0].startswith("| job | overrides | status | exit_code | error | train_loss | val_loss |")
-        and len(summary) == 2 + 4
-    )
+    assert summary[0].startswith("| job | overrides | differs | status | exit_code | error | parameters |")
+    assert len(summary) == 2 + 4
+    # the sweep's console: a line per job and one line with the report, never the jobs' tables and bars
+    assert result.stdout.splitlines()[-1] == f"sweep report: {sweep_dir / 'report.html'} (4 of 4 jobs completed)"
+    assert len(result.stdout.splitlines()) < 20 and "Trainable params" not in result.stdout
+    assert (sweep_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_multirun_marks_a_failed_job(tmp_path):
@@ -130,7 +137,7 @@ def test_multirun_marks_a_failed_job(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         f"andrea-train: error: 1 of 2 jobs did not complete: job 1 (heads.n_kv_head=3 {' '.join(QUICK)}) failed, "
         "exit 2; "
-        f"every job's row is in {sweep_dir / 'summary.md'}"
+        f"every job's row is in {sweep_dir / 'report.html'}"
     )
     assert "Traceback" not in result.stderr
     with open(sweep_dir / "summary.csv") as f:
@@ -165,7 +172,7 @@ def test_local_launcher_keeps_a_row_for_a_killed_job(tmp_path):
     assert line.startswith(
         "andrea-train: error: 1 of 2 jobs did not complete: job 1 (+callbacks.extra._target_=os.abort"
     )
-    assert line.endswith(f"killed, exit code unknown; every job's row is in {sweep_dir / 'summary.md'}")
+    assert line.endswith(f"killed, exit code unknown; every job's row is in {sweep_dir / 'report.html'}")
     assert "Traceback" not in result.stderr
     with open(sweep_dir / "summary.csv") as f:
         rows = {r["job"]: r for r in csv.DictReader(f)}

@@ -12,6 +12,7 @@ with one line; a signal exits 128 + its number, with last.ckpt saved.
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from contextlib import ExitStack
 
@@ -48,6 +49,8 @@ def train_app(cfg: DictConfig) -> float | None:
         lightning_logger = logging.getLogger("lightning")
         for handler in list(lightning_logger.handlers):
             lightning_logger.removeHandler(handler)
+        if is_multirun():  # each job's console output is one line; its log file keeps everything
+            quiet_console()
 
         try:
             result = train(cfg, validated=True)
@@ -59,6 +62,14 @@ def train_app(cfg: DictConfig) -> float | None:
         raise SystemExit(result["exit_code"])  # 128 + the signal: the shell's convention for "ended by a signal"
     metric = cfg.get("optimized_metric")
     return result.get(metric.replace("/", "_")) if metric else None
+
+
+def quiet_console() -> None:
+    """Warnings and errors only on the console (Hydra's file handler keeps every record); wandb silent."""
+    os.environ.setdefault("WANDB_SILENT", "true")
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler:  # the console, not the job's log file (a FileHandler)
+            handler.setLevel(logging.WARNING)
 
 
 def main() -> None:

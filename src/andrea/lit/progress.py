@@ -1,0 +1,56 @@
+"""What a run shows while it trains: Rich's live bar on a terminal; piped (nohup, SLURM, a CI log),
+a plain line every `every_n_steps` steps that never wraps; in a multirun job, nothing (its log has it)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.callbacks.progress import ProgressBar
+from lightning.pytorch.utilities.types import STEP_OUTPUT
+
+
+class PlainProgressBar(ProgressBar):
+    """One line every `every_n_steps` optimisation steps and at each epoch's end: step, epoch, metrics."""
+
+    def __init__(self, every_n_steps: int = 50) -> None:
+        super().__init__()
+        self.every_n_steps = every_n_steps
+        self._enabled = True
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
+    ) -> None:
+        if self._enabled and trainer.global_step % self.every_n_steps == 0:
+            self._line(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._enabled:
+            self._line(trainer, pl_module)
+
+    def _line(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        metrics = self.get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items())
+        total = trainer.max_steps if trainer.max_steps > 0 else "?"
+        print(f"step {trainer.global_step}/{total} epoch {trainer.current_epoch} {shown}", flush=True)
+
+
+def progress_callbacks(callbacks: list[Callback], multirun: bool) -> tuple[list[Callback], dict[str, bool]]:
+    """(callbacks, Trainer options) for where the output goes: the configured bar on a terminal, a
+    PlainProgressBar in place of any other bar when stdout is piped, no bar and no model table in a
+    multirun job."""
+    others = [c for c in callbacks if not isinstance(c, ProgressBar)]
+    if multirun:
+        return others, {"enable_progress_bar": False, "enable_model_summary": False}
+    if sys.stdout.isatty() or any(isinstance(c, PlainProgressBar) for c in callbacks):
+        return callbacks, {}
+    return [*others, PlainProgressBar()], {}  # in place of Rich's bar, or of the TQDM bar Lightning would add

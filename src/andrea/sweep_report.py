@@ -1,0 +1,108 @@
+"""The sweep report: curves.png (every job's train and val loss overlaid) and report.html (one
+self-contained page: the curves inline, a row per job), rewritten after every job of a multirun.
+
+Jobs are labelled by the overrides that differ between them (`attention=sdpa heads=gqa`), not by
+the whole command line they share.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+CURVES, REPORT = "curves.png", "report.html"
+HEADS = {"previous_token": "prev", "induction": "ind", "first_token": "first", "entropy": "entropy"}
+
+
+def differing_overrides(jobs: list[list[str]]) -> list[str]:
+    """Each job's label: its overrides whose key is set differently (or not at all) in another job."""
+    parsed = [dict(o.partition("=")[::2] for o in overrides) for overrides in jobs]
+    keys = list(dict.fromkeys(k for job in parsed for k in job))
+    varying = [k for k in keys if len({job.get(k) for job in parsed}) > 1] if len(jobs) > 1 else keys
+    return [" ".join(f"{k}={job[k]}" for k in varying if k in job) or "defaults" for job in parsed]
+
+
+def heads_cell(roles: dict | None) -> str:
+    """The best head per role, short: `prev L0H1 0.95 · ind n/a`."""
+    parts = []
+    for role, r in (roles or {}).items():
+        name = HEADS.get(role, role)
+        parts.append(f"{name} n/a" if r["best"] is None else f"{name} {r['best']} {r['score']:.2f}")
+    return " · ".join(parts)
+
+
+def plot_curves(results: list[dict], labels: list[str], path: Path) -> None:
+    """Train loss (left) and val loss (right) against the step, a line per job that has curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (train_ax, val_ax) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100, layout="constrained")
+    styles = ["-", "--", ":", "-."]  # jobs that train alike (two backends) overlap: the dashes show both
+    for number, (result, label) in enumerate(zip(results, labels, strict=True)):
+        curves = result.get("curves") or {}
+        style = styles[number // 10 % len(styles)] if len(results) > 10 else styles[number % len(styles)]
+        if curves.get("train"):
+            steps, losses = zip(*curves["train"], strict=True)
+            (line,) = train_ax.plot(steps, losses, linestyle=style, linewidth=1.2, alpha=0.85, label=label)
+            if curves.get("val"):
+                steps, losses = zip(*curves["val"], strict=True)
+                val_ax.plot(steps, losses, linestyle=style, marker="o", markersize=3, color=line.get_color())
+    for ax, title in ((train_ax, "train loss (every step)"), (val_ax, "val loss")):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if ax.has_data() and min(ax.dataLim.y0, 1e9) > 0 and ax.dataLim.y1 / max(ax.dataLim.y0, 1e-12) > 10:
+            ax.set_yscale("log")
+    if train_ax.has_data():
+        fig.legend(*train_ax.get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=8)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_html(sweep_dir: Path, rows: list[dict], columns: list[str]) -> Path:
+    """report.html: the sweep's curves (inlined) and its table; no network, no scripts."""
+    curves = sweep_dir / CURVES
+    image = base64.b64encode(curves.read_bytes()).decode() if curves.exists() else ""
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        f'<tr class="{html.escape(str(row["status"]))}">' + "".join(_cell(row, c) for c in columns) + "</tr>"
+        for row in rows
+    )
+    done = sum(row["status"] == "completed" for row in rows)
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>andrea sweep {html.escape(sweep_dir.name)}</title>
+<style>
+body {{ font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }}
+table {{ border-collapse: collapse; margin-top: 1em; }}
+th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: left; white-space: nowrap; }}
+td.wrap {{ white-space: normal; min-width: 16em; }}
+th {{ background: #f0f0f0; }} td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+tr.failed td, tr.killed td {{ background: #fde8e8; }} tr.interrupted td {{ background: #fff6dc; }}
+img {{ max-width: 100%; }}
+</style></head><body>
+<h1>Sweep {html.escape(sweep_dir.name)}</h1>
+<p>{done} of {len(rows)} jobs completed. Folder: <code>{html.escape(str(sweep_dir))}</code></p>
+{f'<img alt="train and val loss of every job" src="data:image/png;base64,{image}">' if image else ""}
+<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+</body></html>
+"""
+    path = sweep_dir / REPORT
+    path.write_text(page)
+    return path
+
+
+def _cell(row: dict, column: str) -> str:
+    """One <td>: numbers right-aligned, the run dir a link to its folder."""
+    value = row.get(column)
+    if column == "run_dir" and value:
+        name = html.escape(Path(value).name)
+        return f'<td><a href="{name}/">{name}/</a></td>'
+    if isinstance(value, float):
+        return f'<td class="num">{f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4f}"}</td>'
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f'<td class="num">{value:,}</td>'
+    wrap = ' class="wrap"' if column in ("heads", "error") else ""
+    return f"<td{wrap}>{'' if value is None else html.escape(str(value))}</td>"
