@@ -18,6 +18,7 @@ from omegaconf.errors import InterpolationResolutionError
 from andrea.attention import HeadConfig, UnsupportedAttentionError, backend_registry, get_backend
 from andrea.attention.positions import ALiBi
 from andrea.hydra_run import is_multirun, launcher_target, task_overrides
+from andrea.interventions import parse_heads
 from andrea.keys import check_added_keys, check_ranges
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ def _validate(cfg: DictConfig) -> None:
         raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
     if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
         _validate_attention(cfg, _get(cfg, "data.seq_len"))
+    _validate_ablate(cfg)
     data = instantiate(cfg.data)  # checks data.* itself; builds no tensors yet (imports Lightning: last)
     _validate_distributed(cfg)
     accelerator = _get(cfg, "trainer.accelerator", "cpu")
@@ -185,6 +187,17 @@ def _differences(a: Any, b: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:
             yield from _differences(a.get(key), b.get(key), f"{prefix}.{key}")
     elif a != b:
         yield prefix, a, b
+
+
+def _validate_ablate(cfg: DictConfig) -> None:
+    ablate = _get(cfg, "model.ablate")
+    if not ablate:
+        return
+    if isinstance(ablate, str) or not OmegaConf.is_list(ablate):
+        raise ConfigError(f"model.ablate={ablate!r} must be a list of heads, e.g. model.ablate=[L0H1,L1H3]")
+    n_layer = _get(cfg, "model.net.n_layer", 1)
+    n_head = _get(cfg, "model.net.attention.n_head", 0) if _get(cfg, "model.net.attention") is not None else 0
+    parse_heads(list(ablate), n_layer if _get(cfg, "model.net.attention") is not None else 0, n_head, "model.ablate")
 
 
 def _validate_distributed(cfg: DictConfig) -> None:

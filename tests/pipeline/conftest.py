@@ -45,3 +45,14 @@ def default_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("default_run")
     result = train(compose_train(run_dir))
     return result, run_dir
+
+
+@pytest.fixture(scope="session")
+def induction_run(tmp_path_factory):
+    """experiment=induction on eager (two layers: a previous-token head, then induction heads), run once."""
+    from andrea.pipeline import train
+
+    run_dir = tmp_path_factory.mktemp("induction_run")
+    result = train(compose_train(run_dir, ["experiment=induction", "attention=eager", "logger=none"]))
+    HydraConfig.instance().cfg = None
+    return result, run_dir

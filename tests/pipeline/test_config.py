@@ -206,6 +206,8 @@ REJECTED = [
         ["data.batch_size=100000000"],
         "data.batch_size=100000000: training needs about .* of activations\\), more than .*; lower data.batch_size",
     ),
+    (["model.ablate=[L0H7]"], "model.ablate: L0H7 is not in this network \\(layers 0..0, heads 0..3\\)"),
+    (["model.ablate=L0H1"], "model.ablate='L0H1' must be a list of heads, e.g. model.ablate=\\[L0H1,L1H3\\]"),
 ]
 
 

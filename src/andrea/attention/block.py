@@ -3,6 +3,7 @@ in-attention position scheme (RoPE, ALiBi), with an optional KV cache for genera
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -27,6 +28,9 @@ class MultiHeadSelfAttention(nn.Module):
     """
 
     mask_buffer: Tensor  # (1, H or 1, L, L), registered only for a mask that does not depend on the batch
+    # Called on the heads' outputs z (B, H, T, d) before W_O mixes them; returns the z to use:
+    # where interventions (andrea.interventions: zero, scale or mean-ablate a head) plug in.
+    hook_z: Callable[[Tensor], Tensor] | None = None
 
     def __init__(
         self,
@@ -93,6 +97,8 @@ class MultiHeadSelfAttention(nn.Module):
         y, weights = self.backend(q, k, v, full_mask, None, return_weights, self.score_mod)  # (B, H, T, d)
         if cache is not None:
             cache.trim()
+        if self.hook_z is not None:
+            y = self.hook_z(y)  # (B, H, T, d)
         y = y.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
         y = self.dropout(self.proj(y))  # (B, T, D)
         return y, weights

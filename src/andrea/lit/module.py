@@ -14,6 +14,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from torchmetrics.text import Perplexity
 
 from andrea.data.tasks import IGNORE_INDEX
+from andrea.interventions import install, parse_heads
 from andrea.models.export import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
 from andrea.models.network import network
 
@@ -31,6 +32,8 @@ class LanguageModelModule(L.LightningModule):
     nonfinite: what a NaN or infinite training loss does: "stop" (raise NonFiniteLossError; the
                last checkpoint, written before, stays the last good one) or "skip" (no update
                for that batch, counted in train/skipped_steps).
+    ablate:    heads zeroed in every forward, training and evaluation alike (["L0H1", "L1H3"]:
+               andrea.interventions), to see what the network does without them.
     Weight decay applies to matrices only; norms and biases are left undecayed (nanoGPT's groups).
     """
 
@@ -44,12 +47,18 @@ class LanguageModelModule(L.LightningModule):
         net_config: dict | None = None,
         compile: bool = False,
         nonfinite: str = "stop",
+        ablate: list[str] | None = None,
     ) -> None:
         super().__init__()
         if nonfinite not in ("stop", "skip"):
             raise ValueError(f"model.nonfinite={nonfinite!r} must be stop or skip")
         self.nonfinite, self.skipped_steps = nonfinite, 0
         self.net = net
+        if ablate:
+            heads = network(net)
+            n_head = heads.attention[0].heads.n_head if heads.attention else 0
+            zeroed = parse_heads(ablate, len(heads.attention), n_head, key="model.ablate")
+            install(heads, dict.fromkeys(zeroed, 0.0))
         # Not registered as a submodule: checkpoints keep the plain `net.*` names.
         object.__setattr__(self, "_forward_net", torch.compile(net) if compile else net)
         self.net_config = net_config  # the resolved model.net config, saved in every checkpoint

@@ -1,0 +1,182 @@
+"""andrea-inspect: every layer and head of a trained network on one input, as an explorer page;
+heads ablated on request; the head-importance table of a run's validation data.
+
+    andrea-inspect <run dir>/checkpoints/last.ckpt                 # the run's first validation row
+    andrea-inspect model.safetensors "ROMEO: But soft"              # any text (or ids, tokenizer=ids)
+    andrea-inspect <ckpt> ablate=[L0H1] ablation=mean               # what the network does without L0H1
+    andrea-inspect <ckpt> importance=true                           # the head-importance table
+
+The first two arguments may be given bare (the checkpoint, then the input) or as ckpt_path= and
+input=. Every setting is checked before the model is loaded; a bad one is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import hydra
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor
+
+from andrea.cli.errors import run_app
+from andrea.cli.sample import SampleError, TokenIds, encode_prompt, pick_tokenizer
+from andrea.hydra_run import task_overrides
+from andrea.keys import check_added_keys, integer
+
+COMMAND = "andrea-inspect"
+SETTINGS = {
+    "importance": ((lambda v: isinstance(v, bool)), "true or false"),
+    "importance_batches": integer(1, 10_000),
+    "max_tokens": integer(2, 4096),
+    "ablation": ((lambda v: v in ("zero", "mean")), "zero or mean"),
+}
+
+
+def check_settings(cfg: DictConfig) -> None:
+    problem = check_added_keys(cfg, task_overrides())
+    if problem:
+        raise SampleError(problem)
+    if OmegaConf.is_missing(cfg, "ckpt_path"):
+        raise SampleError(f"a checkpoint is required: {COMMAND} <run dir>/checkpoints/last.ckpt [input]")
+    for key, (test, words) in SETTINGS.items():
+        if not test(cfg[key]):
+            raise SampleError(f"{key}={cfg[key]!r} must be {words}")
+    if not OmegaConf.is_list(cfg.ablate):
+        raise SampleError(f"ablate={cfg.ablate!r} must be a list of heads, e.g. ablate=[L0H1,L1H3]")
+
+
+def run_dir_of(cfg: DictConfig) -> Path | None:
+    """The run the checkpoint belongs to: run_dir=, else <run dir>/checkpoints/<file>'s run dir."""
+    if cfg.run_dir:
+        return Path(cfg.run_dir)
+    ckpt = Path(cfg.ckpt_path).resolve()
+    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else None
+
+
+def input_ids(cfg: DictConfig, tokenizer: object, vocab_size: int, run_dir: Path | None) -> Tensor:
+    """(1, T) ids: the input given, else the run's first validation row."""
+    from andrea.data.from_run import data_from_run
+
+    if str(cfg.input):
+        ids = encode_prompt(tokenizer, str(cfg.input), vocab_size)  # type: ignore[arg-type]  # a Tokenizer or TokenIds
+    elif run_dir is not None:
+        ids = data_from_run(run_dir).probe_batch(1)["input_ids"][0].tolist()  # type: ignore[attr-defined]
+    else:
+        raise SampleError(f'no input: give one ({COMMAND} <ckpt> "text"), or run_dir=<the checkpoint\'s run>')
+    if len(ids) > cfg.max_tokens:
+        raise SampleError(f"the input is {len(ids)} tokens, more than max_tokens={cfg.max_tokens}; shorten it")
+    return torch.tensor([ids], device=cfg.device)
+
+
+def token_labels(tokenizer: object, ids: list[int]) -> list[str]:
+    if isinstance(tokenizer, TokenIds):
+        return [str(i) for i in ids]
+    return [tokenizer.decode([i]) for i in ids]  # type: ignore[attr-defined]  # a Tokenizer
+
+
+def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
+    """layer -> [(step, PNG)] of the maps the run drew (attention_maps/layer<l>_step<s>.png)."""
+    frames: dict[int, list[tuple[int, Path]]] = {}
+    if run_dir is None:
+        return frames
+    for png in sorted((run_dir / "attention_maps").glob("layer*_step*.png")):
+        layer, _, step = png.stem.removeprefix("layer").partition("_step")
+        if layer.isdigit() and step.isdigit():
+            frames.setdefault(int(layer), []).append((int(step), png))
+    return {layer: sorted(found) for layer, found in sorted(frames.items())}
+
+
+def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
+    """The head-importance table on the run's validation data, written beside the checkpoint."""
+    from andrea.data.from_run import data_from_run
+    from andrea.data.tasks import IGNORE_INDEX
+    from andrea.interventions import head_importance, importance_table
+    from andrea.models.network import network
+
+    if run_dir is None:
+        raise SampleError("importance=true needs the run's validation data: give run_dir=<the checkpoint's run>")
+    data = data_from_run(run_dir)
+    data.setup("validate")
+    batches = []
+    for batch in data.val_dataloader():
+        batches.append((batch["input_ids"].to(cfg.device), batch["labels"].to(cfg.device)))
+        if len(batches) == cfg.importance_batches:
+            break
+
+    def loss(logits: Tensor, labels: Tensor) -> Tensor:
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+
+    rows = head_importance(network(net), batches, loss)  # type: ignore[arg-type]  # an nn.Module
+    table = importance_table(rows)
+    stem = Path(cfg.ckpt_path).with_suffix("")
+    Path(f"{stem}.head_importance.md").write_text(table)
+    Path(f"{stem}.head_importance.json").write_text(json.dumps(rows, indent=2))
+    return table + f"written to {stem}.head_importance.md (and .json)"
+
+
+@hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="inspect")
+def inspect_app(cfg: DictConfig) -> None:
+    from andrea.explorer import explorer_page
+    from andrea.interventions import head_means, intervene, parse_heads
+    from andrea.metrics.verdict import score_heads
+    from andrea.models.export import load_any
+    from andrea.models.network import network
+
+    try:
+        check_settings(cfg)
+        net, _, trained_with = load_any(cfg.ckpt_path, cfg.device)
+        model = network(net)
+        n_head = model.attention[0].heads.n_head if model.attention else 0
+        if n_head == 0:
+            raise SampleError(f"ckpt_path={cfg.ckpt_path}: the network has no attention layers to inspect")
+        heads = parse_heads(list(cfg.ablate), len(model.attention), n_head)
+        run_dir = run_dir_of(cfg)
+        tokenizer = pick_tokenizer(cfg.tokenizer, trained_with, model.vocab_size)
+        ids = input_ids(cfg, tokenizer, model.vocab_size, run_dir)
+        out = Path(cfg.out) if cfg.out else Path(cfg.ckpt_path).with_suffix(".inspect.html")
+        with torch.no_grad():
+            means = head_means(model, [ids]) if cfg.ablation == "mean" else None
+            scale = None if cfg.ablation == "mean" else 0.0
+            with intervene(model, dict.fromkeys(heads, scale), means):
+                _, weights = model(ids, return_weights=True)  # one (1, H, T, T) per layer
+        table = importance(net, run_dir, cfg) if cfg.importance else None
+    except (SampleError, ValueError, FileNotFoundError) as err:
+        print(f"{COMMAND}: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    scores = {role: s.values for role, s in score_heads(weights, ids).items()}
+    ablated = f" · ablated ({cfg.ablation}): {', '.join(cfg.ablate)}" if heads else ""
+    title = f"{Path(cfg.ckpt_path).name} · {ids.shape[1]} tokens{ablated}"
+    page = explorer_page(
+        token_labels(tokenizer, ids[0].tolist()), [w[0].cpu() for w in weights], scores, title, training_frames(run_dir)
+    )
+    out.write_text(page)
+    if table:
+        print(table)
+    print(f"explorer: {out}")
+
+
+def main() -> None:
+    """Bare leading arguments are the checkpoint and the input (Hydra takes key=value only)."""
+    args, bare = sys.argv[1:], []
+    while args and "=" not in args[0] and not args[0].startswith("-"):
+        bare.append(args.pop(0))
+    if len(bare) > 2:
+        print(f"{COMMAND}: error: give the checkpoint, then one input (quote text with spaces)", file=sys.stderr)
+        sys.exit(2)
+    named = [f"ckpt_path={_quoted(bare[0])}"] if bare else []
+    named += [f"input={_quoted(bare[1])}"] if len(bare) > 1 else []
+    sys.argv = [sys.argv[0], *named, *args]
+    run_app(COMMAND, inspect_app)
+
+
+def _quoted(value: str) -> str:
+    """A value Hydra's override parser reads back as the same string."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+if __name__ == "__main__":
+    main()

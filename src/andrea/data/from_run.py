@@ -1,0 +1,62 @@
+"""The validation data of a finished run, read from its result.json (the resolved config) and mapped
+onto andrea's own data modules: the file names one of DATA_MODULES, with plain field values the
+module's constructor takes; nothing else is imported or called on its word."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+
+from andrea.data.tasks import InductionDataModule, LookbackDataModule, RepetitionDataModule
+from andrea.data.text import TextDataModule
+
+DATA_MODULES: dict[str, type[L.LightningDataModule]] = {
+    f"{prefix}.{cls.__name__}": cls
+    for cls in (RepetitionDataModule, LookbackDataModule, InductionDataModule, TextDataModule)
+    for prefix in ("andrea.data", cls.__module__)
+}
+PLAIN = (str, int, float, bool, type(None))
+
+
+def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
+    """The data module a run trained on, from `<run_dir>/result.json`; ValueError in one line if unusable."""
+    path = Path(run_dir) / "result.json"
+    if not path.is_file():
+        raise ValueError(f"{path} not found: the run did not complete; give the run dir of a finished andrea-train")
+    try:
+        config = json.loads(path.read_text())["config"]["data"]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"{path} holds no data config (config.data); it is not an andrea-train result") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: config.data is not a mapping")
+    target = config.get("_target_")
+    if target not in DATA_MODULES:
+        raise ValueError(f"{path}: config.data._target_={target!r} is not one of andrea's data modules")
+    cls = DATA_MODULES[target]
+    accepted = _parameters(cls)
+    fields: dict[str, Any] = {}
+    for key, value in config.items():
+        if key == "_target_":
+            continue
+        if key not in accepted:
+            raise ValueError(f"{path}: config.data.{key} is not a setting of {cls.__name__}")
+        if not isinstance(value, PLAIN):
+            raise ValueError(f"{path}: config.data.{key} must be a plain value, not {type(value).__name__}")
+        fields[key] = value
+    return cls(**fields)
+
+
+def _parameters(cls: type) -> set[str]:
+    """Every keyword the class's constructors take, along its bases (subclasses pass **kwargs up)."""
+    keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass):
+            names |= {
+                p.name for p in inspect.signature(vars(klass)["__init__"]).parameters.values() if p.kind in keywords
+            }
+    return names - {"self"}
