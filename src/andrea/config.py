@@ -93,6 +93,12 @@ def _validate(cfg: DictConfig) -> None:
     if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
         _validate_attention(cfg, _get(cfg, "data.seq_len"))
     _validate_ablate(cfg)
+    row, rows = _get(cfg, "callbacks.attention_maps.row"), _get(cfg, "callbacks.attention_maps.probe_rows")
+    if isinstance(row, int) and isinstance(rows, int) and row >= rows:
+        raise ConfigError(
+            f"callbacks.attention_maps.row={row} must be below callbacks.attention_maps.probe_rows={rows}; "
+            "pick a row in range, or draw more probe rows"
+        )
     data = instantiate(cfg.data)  # checks data.* itself; builds no tensors yet (imports Lightning: last)
     _validate_distributed(cfg)
     accelerator = _get(cfg, "trainer.accelerator", "cpu")

@@ -207,6 +207,12 @@ REJECTED = [
         "data.batch_size=100000000: training needs about .* of activations\\), more than .*; lower data.batch_size",
     ),
     (["model.ablate=[L0H7]"], "model.ablate: L0H7 is not in this network \\(layers 0..0, heads 0..3\\)"),
+    (["callbacks.attention_maps.scale=viridis"], "callbacks.attention_maps.scale='viridis' must be log, row or linear"),
+    (["callbacks.attention_maps.window=1"], "callbacks.attention_maps.window=1 must be "),
+    (
+        ["callbacks.attention_maps.row=8"],
+        "callbacks.attention_maps.row=8 must be below callbacks.attention_maps.probe_rows=8; pick a row in range",
+    ),
     (["model.ablate=L0H1"], "model.ablate='L0H1' must be a list of heads, e.g. model.ablate=\\[L0H1,L1H3\\]"),
 ]
 

@@ -25,7 +25,27 @@ def test_tensorboard_scalars_and_images(tmp_path):
     assert "heads/first_token/L0H0" in events.Tags()["scalars"]
     images = events.Images("attention/layer0")
     assert [e.step for e in images] == [0, 2, 4]
-    assert images[0].encoded_image_string[:4] == b"\x89PNG" and images[0].width > images[0].height
+    assert images[0].encoded_image_string[:4] == b"\x89PNG" and images[0].height > 0.6 * images[0].width  # a grid
+    assert custom_scalar_charts(tmp_path / "tensorboard") == {
+        f"{role} · layer 0": [rf"heads/{role}/L0H\d+$"]
+        for role in ("entropy", "previous_token", "first_token", "induction")
+    }  # one chart per role and layer, every head a line (the Custom Scalars tab)
+
+
+def custom_scalar_charts(logdir):
+    """TensorBoard's custom-scalar layout, as chart title -> tag regexes."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.custom_scalar import layout_pb2
+    from tensorboard.util import tensor_util
+
+    events = EventAccumulator(str(logdir), size_guidance={"tensors": 0})
+    events.Reload()
+    layout = layout_pb2.Layout()
+    (config,) = events.Tensors("custom_scalars__config__")
+    layout.ParseFromString(tensor_util.make_ndarray(config.tensor_proto).item())
+    (category,) = layout.category
+    assert category.title == "head roles"
+    return {chart.title: list(chart.multiline.tag) for chart in category.chart}
 
 
 def test_csv_metrics(tmp_path):

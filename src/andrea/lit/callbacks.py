@@ -14,9 +14,10 @@ from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 from torch import Tensor
 
+from andrea.metrics import HEAD_ROLES
 from andrea.metrics import verdict as verdicts
 from andrea.models.network import network
-from andrea.viz import save_attention_grid
+from andrea.viz import SCALES, save_attention_grid
 
 if TYPE_CHECKING:
     from andrea.lit.module import LanguageModelModule
@@ -24,9 +25,17 @@ if TYPE_CHECKING:
 
 class AttentionMaps(L.Callback):
     """Every `every_n_steps` optimisation steps and at the end of training: run the model on
-    a few fixed validation rows, draw each chosen layer's heads as a heatmap grid (PNG in
-    `<run dir>/attention_maps/`, and to every logger that shows images), and log the
-    head-role metrics of every layer and head."""
+    a few fixed validation rows, draw each chosen layer's heads for probe row `row` as a heatmap
+    grid (PNG in `<run dir>/attention_maps/`, and to every logger that shows images), and log the
+    head-role metrics of every layer and head.
+
+    window: draw only the last `window` positions of a long context (null: all of them).
+    scale:  the colour scale, named in the colour bar: log (weights near 1/T stay visible),
+            row (each query row divided by its largest weight) or linear.
+    Text models get their decoded tokens on both axes (up to 48 positions), others position ticks.
+    On TensorBoard the head-role scalars are laid out one chart per role and layer, every head a
+    line (the Custom Scalars tab); on wandb the same charts are logged at the end of training.
+    """
 
     def __init__(
         self,
@@ -34,16 +43,27 @@ class AttentionMaps(L.Callback):
         layers: list[int] | None = None,
         probe_rows: int = 8,
         dirname: str = "attention_maps",
+        row: int = 0,
+        window: int | None = None,
+        scale: str = "log",
     ) -> None:
         if every_n_steps <= 0:
             raise ValueError(f"callbacks.attention_maps.every_n_steps={every_n_steps} must be a positive integer")
+        if not isinstance(row, int) or not 0 <= row < probe_rows:
+            raise ValueError(f"callbacks.attention_maps.row={row!r} must be an integer in [0, probe_rows={probe_rows})")
+        if window is not None and (not isinstance(window, int) or window < 2):
+            raise ValueError(f"callbacks.attention_maps.window={window!r} must be an integer >= 2, or null")
+        if scale not in SCALES:
+            raise ValueError(f"callbacks.attention_maps.scale={scale!r} must be one of {', '.join(SCALES)}")
         self.every_n_steps, self.layers, self.probe_rows, self.dirname = every_n_steps, layers, probe_rows, dirname
+        self.row, self.window, self.scale = row, window, scale
         self.out_dir: Path | None = None
         self.last_step = -1
         self.written: list[str] = []
         self.scores: dict[str, float] = {}  # "heads/<role>/L<l>H<h>" -> score, the applicable ones
         self.roles: dict[str, dict] = {}  # role -> its best head (andrea.metrics.verdict.summary)
         self.verdict: dict | None = None  # whether the head the task needs appeared
+        self.history: list[tuple[int, dict[str, float]]] = []  # (step, scores) of every record, for grouped charts
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.out_dir = Path(trainer.default_root_dir) / self.dirname
@@ -53,6 +73,14 @@ class AttentionMaps(L.Callback):
             raise ValueError(
                 f"callbacks.attention_maps.layers={self.layers} names layers {bad}; the model has {n_layer}"
             )
+        if stage == "fit" and trainer.is_global_zero and n_layer:
+            n_head = network(pl_module.net).attention[0].heads.n_head  # type: ignore[arg-type]  # a zoo network
+            pattern = getattr(trainer.datamodule, "attention_pattern", None)  # type: ignore[attr-defined]
+            extra = pattern.role if pattern is not None and pattern.role not in (None, *HEAD_ROLES) else None
+            roles = [*HEAD_ROLES, *([extra] if extra else [])]
+            for logger in trainer.loggers:
+                if isinstance(logger, TensorBoardLogger):
+                    logger.experiment.add_custom_scalars(grouped_layout(roles, n_layer, n_head))
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.record(trainer, pl_module)  # the untrained heads, to compare against
@@ -84,10 +112,16 @@ class AttentionMaps(L.Callback):
         self._log_scores(trainer, weights, input_ids.cpu(), step)
         layers = range(len(weights)) if self.layers is None else self.layers
         assert self.out_dir is not None  # set in setup(), before any training hook
+        row_ids = input_ids[self.row].tolist()
+        tokenizer = getattr(trainer.datamodule, "tokenizer", None)  # type: ignore[attr-defined]  # text data only
+        tokens = [tokenizer.decode([i]).replace("\n", "⏎") for i in row_ids] if tokenizer is not None else None
         for layer in layers:
             path = self.out_dir / f"layer{layer}_step{step:06d}.png"
             mask_name = net.attention[layer].mask.name
-            save_attention_grid(weights[layer][0].cpu(), path, title=f"layer {layer} · step {step} · {mask_name}")
+            w = weights[layer][self.row].cpu()  # (H, T, T)
+            start = max(0, w.shape[-1] - self.window) if self.window else 0
+            title = f"layer {layer} · step {step} · {mask_name} · probe row {self.row}"
+            save_attention_grid(w[:, start:, start:], path, title=title, scale=self.scale, start=start, tokens=tokens)
             self.written.append(str(path))
             for logger in trainer.loggers:
                 _log_image(logger, f"attention/layer{layer}", path, step)
@@ -104,8 +138,15 @@ class AttentionMaps(L.Callback):
         }
         self.roles = verdicts.summary(scores)
         self.verdict = verdicts.verdict(pattern, scores) if pattern is not None else None
+        self.history.append((step, self.scores))
         for logger in trainer.loggers:
             logger.log_metrics(self.scores, step=step)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """wandb: one chart per role and layer, every head a line, from every record of the run."""
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger) and trainer.is_global_zero and self.history:
+                logger.experiment.log(grouped_charts(self.history))
 
 
 class RunStats(L.Callback):
@@ -176,6 +217,37 @@ class RunStats(L.Callback):
         if self.val_curve and self.val_curve[-1][0] == trainer.global_step:
             self.val_curve.pop()  # validated again at the same step (the final validation): the last figure
         self.val_curve.append((trainer.global_step, float(loss)))
+
+
+def grouped_layout(roles: list[str], n_layer: int, n_head: int) -> dict:
+    """TensorBoard's custom-scalar layout: a "head roles" category, one multi-line chart per role and
+    layer whose lines are that layer's heads (tags heads/<role>/L<l>H<h>)."""
+    charts = {
+        f"{role} · layer {layer}": ["Multiline", [rf"heads/{role}/L{layer}H\d+$"]]
+        for role in roles
+        for layer in range(n_layer)
+    }
+    return {"head roles": charts}
+
+
+def grouped_charts(history: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:
+    """wandb line-series charts, key head_roles/<role>_L<l>: x = the step, a line per head."""
+    import wandb
+
+    series: dict[tuple[str, int], dict[int, list[tuple[int, float]]]] = {}
+    for step, scores in history:
+        for key, value in scores.items():
+            _, role, head = key.split("/")
+            layer, h = (int(x) for x in head[1:].split("H"))
+            series.setdefault((role, layer), {}).setdefault(h, []).append((step, value))
+    charts = {}
+    for (role, layer), heads in sorted(series.items()):
+        steps = sorted({step for points in heads.values() for step, _ in points})
+        ys = [[dict(points).get(step, float("nan")) for step in steps] for _, points in sorted(heads.items())]
+        keys = [f"H{h}" for h in sorted(heads)]
+        title = f"{role} · layer {layer}"
+        charts[f"head_roles/{role}_L{layer}"] = wandb.plot.line_series(steps, ys, keys=keys, title=title, xname="step")
+    return charts
 
 
 def _synchronize(device: torch.device) -> None:
