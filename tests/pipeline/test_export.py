@@ -64,3 +64,30 @@ def test_export_refuses_foreign_and_broken_checkpoints(tmp_path):
     with pytest.raises(ValueError, match="cannot be read safely"):
         export.export_checkpoint(tmp_path / "broken.ckpt", tmp_path / "out.safetensors")
     assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_andrea_export_from_the_command_line(default_run, tmp_path, capsys):
+    import stat
+
+    from andrea.cli.export import main
+
+    checkpoint = default_run[1] / "checkpoints" / "last.ckpt"
+    out = tmp_path / "toy.safetensors"
+    main([str(checkpoint), str(out)])
+    assert capsys.readouterr().out.strip() == f"exported {out} (9,344 parameters)"
+    assert stat.S_IMODE(out.stat().st_mode) & 0o044 == 0o044  # readable like the run's other files
+    net, config = export.load(out)
+    assert config["_target_"] == "andrea.models.toy.ToyModel"
+    before = out.read_bytes()
+    for argv, message in [
+        ([str(checkpoint), str(out)], f"{out} exists; give another file, or --force to replace it"),
+        ([str(checkpoint), str(tmp_path / "toy.bin")], f"out={tmp_path / 'toy.bin'} must end in .safetensors"),
+        ([str(tmp_path / "none.ckpt")], "none.ckpt does not exist"),
+    ]:
+        with pytest.raises(SystemExit) as exit:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit.value.code == 2 and err.startswith("andrea-export: error: ") and message in err
+        assert len(err.strip().splitlines()) == 1
+    assert out.read_bytes() == before  # nothing already written is lost
+    main([str(checkpoint), str(out), "--force"])

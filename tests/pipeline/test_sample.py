@@ -114,3 +114,35 @@ def test_safetensors_load_without_pickle(toy_weights, monkeypatch):
     monkeypatch.setattr(torch, "load", no_pickle)
     net, config, tokenizer = export.load_any(toy_weights[1])
     assert config["_target_"] == "andrea.models.toy.ToyModel" and tokenizer is None
+
+
+def test_a_terminal_sees_each_token_as_it_comes(toy_weights, tmp_path):
+    """stdout a terminal: the prompt at once, then the tokens while generation goes on (many reads);
+    the text is the same as piped."""
+    import os
+    import pty
+    import time
+
+    master, slave = pty.openpty()
+    args = [f"ckpt_path={toy_weights[0]}", "prompt=3 5", "max_new_tokens=400", "temperature=0"]
+    started = time.perf_counter()
+    process = subprocess.Popen([*SAMPLE, *args], stdout=slave, stderr=subprocess.PIPE, cwd=tmp_path)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not data:
+            break
+        chunks.append((time.perf_counter() - started, data.decode()))
+    process.wait(timeout=120)
+    os.close(master)
+    text = "".join(data for _, data in chunks).replace("\r\n", "\n").strip()
+    assert process.returncode == 0
+    assert text == " ".join(["3", "5"] + ["5"] * 400)  # the repetition task: the last token, again and again
+    token_reads = [t for t, data in chunks if data.strip()]
+    assert len(token_reads) > 10, "the tokens came in one piece, not as they were sampled"
+    piped = run_sample(*args, cwd=tmp_path)
+    assert piped.stdout.strip() == text

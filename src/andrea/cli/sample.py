@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
+from torch import Tensor
 
 from andrea.cli.errors import run_app
 from andrea.data.tokenizers import TOKENIZERS, Tokenizer
@@ -130,17 +131,40 @@ def sample_app(cfg: DictConfig) -> None:
         print(f"andrea-sample: error: {err}", file=sys.stderr)
         sys.exit(2)
 
-    new = torch.cat([token for token, _ in steps], dim=1)  # (num_samples, max_new_tokens)
+    if cfg.num_samples == 1 and sys.stdout.isatty():
+        new = _stream_text(tokenizer, prompt, steps)  # each token printed as it comes
+    else:  # piped, or several samples generated side by side: the whole text at the end
+        new = torch.cat([token for token, _ in steps], dim=1)  # (num_samples, max_new_tokens)
+        for i, row in enumerate(new.tolist()):
+            if cfg.num_samples > 1:
+                print(f"--- sample {i + 1}")
+            print(tokenizer.decode(prompt + row))
     seconds = time.perf_counter() - start
-    for i, row in enumerate(new.tolist()):
-        if cfg.num_samples > 1:
-            print(f"--- sample {i + 1}")
-        print(tokenizer.decode(prompt + row))
     print(
         f"[{new.numel()} tokens in {seconds:.2f} s, {new.numel() / seconds:.1f} tokens/s, "
         f"cache={'on' if cfg.cache else 'off'}]",
         file=sys.stderr,
     )
+
+
+def _stream_text(tokenizer: Tokenizer | TokenIds, prompt: list[int], steps: Iterator[tuple[Tensor, Tensor]]) -> Tensor:
+    """Print the prompt, then each new token's text as soon as it is sampled; returns the new ids (1, N).
+
+    The text is decoded from the start each time and only what is new is printed, so a character
+    split across tokens (a byte-level tokenizer's UTF-8) appears once it is whole."""
+    ids, shown = list(prompt), tokenizer.decode(prompt)
+    print(shown, end="", flush=True)
+    new = []
+    for token, _ in steps:
+        new.append(token)
+        ids.append(int(token[0, 0]))
+        text = tokenizer.decode(ids)
+        if not text.endswith("\ufffd") and text.startswith(shown):  # a whole character, and no retokenised past
+            print(text[len(shown) :], end="", flush=True)
+            shown = text
+    text = tokenizer.decode(ids)
+    print(text[len(shown) :] if text.startswith(shown) else "", flush=True)  # a last partial character, if any
+    return torch.cat(new, dim=1) if new else torch.zeros(1, 0, dtype=torch.long)
 
 
 def main() -> None:

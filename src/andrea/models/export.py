@@ -39,11 +39,18 @@ def save(net: nn.Module, net_config: dict, path: str | Path, tokenizer: str | No
     metadata = {CONFIG_KEY: json.dumps(net_config)} | ({TOKENIZER_KEY: tokenizer} if tokenizer else {})
     try:
         save_model(net, str(partial), metadata=metadata)
+        partial.chmod(0o666 & ~_umask())  # safetensors creates it owner-only: readable like the run's other files
         partial.replace(path)  # atomic: an existing file is never half overwritten
     except OSError:
         partial.unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _load_problem(err: Exception) -> str:
