@@ -91,3 +91,13 @@ def test_resume_from_last_checkpoint(default_run, tmp_path):
     overrides = ["logger=none", "trainer.max_epochs=4", f"ckpt_path={run_dir}/checkpoints/last.ckpt"]
     resumed = train(compose_train(tmp_path, overrides))
     assert resumed["epochs"] == 4 and resumed["global_step"] == 4 * 4096 // 64  # one more epoch, not four
+
+
+def test_wandb_gets_one_chart_per_role_and_layer(default_run):
+    """wandb's line-series charts: head_roles/<role>_L<layer>, a line per head, every recorded step."""
+    _, run_dir = default_run
+    rows = history(run_dir)
+    charts = {k.split("_table/")[0]: row[k] for row in rows for k in row if k.endswith("_table/nrows")}
+    assert sorted(charts) == ["head_roles/entropy_L0", "head_roles/first_token_L0"]  # the applicable roles only
+    records = len([row for row in rows if "heads/entropy/L0H0" in row])
+    assert charts["head_roles/entropy_L0"] == 4 * records  # (step, head, value) rows: 4 heads at every record

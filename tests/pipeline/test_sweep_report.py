@@ -56,3 +56,29 @@ def test_the_report_renders_every_job_and_the_curves(tmp_path, browser):
     assert failed.get_attribute("class") == "failed" and "ConfigError" in failed.text
     browser.save_screenshot(str(tmp_path / "report.png"))
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow  # reason: a 6-job sweep through andrea-train, then a browser
+def test_a_six_job_sweep_leaves_a_report_a_browser_shows(tmp_path, browser):
+    import subprocess
+
+    from selenium.webdriver.common.by import By
+
+    from .conftest import QUICK
+    from .test_cli_train import SCRIPT
+
+    sweep = tmp_path / "sweep"
+    done = subprocess.run(
+        [SCRIPT, "-m", "attention=naive,eager,sdpa", "heads=mha,gqa", *QUICK, f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == f"sweep report: {sweep / 'report.html'} (6 of 6 jobs completed)"
+    assert (sweep / "curves.png").stat().st_size > 20_000
+    browser.get((sweep / "report.html").as_uri())
+    rows = browser.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows] == [
+        f"attention={a} heads={h}" for a in ("naive", "eager", "sdpa") for h in ("mha", "gqa")
+    ]
+    assert all(r.get_attribute("class") == "completed" for r in rows)
+    assert browser.execute_script("return document.querySelector('img').naturalWidth") > 500
