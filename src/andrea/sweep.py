@@ -21,7 +21,6 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from andrea.config import ConfigError
 from andrea.hydra_internals import job_error
 from andrea.hydra_run import is_multirun
 from andrea.sweep_report import CURVES, REPORT, differing_overrides, heads_cell, plot_curves, write_html
@@ -58,6 +57,8 @@ def job_failed(
 ) -> None:
     """The result.json of a job that did not complete, so the summary has its row."""
     if exit_code is None:  # what the job would have exited with on its own
+        from andrea.config import ConfigError  # torch comes with it: not on andrea-train --help's path
+
         exit_code = 2 if isinstance(error, ConfigError) else 1
     result = {"status": status, "exit_code": exit_code, "error": _error_text(error) if error is not None else ""}
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,6 @@ import hydra
 from omegaconf import DictConfig
 
 from andrea.cli.errors import fail, run_app
-from andrea.config import ConfigError, validate
 from andrea.hydra_run import is_multirun, is_rank_zero_process
 
 COMMAND = "andrea-train"
@@ -28,6 +27,7 @@ COMMAND = "andrea-train"
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="train")
 def train_app(cfg: DictConfig) -> float | None:
+    from andrea.config import ConfigError, validate  # torch: imported once a job runs, not for --help
     from andrea.run_dir import DiskError, RunDirInUse, hold
 
     with ExitStack() as job:
