@@ -88,7 +88,10 @@ def test_run_from_another_folder_with_csv_logger(tmp_path):
     result = run([*QUICK, "logger=csv", "callbacks.attention_maps.every_n_steps=2"], tmp_path)
     assert result.returncode == 0, result.stderr
     (run_dir,) = tmp_path.glob("logs/train/runs/*")
-    assert f"run dir: {run_dir}" in result.stdout.replace("\n", "") and "done in" in result.stdout
+    lines = result.stdout.splitlines()  # piped: whole lines, never wrapped at 80 columns, no live bar
+    assert f"run dir: {run_dir}" in lines and any(line.startswith("done in ") for line in lines)
+    progress = [line for line in lines if line.startswith("step ")]
+    assert progress and all("train/loss_step=" in line for line in progress) and "it/s" not in result.stdout
     with open(run_dir / "csv" / "version_0" / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     losses = [float(r["train/loss_step"]) for r in rows if r.get("train/loss_step")]
