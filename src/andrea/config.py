@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import get_class, instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationResolutionError
 
 from andrea.attention import HeadConfig, UnsupportedAttentionError, backend_registry, get_backend
@@ -35,8 +35,10 @@ def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
 
 
 def validate(cfg: DictConfig) -> None:
-    """Refuse an impossible config with a one-line ConfigError naming the key."""
+    """Refuse an impossible config with a one-line ConfigError naming the key. With `init_from` (GPT-2
+    weights to fine-tune), model.net first becomes the network those weights need."""
     try:
+        _apply_init_from(cfg)
         _validate(cfg)
     except ConfigError:
         raise
@@ -161,6 +163,34 @@ def _validate_memory(cfg: DictConfig) -> None:
     problem = memory.too_big(need, {**spec.fields, **data}, keys, device, "training")
     if problem:
         raise ConfigError(f"{problem}; lower {problem.split('=')[0]}")
+
+
+def _apply_init_from(cfg: DictConfig) -> None:
+    """init_from=<GPT-2 folder>: model.net takes the sizes, biases and activation of its config.json
+    (read as data: andrea.models.gpt2); the attention backend and mask stay the run's own."""
+    folder = cfg.get("init_from")
+    if folder is None:
+        return
+    from andrea.models import gpt2
+
+    if not isinstance(folder, str):
+        raise ConfigError(f"init_from={folder!r} must be the path of a Hugging Face GPT-2 folder")
+    try:
+        weights = gpt2.weights_file(folder)
+        config = gpt2.net_config(weights.parent / "config.json")
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(f"init_from={folder}: {str(err).splitlines()[0]}") from None
+    if _get(cfg, "position.kind", "learned") != "learned":
+        raise ConfigError(
+            f"init_from={folder}: GPT-2's weights need learned positions; drop position={cfg.position.kind}"
+        )
+    attention = config.pop("attention")
+    with open_dict(cfg):
+        net = cfg.model.net
+        for key, value in config.items():
+            net[key] = value
+        net.attention.n_head = attention["n_head"]
+        net.attention.n_kv_head = attention["n_head"]  # GPT-2 has a key/value head per query head
 
 
 def _validate_checkpoint(cfg: DictConfig) -> None:

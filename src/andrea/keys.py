@@ -104,6 +104,8 @@ RANGES: dict[str, Rule] = {  # data first: the presets interpolate model.net fro
     "model.net.n_layer": POSITIVE,
     "model.net.mlp_ratio": POSITIVE,
     "model.net.dropout": number(0.0, 1.0, high_open=True),
+    "model.net.bias": ((lambda v: isinstance(v, bool)), "true or false"),
+    "model.net.activation": ((lambda v: v in ("gelu", "gelu_tanh")), "gelu or gelu_tanh"),
     "trainer.max_epochs": optional(integer(1, also=(-1,))),
     "trainer.min_epochs": optional(integer(0)),
     "trainer.max_steps": integer(1, also=(-1,)),

@@ -14,6 +14,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
+from torch.nn import Module
 
 from andrea.config import training_estimate, validate
 from andrea.data.sampler import ResumableTrainData
@@ -43,6 +44,8 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = instantiate(cfg.data)
     module = instantiate(cfg.model)
+    if cfg.get("init_from") and not cfg.get("ckpt_path"):  # fine-tuning: start from GPT-2's weights
+        _load_init_from(module.net, cfg.init_from)
     module.net_config = OmegaConf.to_container(cfg.model.net, resolve=True)  # for checkpoints and export
     module.tokenizer = cfg.data.get("tokenizer")  # text data only; andrea-sample reads it back
     loggers = _instantiate_all(cfg.get("logger"))
@@ -81,6 +84,14 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
         return result
     finally:
         _finish_loggers(loggers, status)
+
+
+def _load_init_from(net: Module, folder: str) -> None:
+    """GPT-2's weights into the network validate() shaped after them (andrea.models.gpt2)."""
+    from andrea.models import gpt2
+    from andrea.models.network import network
+
+    net.load_state_dict(gpt2.state_dict(gpt2.weights_file(folder), len(network(net).attention)))
 
 
 def resume_command(run_dir: Path) -> str:

@@ -217,10 +217,26 @@ def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Mod
 
 
 def load_any(path: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
-    """A .safetensors export or an andrea-train .ckpt -> network, config, tokenizer name."""
-    if Path(path).suffix == ".safetensors":
+    """An andrea-train .ckpt, an andrea .safetensors export, or Hugging Face GPT-2 weights (a folder,
+    or a model.safetensors with config.json beside it; andrea.models.gpt2) -> network, config, tokenizer."""
+    from andrea.models import gpt2
+
+    path = Path(path)
+    if path.is_dir() or path.suffix == ".bin" or path.suffix == ".safetensors" and not _is_andrea_export(path):
+        net, config = gpt2.load_gpt2(path, device)
+        return net, config, gpt2.TOKENIZER
+    if path.suffix == ".safetensors":
         return load_with_tokenizer(path, device)
     return load_checkpoint(path, device)
+
+
+def _is_andrea_export(path: Path) -> bool:
+    """Whether a safetensors file carries andrea's model config (else: a Hugging Face file)."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return CONFIG_KEY in (f.metadata() or {})
+    except (SafetensorError, OSError):
+        return True  # unreadable: andrea's reader says so in its own words
 
 
 def export_checkpoint(checkpoint: str | Path, out: str | Path) -> Path:

@@ -8,10 +8,13 @@ Positions are a choice (`position`): learned absolute embeddings (GPT-2), RoPE
 or ALiBi inside every attention layer, or none. Generation passes a KV cache
 (`new_cache()`) and feeds only the new tokens.
 
-Every linear layer and LayerNorm is bias-free, so one attention layer holds
-exactly 4 · d_model² parameters (docs/spec.md §3). The token embedding is tied to the
-LM head. Initialisation follows GPT-2: N(0, 0.02), with the projections that
-write into the residual stream scaled by 1/sqrt(2 · n_layer).
+By default every linear layer and LayerNorm is bias-free, so one attention layer holds
+exactly 4 · d_model² parameters (docs/spec.md §3), and the MLP's GELU is exact. GPT-2's
+own weights need `bias=True` (QKV, output projection, MLP and LayerNorm biases; the tied
+LM head has none) and `activation="gelu_tanh"` (GPT-2's tanh approximation):
+andrea.models.gpt2 loads them. The token embedding is tied to the LM head.
+Initialisation follows GPT-2: N(0, 0.02), biases 0, with the projections that write
+into the residual stream scaled by 1/sqrt(2 · n_layer).
 """
 
 from __future__ import annotations
@@ -26,31 +29,43 @@ from andrea.attention import MultiHeadSelfAttention
 from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
 
+ACTIVATIONS = {"gelu": "none", "gelu_tanh": "tanh"}  # activation -> F.gelu's `approximate`
+
 
 class MLP(nn.Module):
-    """d_model -> mlp_ratio · d_model -> GELU -> d_model."""
+    """d_model -> mlp_ratio · d_model -> GELU (exact, or GPT-2's tanh approximation) -> d_model."""
 
-    def __init__(self, d_model: int, mlp_ratio: int, dropout: float) -> None:
+    def __init__(self, d_model: int, mlp_ratio: int, dropout: float, bias: bool, activation: str) -> None:
         super().__init__()
-        self.fc = nn.Linear(d_model, mlp_ratio * d_model, bias=False)
-        self.proj = nn.Linear(mlp_ratio * d_model, d_model, bias=False)  # writes into the residual stream
+        self.fc = nn.Linear(d_model, mlp_ratio * d_model, bias=bias)
+        self.proj = nn.Linear(mlp_ratio * d_model, d_model, bias=bias)  # writes into the residual stream
         self.dropout = nn.Dropout(dropout)
+        self.approximate = ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.dropout(self.proj(F.gelu(self.fc(x))))  # (B, T, D)
+        return self.dropout(self.proj(F.gelu(self.fc(x), approximate=self.approximate)))  # (B, T, D)
 
 
 class Block(nn.Module):
     """Pre-norm transformer block: attention, then MLP, each with a residual connection."""
 
     def __init__(
-        self, d_model: int, max_context: int, mlp_ratio: int, dropout: float, attention: dict[str, Any]
+        self,
+        d_model: int,
+        max_context: int,
+        mlp_ratio: int,
+        dropout: float,
+        attention: dict[str, Any],
+        bias: bool = False,
+        activation: str = "gelu",
     ) -> None:
         super().__init__()
-        self.ln_1 = nn.LayerNorm(d_model, bias=False)
-        self.attention = MultiHeadSelfAttention(d_model, max_context=max_context, dropout=dropout, **attention)
-        self.ln_2 = nn.LayerNorm(d_model, bias=False)
-        self.mlp = MLP(d_model, mlp_ratio, dropout)
+        self.ln_1 = nn.LayerNorm(d_model, bias=bias)
+        self.attention = MultiHeadSelfAttention(
+            d_model, max_context=max_context, dropout=dropout, bias=bias, **attention
+        )
+        self.ln_2 = nn.LayerNorm(d_model, bias=bias)
+        self.mlp = MLP(d_model, mlp_ratio, dropout, bias, activation)
 
     def forward(
         self, x: Tensor, return_weights: bool = False, cache: KVCache | None = None
@@ -74,16 +89,24 @@ class GPT(nn.Module):
         mlp_ratio: int = 4,
         dropout: float = 0.0,
         position: str = "learned",
+        bias: bool = False,
+        activation: str = "gelu",
     ) -> None:
         super().__init__()
         if not isinstance(n_layer, int) or n_layer <= 0:
             raise ValueError(f"model.net.n_layer={n_layer!r} must be a positive integer")
+        if not isinstance(bias, bool):
+            raise ValueError(f"model.net.bias={bias!r} must be true or false")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"model.net.activation={activation!r} must be one of {', '.join(ACTIVATIONS)}")
         attention = {"n_head": 12, "backend": "sdpa", "mask": "causal", **(attention or {}), "position": position}
         self.vocab_size, self.max_context, self.n_layer = vocab_size, max_context, n_layer
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(Block(d_model, max_context, mlp_ratio, dropout, attention) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(d_model, bias=False)
+        self.blocks = nn.ModuleList(
+            Block(d_model, max_context, mlp_ratio, dropout, attention, bias, activation) for _ in range(n_layer)
+        )
+        self.ln_f = nn.LayerNorm(d_model, bias=bias)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.embed.token.weight  # tied: one (V, D) matrix reads and writes tokens
         self.apply(self._init_weights)
@@ -95,6 +118,8 @@ class GPT(nn.Module):
     def _init_weights(module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
 
     def _blocks(self) -> list[Block]:
         """self.blocks, typed: an nn.ModuleList yields plain Modules, this one holds Blocks only."""

@@ -8,6 +8,7 @@ stores the resolved `model.net` config. Reading it never hands it to `hydra.util
     vocab_size, max_context, d_model, n_layer, mlp_ratio    positive integers
     dropout            a number in [0, 1)
     position           one of the position kinds (learned, rope, alibi, none)
+    bias, activation   GPT only: true or false; gelu or gelu_tanh
     attention          null, or n_head, n_kv_head (integers), backend (a registered backend's
                        name), backend_options (plain values), mask (below)
     mask               null, an expression of registered mask names ("causal & sliding_window(window=8)",
@@ -105,6 +106,12 @@ def parse(config: Any, where: str, prefix: str) -> NetSpec:
     dropout = fields.get("dropout", 0.0)
     if not FRACTION(dropout):
         raise refuse(".dropout", f"={dropout!r} must be a number in [0, 1)")
+    if not isinstance(fields.get("bias", False), bool):
+        raise refuse(".bias", f"={fields['bias']!r} must be true or false")
+    from andrea.models.gpt import ACTIVATIONS
+
+    if fields.get("activation", "gelu") not in ACTIVATIONS:
+        raise refuse(".activation", f"={fields['activation']!r} is not one of {', '.join(ACTIVATIONS)}")
     from andrea.attention.positions import POSITIONS
 
     if fields.get("position") not in POSITIONS:
