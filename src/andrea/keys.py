@@ -130,6 +130,8 @@ RANGES: dict[str, Rule] = {  # data first: the presets interpolate model.net fro
     "callbacks.attention_maps.every_n_steps": POSITIVE,
     "callbacks.attention_maps.probe_rows": POSITIVE,
     "callbacks.attention_maps.row": integer(0),
+    "callbacks.attention_maps.max_pending": POSITIVE,
+    "callbacks.attention_maps.schedule": ((lambda v: v in ("log", "linear")), "log or linear"),
     "callbacks.attention_maps.window": optional(integer(2)),
     "callbacks.attention_maps.scale": ((lambda v: v in ("log", "row", "linear")), "log, row or linear"),
     "callbacks.run_stats.peak_tflops": optional(number(0.0, low_open=True)),

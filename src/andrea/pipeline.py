@@ -19,10 +19,11 @@ from torch.nn import Module
 from andrea.config import training_estimate, validate
 from andrea.data.sampler import ResumableTrainData
 from andrea.hydra_run import is_multirun, job_number, task_overrides
-from andrea.lit.callbacks import AttentionMaps, RunStats
+from andrea.lit.attention_maps import AttentionMaps
 from andrea.lit.module import NonFiniteLossError
 from andrea.lit.progress import progress_callbacks
 from andrea.lit.resume import LAST, ResumeData, StopOnSignal
+from andrea.lit.run_stats import RunStats
 from andrea.metrics.verdict import describe, verdict
 from andrea.sweep import RESULT_FILE
 
@@ -145,6 +146,7 @@ def _summary(cfg: DictConfig, trainer: L.Trainer, metrics: dict[str, float], wal
         "epochs": trainer.current_epoch,
         "run_dir": str(run_dir),
         "attention_maps": str(maps.out_dir) if maps and maps.written else None,
+        "attention_maps_skipped": maps.skipped if maps else 0,  # records dropped while the drawing worker was busy
         "head_roles": maps.scores if maps else {},
         "roles": maps.roles if maps else {},
         "verdict": _verdict(trainer, maps),
@@ -193,7 +195,9 @@ def _print_summary(result: dict) -> None:
     if result["verdict"]:
         lines.append(f"verdict: {result['verdict']['text']}")
     if result["attention_maps"]:
-        lines.append(f"attention maps: {result['attention_maps']}")
+        skipped = result["attention_maps_skipped"]
+        behind = f" ({skipped} records skipped: the drawing worker was behind)" if skipped else ""
+        lines.append(f"attention maps: {result['attention_maps']}{behind}")
     console = Console(soft_wrap=True, highlight=False)  # a path or a summary line never wraps, piped or not
     if not is_multirun():
         for line in lines:

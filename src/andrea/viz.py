@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
+from matplotlib.figure import Figure
 from torch import Tensor
 
 SHADES = " ░▒▓█"
@@ -30,24 +32,19 @@ def _ticks(n: int, start: int) -> list[int]:
     return list(range(first, n, step))
 
 
-def save_attention_grid(
+def attention_figure(
     weights: Tensor,
-    path: str | Path,
     title: str = "",
     scale: str = "log",
     start: int = 0,
     tokens: list[str] | None = None,
-) -> str:
+) -> Figure:
     """(H, T, S) per-head weights as a near-square grid of heatmaps with one shared, named colour bar.
 
     scale: "log" (weights near 1/T stay visible), "row" (each query row divided by its largest
     weight) or "linear". start: the absolute position of the first row and column (a window).
     tokens: the decoded token of each position, drawn on both axes when there are few enough.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm, Normalize
 
     if scale not in SCALES:
@@ -56,9 +53,8 @@ def save_attention_grid(
     columns = math.ceil(math.sqrt(n_head))  # 4 heads: 2 x 2, 12: 4 x 3 — readable at a card's width
     rows = math.ceil(n_head / columns)
     panel = 2.6 if tokens is None or T > MAX_TOKEN_LABELS else 3.4
-    fig, axes = plt.subplots(
-        rows, columns, figsize=(panel * columns + 1.2, panel * rows + 0.6), squeeze=False, dpi=100, layout="constrained"
-    )
+    fig = Figure(figsize=(panel * columns + 1.2, panel * rows + 0.6), dpi=100, layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False)
     values = weights.float().cpu()
     if scale == "row":
         values = values / values.amax(dim=-1, keepdim=True).clamp(min=1e-12)
@@ -88,8 +84,12 @@ def save_attention_grid(
     fig.colorbar(image, ax=axes, shrink=0.8, label=SCALE_LABELS[scale])
     if title:
         fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def save_attention_grid(weights: Tensor, path: str | Path, **options: Any) -> str:
+    """attention_figure(weights, **options) as a PNG at `path`. Uses no pyplot state: safe on a worker thread."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    attention_figure(weights, **options).savefig(path)
     return str(path)
