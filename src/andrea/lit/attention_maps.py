@@ -1,10 +1,12 @@
 """AttentionMaps: what the heads do, on the dashboard, off the training thread.
 
-At a record the training thread only runs the probe forward (a few validation rows, no grad) and
-hands the weights to one background worker, which computes the head-role metrics and draws the
-PNGs; the training thread gives the finished results to the loggers at its next step. The queue is
-bounded: when the worker falls behind, a record is skipped and counted, never the training step
-delayed. Pending work is finished before a checkpoint is written and before the run ends.
+At a record the training thread runs the probe forward (a few validation rows, no grad) and the
+head-role metrics (milliseconds: torch ops, which stay on the training thread so that no second
+thread pool competes with it for the cores), and hands the weights, as numpy arrays, to one
+background worker that draws the PNGs (numpy and Pillow only); the training thread gives finished
+maps to the loggers at its next step. The queue is bounded: when the worker falls behind, a record
+is skipped and counted, never the training step delayed. Pending maps are finished before a
+checkpoint is written and before the run ends.
 
 Records come at step 0, then `every_n_steps` apart with schedule=linear, or log-spaced with
 schedule=log (the default): each gap doubles, never below `every_n_steps` (0, 50, 100, 200, 400,
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities.types import STEP_OUTPUT
@@ -38,24 +41,20 @@ SCHEDULES = ("log", "linear")
 
 @dataclass
 class Probe:
-    """What the training thread hands the worker: the probe's weights and how to draw them."""
+    """What the training thread hands the worker: the drawn row's weights and how to draw them."""
 
     step: int
-    weights: list[Tensor]  # one (B, H, T, T) per layer, on the CPU
-    input_ids: Tensor  # (B, T)
-    pattern: Pattern | None
+    maps: dict[int, np.ndarray]  # layer -> (H, T, T) weights of the drawn row (the window's)
+    start: int  # the window's first position
     tokens: list[str] | None  # the drawn row's decoded tokens (text data)
     masks: list[str]  # each layer's mask name
 
 
 @dataclass
 class Drawn:
-    """What the worker hands back: scores, roles, verdict, and the PNGs (with their pixels, for TensorBoard)."""
+    """What the worker hands back: the step and its PNGs."""
 
     step: int
-    scores: dict[str, float]
-    roles: dict[str, dict]
-    verdict: dict | None
     pngs: list[tuple[int, Path]] = field(default_factory=list)  # (layer, path)
 
 
@@ -187,48 +186,52 @@ class AttentionMaps(L.Callback):
         pl_module.train(was_training)
         if not weights:  # a model without attention (the ablation): nothing to draw
             return
+        self._score(trainer, weights, input_ids, step)
         tokenizer = getattr(trainer.datamodule, "tokenizer", None)  # type: ignore[attr-defined]  # text data only
         row_ids = input_ids[self.row].tolist()
         tokens = [tokenizer.decode([i]).replace("\n", "⏎") for i in row_ids] if tokenizer is not None else None
-        masks = [layer.mask.name for layer in net.attention]
-        job = Probe(step, [w.cpu() for w in weights], input_ids.cpu(), _pattern(trainer), tokens, masks)
+        T = weights[0].shape[-1]
+        start = max(0, T - self.window) if self.window else 0
+        layers = range(len(weights)) if self.layers is None else self.layers
+        maps = {layer: weights[layer][self.row, :, start:, start:].float().cpu().numpy() for layer in layers}
+        job = Probe(step, maps, start, tokens, [layer.mask.name for layer in net.attention])
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="andrea-maps")
         self._pending.append(self._worker.submit(self._draw, job))
 
-    def _draw(self, job: Probe) -> Drawn:
-        """On the worker: the head-role metrics, the verdict and a PNG per chosen layer."""
-        pattern = job.pattern
-        scores = verdicts.score_heads(job.weights, job.input_ids, (pattern.role,) if pattern and pattern.role else ())
-        flat = {
+    def _score(self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int) -> None:
+        """The head-role metrics and the verdict of this record, logged at once."""
+        pattern = _pattern(trainer)
+        extra = (pattern.role,) if pattern is not None and pattern.role else ()
+        scores = verdicts.score_heads(weights, input_ids, extra)
+        self.scores = {
             f"heads/{role}/L{layer}H{head}": float(s.values[layer, head])
             for role, s in scores.items()
             for layer in range(s.values.shape[0])
             for head in range(s.values.shape[1])
             if not s.values[layer, head].isnan()  # not applicable to the probe: nothing to plot
         }
-        verdict = verdicts.verdict(pattern, scores) if pattern is not None else None
-        drawn = Drawn(job.step, flat, verdicts.summary(scores), verdict)
+        self.roles = verdicts.summary(scores)
+        self.verdict = verdicts.verdict(pattern, scores) if pattern is not None else None
+        self.history.append((step, self.scores))
+        for logger in trainer.loggers:
+            logger.log_metrics(self.scores, step=step)
+
+    def _draw(self, job: Probe) -> Drawn:
+        """On the worker: a PNG per chosen layer (numpy and Pillow: no torch op off the training thread)."""
+        drawn = Drawn(job.step)
         assert self.out_dir is not None  # set in setup(), before any training hook
-        for layer in range(len(job.weights)) if self.layers is None else self.layers:
-            w = job.weights[layer][self.row]  # (H, T, T)
-            start = max(0, w.shape[-1] - self.window) if self.window else 0
+        for layer, shown in job.maps.items():
             title = f"layer {layer} · step {job.step} · {job.masks[layer]} · probe row {self.row}"
             path = self.out_dir / f"layer{layer}_step{job.step:06d}.png"
-            save_attention_grid(
-                w[:, start:, start:], path, title=title, scale=self.scale, start=start, tokens=job.tokens
-            )
+            save_attention_grid(shown, path, title=title, scale=self.scale, start=job.start, tokens=job.tokens)
             drawn.pngs.append((layer, path))
         return drawn
 
     def deliver(self, trainer: L.Trainer, wait: bool = False) -> None:
-        """Hand every finished record (all of them, with wait) to the loggers, in step order."""
+        """Hand every finished map (all of them, with wait) to the loggers, in step order."""
         while self._pending and (wait or self._pending[0].done()):
             drawn = self._pending.pop(0).result()
-            self.scores, self.roles, self.verdict = drawn.scores, drawn.roles, drawn.verdict
-            self.history.append((drawn.step, drawn.scores))
-            for logger in trainer.loggers:
-                logger.log_metrics(drawn.scores, step=drawn.step)
             for layer, path in drawn.pngs:
                 self.written.append(str(path))
                 for logger in trainer.loggers:

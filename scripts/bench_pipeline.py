@@ -1,0 +1,125 @@
+"""Benchmark the training pipeline: andrea-train with the attention-maps dashboard, without it, and a
+bare PyTorch loop of the same model, data, optimizer and schedule.
+
+    python scripts/bench_pipeline.py                      # small GPT on bytes, 2,000 steps, 3 rounds (~25 min)
+    python scripts/bench_pipeline.py --steps 300 --rounds 3
+
+The small GPT: 4 layers, d_model 128, 4 heads, batch 12 x 64 tokens of byte-level text (the Tempest
+excerpt andrea ships), AdamW, no logger. Each candidate is a whole process (start-up included), timed
+in paired rounds in a fresh random order each round; the table gives each one's median wall time and
+the ratios' medians with their spread (min-max over the rounds), and each one's final losses. The
+dashboard must not change training: maps on and maps off print the same losses.
+
+Targets: maps on / maps off <= 1.05, andrea (maps on) / bare loop <= 1.05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SMALL_GPT = [
+    "data=text", "data.tokenizer=bytes", "data.seq_len=64", "data.batch_size=12", "model=andrea-tiny",
+    "model.net.n_layer=4", "model.net.d_model=128", "logger=none", "trainer.max_epochs=-1", "validate=false",
+    "trainer.limit_val_batches=0",
+    "~callbacks.model_checkpoint", "~callbacks.last_checkpoint", "~callbacks.rich_progress_bar",
+]  # fmt: skip
+
+
+def bare_loop(overrides: list[str], out: Path) -> None:
+    """The same run as a bare PyTorch loop: andrea's config composed for its sizes, nothing of Lightning."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from hydra import compose, initialize_config_module
+    from hydra.utils import instantiate
+
+    with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    random.seed(cfg.seed), np.random.seed(cfg.seed), torch.manual_seed(cfg.seed)  # as andrea-train's seeding
+    data = instantiate(cfg.data)  # data first, then the model, as andrea-train builds them
+    net = instantiate(cfg.model.net)
+    matrices = [p for p in net.parameters() if p.dim() >= 2]
+    others = [p for p in net.parameters() if p.dim() < 2]
+    optimizer = instantiate(cfg.model.optimizer)(params=[{"params": matrices}, {"params": others, "weight_decay": 0.0}])
+    data.setup("fit")
+    loader = data.train_dataloader()
+    losses, step, epoch = [], 0, 0
+    while step < cfg.trainer.max_steps:
+        loader.sampler.set_epoch(epoch)  # each epoch its own order, as Lightning asks of the sampler
+        epoch += 1
+        for batch in loader:
+            logits, _ = net(batch["input_ids"])  # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            step += 1
+            if step == cfg.trainer.max_steps:
+                break
+    out.write_text(json.dumps({"train_loss": sum(losses[-20:]) / len(losses[-20:]), "steps": step}))
+
+
+def run(command: list[str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command[:4])} ... failed:\n{done.stderr[-2000:]}")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bare", type=Path, help=argparse.SUPPRESS)  # the bare loop's own process
+    parser.add_argument("overrides", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare:
+        return bare_loop(args.overrides, args.bare)
+
+    work = Path(tempfile.mkdtemp(prefix="andrea-bench-pipeline-"))
+    overrides = [*SMALL_GPT, f"trainer.max_steps={args.steps}", f"paths.log_dir={work}"]
+    train = [str(Path(sys.executable).parent / "andrea-train"), *overrides]
+    candidates = {
+        "andrea, maps on": lambda n: [*train, f"hydra.run.dir={work}/on{n}"],
+        "andrea, maps off": lambda n: [*train, "~callbacks.attention_maps", f"hydra.run.dir={work}/off{n}"],
+        "bare PyTorch loop": lambda n: [sys.executable, __file__, "--bare", str(work / f"bare{n}.json"), *overrides],
+    }
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    order, rng = list(candidates), random.Random(0)
+    for n in range(args.rounds):
+        rng.shuffle(order)
+        for name in order:
+            times[name].append(run(candidates[name](n)))
+        print(f"round {n + 1}/{args.rounds}: " + ", ".join(f"{k} {times[k][-1]:.1f} s" for k in candidates), flush=True)
+
+    losses = {
+        "andrea, maps on": json.loads((work / "on0" / "result.json").read_text())["train_loss"],
+        "andrea, maps off": json.loads((work / "off0" / "result.json").read_text())["train_loss"],
+        "bare PyTorch loop": json.loads((work / "bare0.json").read_text())["train_loss"],
+    }
+    skipped = json.loads((work / "on0" / "result.json").read_text())["attention_maps_skipped"]
+    maps = len(list((work / "on0" / "attention_maps").glob("*.png")))
+    print(f"\nsmall GPT on bytes, {args.steps} steps, {args.rounds} paired rounds, whole processes; {maps} PNGs drawn, "
+          f"{skipped} records skipped")  # fmt: skip
+    print(f"{'candidate':20} {'median s':>9} {'min s':>7} {'max s':>7} {'final train loss':>17}")
+    for name in candidates:
+        t = times[name]
+        print(f"{name:20} {statistics.median(t):9.1f} {min(t):7.1f} {max(t):7.1f} {losses[name]:17.6f}")
+    for a, b in (("andrea, maps on", "andrea, maps off"), ("andrea, maps on", "bare PyTorch loop"),
+                 ("andrea, maps off", "bare PyTorch loop")):  # fmt: skip
+        ratios = [x / y for x, y in zip(times[a], times[b], strict=True)]
+        print(f"{a} / {b}: {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})")
+
+
+if __name__ == "__main__":
+    main()
