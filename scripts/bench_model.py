@@ -2,6 +2,7 @@
 
     python scripts/bench_model.py                                   # 120M and 12M, T 256 1024 (~25 min, 2 threads)
     python scripts/bench_model.py --models andrea-12m --seq-lens 256 --rounds 2
+    python scripts/bench_model.py --models andrea-120m --seq-lens 256 --profile 15   # where a step's time goes
 
 Per model and sequence length, at batch 1 and float32:
   train    forward + backward + AdamW step: median ms, tokens/s, MFU, peak MiB
@@ -202,6 +203,34 @@ def bench_generation(preset, ours, peers, args):
     return [(preset, name, ms, n / (ms / 1e3), (reference / ms) if reference else None) for name, ms in times.items()]
 
 
+def profile_train_step(preset: str, T: int, top: int) -> None:
+    """Where a train step's time goes: torch profiler's top ops by self CPU time, ours (sdpa) beside the
+    peer's (sdpa), one warm step each, then the totals of the shared op kinds side by side."""
+    from torch.profiler import ProfilerActivity, profile
+
+    idx = torch.randint(VOCAB, (1, T))
+    labels = torch.roll(idx, -1, dims=1)
+    ours = our_model(preset, T)
+    peer = peer_models(preset, T).get(f"{PEER} sdpa")
+    candidates = {"ours (sdpa)": (ours, True)} | ({f"{PEER} sdpa": (peer, False)} if peer is not None else {})
+    totals: dict[str, dict[str, float]] = {}
+    for name, (model, is_ours) in candidates.items():
+        step = train_step(model, adamw(model), idx, labels, is_ours, "sdpa" if is_ours else None)
+        step(), step()  # warm
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step()
+        events = prof.key_averages()
+        totals[name] = {e.key: e.self_cpu_time_total / 1e3 for e in events}
+        print(f"\n# {preset}, T={T}, one train step, {name}: {sum(totals[name].values()):.0f} ms of self CPU time")
+        print(events.table(sort_by="self_cpu_time_total", row_limit=top, max_name_column_width=40))
+    if len(totals) == 2:
+        a, b = totals.values()
+        keys = sorted(set(a) | set(b), key=lambda k: -(a.get(k, 0) + b.get(k, 0)))[:top]
+        print(f"\n| op | {' | '.join(candidates)} | difference ms |\n|---|---:|---:|---:|")
+        for key in keys:
+            print(f"| {key} | {a.get(key, 0):.1f} | {b.get(key, 0):.1f} | {a.get(key, 0) - b.get(key, 0):+.1f} |")
+
+
 def fmt(value, spec):
     return "" if value is None else format(value, spec)
 
@@ -215,7 +244,16 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64, help="generated tokens")
     parser.add_argument("--no-peer", action="store_true", help="skip HF transformers even when installed")
     parser.add_argument("--no-compile", dest="compile", action="store_false", help="skip the torch.compile rows")
+    parser.add_argument(
+        "--profile", type=int, metavar="TOP", help="only profile a train step: the TOP ops, ours beside the peer's"
+    )
     args = parser.parse_args()
+    if args.profile:
+        torch.manual_seed(0)
+        for preset in args.models:
+            for T in args.seq_lens:
+                profile_train_step(preset, T, args.profile)
+        return
 
     torch.manual_seed(0)
     start = time.perf_counter()

@@ -92,10 +92,17 @@ class LanguageModelModule(L.LightningModule):
             self.skipped_steps += 1
             self.log("train/skipped_steps", float(self.skipped_steps), on_step=True)
             return None  # Lightning makes no backward and no optimizer step for this batch
-        self.train_acc(logits.flatten(0, 1), labels.flatten())
+        preds, labels = logits.detach().argmax(dim=-1).flatten(), labels.flatten()
+        self.train_acc.update(preds, labels)  # the epoch's accuracy over every scored token (micro), at its end
+        scored = labels != IGNORE_INDEX
+        step_acc = (preds == labels)[scored].float().mean() if bool(scored.any()) else torch.zeros(())
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, sync_dist=True)  # DDP: the global mean
-        self.log("train/acc", self.train_acc, on_step=True, on_epoch=True, prog_bar=True)
+        self.log("train/acc_step", step_acc, on_step=True, on_epoch=False, prog_bar=True)
         return loss
+
+    def on_train_epoch_end(self) -> None:
+        self.log("train/acc_epoch", self.train_acc.compute(), on_step=False, on_epoch=True)
+        self.train_acc.reset()
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         loss, logits, labels = self._loss(batch)

@@ -67,11 +67,13 @@ class RunStats(L.Callback):
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if isinstance(loss, Tensor):  # None: a skipped non-finite step
             self.train_curve.append((trainer.global_step, float(loss)))
-        pl_module.log("train/tokens_per_s", tokens_per_s, on_step=True, on_epoch=False)
+        speed = {"train/tokens_per_s": tokens_per_s}
         flops_per_token = getattr(pl_module.net, "flops_per_token", None)
         if self.peak_tflops and flops_per_token:
-            mfu = tokens_per_s * flops_per_token(batch["input_ids"].shape[1]) / (self.peak_tflops * 1e12)
-            pl_module.log("train/mfu", mfu, on_step=True, on_epoch=False)
+            speed["train/mfu"] = tokens_per_s * flops_per_token(batch["input_ids"].shape[1]) / (self.peak_tflops * 1e12)
+        if trainer.is_global_zero:  # straight to the loggers: LightningModule.log costs a millisecond a call
+            for logger in trainer.loggers:
+                logger.log_metrics(speed, step=trainer.global_step)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         loss = trainer.callback_metrics.get("val/loss")
