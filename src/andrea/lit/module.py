@@ -98,11 +98,9 @@ class LanguageModelModule(L.LightningModule):
         step_acc = (preds == labels)[scored].float().mean() if bool(scored.any()) else torch.zeros(())
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, sync_dist=True)  # DDP: the global mean
         self.log("train/acc_step", step_acc, on_step=True, on_epoch=False, prog_bar=True)
+        # computed (and synced across processes) by Lightning at the epoch's end, with the other epoch metrics
+        self.log("train/acc_epoch", self.train_acc, on_step=False, on_epoch=True)
         return loss
-
-    def on_train_epoch_end(self) -> None:
-        self.log("train/acc_epoch", self.train_acc.compute(), on_step=False, on_epoch=True)
-        self.train_acc.reset()
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         loss, logits, labels = self._loss(batch)
