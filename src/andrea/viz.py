@@ -140,19 +140,15 @@ def save_attention_grid(
             x = x0 + i * px + px // 2
             draw.line((x, y0 + height, x, y0 + height + 2), fill="black")
             if layout.tokens:
-                word = Image.new("L", (int(small.getlength(label)) + 2, 12), 0)
-                ImageDraw.Draw(word).text((0, 0), label, fill=255, font=small)
-                turned = word.rotate(90, expand=True)
-                image.paste((0, 0, 0), (x - 6, y0 + height + 4), turned)
+                image.paste((0, 0, 0), (x - 6, y0 + height + 4), _upright(label, small, 12))
             else:
                 draw.text((x, y0 + height + 4), label, fill="black", font=small, anchor="mt")
     _colour_bar(draw, image, layout, canvas_w - colour_bar + 20, top, layout.rows * height + (layout.rows - 1) * gap_y)
     draw.text((canvas_w // 2, 6), title, fill="black", font=text, anchor="mt")
     axis = ("key", "query") if layout.tokens else ("key position", "query position")
     draw.text((left + (canvas_w - colour_bar - left) // 2, canvas_h - 4), axis[0], fill="black", font=text, anchor="md")
-    query = Image.new("L", (int(text.getlength(axis[1])) + 2, 16), 0)
-    ImageDraw.Draw(query).text((0, 0), axis[1], fill=255, font=text)
-    image.paste((0, 0, 0), (4, top + (canvas_h - top) // 2 - query.width // 2), query.rotate(90, expand=True))
+    query = _upright(axis[1], text, 16)
+    image.paste((0, 0, 0), (4, top + (canvas_h - top) // 2 - query.height // 2), query)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     image.save(path)
@@ -174,7 +170,12 @@ def _colour_bar(draw: ImageDraw.ImageDraw, image: Image.Image, layout: GridLayou
         yy = y + int(fraction * (h - 1))
         draw.line((x + 14, yy, x + 17, yy), fill="black")
         draw.text((x + 20, yy), label, fill="black", font=small, anchor="lm")
-    name = Image.new("L", (int(small.getlength(layout.colour_label)) + 2, 12), 0)
-    ImageDraw.Draw(name).text((0, 0), layout.colour_label, fill=255, font=small)
-    turned = name.rotate(90, expand=True)
-    image.paste((0, 0, 0), (x + 56, y + max(0, (h - turned.height) // 2)), turned)
+    name = _upright(layout.colour_label, small, 12)
+    image.paste((0, 0, 0), (x + 56, y + max(0, (h - name.height) // 2)), name)
+
+
+def _upright(label: str, font: ImageFont.FreeTypeFont, line_height: int) -> Image.Image:
+    """`label` as a mask to paste in black, turned to read bottom to top."""
+    word = Image.new("L", (int(font.getlength(label)) + 2, line_height), 0)
+    ImageDraw.Draw(word).text((0, 0), label, fill=255, font=font)
+    return word.rotate(90, expand=True)
