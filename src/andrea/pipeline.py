@@ -89,10 +89,10 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
 
 def _load_init_from(net: Module, folder: str) -> None:
     """GPT-2's weights into the network validate() shaped after them (andrea.models.gpt2)."""
-    from andrea.models import gpt2
+    from andrea.models.gpt2 import load_weights
     from andrea.models.network import network
 
-    net.load_state_dict(gpt2.state_dict(gpt2.weights_file(folder), len(network(net).attention)))
+    load_weights(net, folder, len(network(net).attention))
 
 
 def resume_command(run_dir: Path) -> str:

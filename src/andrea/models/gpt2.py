@@ -155,9 +155,15 @@ def load_gpt2(path: str | Path, device: str = "cpu", attention: dict[str, Any] |
     weights = weights_file(path)
     config = net_config(weights.parent / "config.json", attention)
     net = build_network(config, str(path), "config.json", device)
+    load_weights(net, weights, config["n_layer"])
+    return net.to(device).eval(), config
+
+
+def load_weights(net: nn.Module, path: str | Path, n_layer: int) -> None:
+    """GPT-2's tensors from `path` (a folder or its model.safetensors) into `net`, an ANDREA GPT of its shape."""
+    weights = weights_file(path)
     try:
-        net.load_state_dict(state_dict(weights, config["n_layer"]), strict=True)
+        net.load_state_dict(state_dict(weights, n_layer), strict=True)
     except RuntimeError as err:
         first = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err))
         raise GPT2FileError(f"{weights}: tensors do not fit config.json ({first})") from None
-    return net.to(device).eval(), config
