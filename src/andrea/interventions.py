@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
-from andrea.models.network import Network
+from andrea.models.network import Network, heads_shape
 
 HEAD = re.compile(r"L(\d+)H(\d+)")
 MODES = ("zero", "mean")
@@ -130,8 +130,8 @@ def head_importance(
     base = mean_loss()
     means = head_means(net, (idx for idx, _ in batches))
     rows = []
-    n_head = net.attention[0].heads.n_head if net.attention else 0
-    for layer in range(len(net.attention)):
+    n_layer, n_head = heads_shape(net)
+    for layer in range(n_layer):
         for head in range(n_head):
             with intervene(net, {(layer, head): 0.0}):
                 zero = mean_loss()

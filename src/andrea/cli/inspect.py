@@ -124,16 +124,16 @@ def inspect_app(cfg: DictConfig) -> None:
     from andrea.interventions import head_means, intervene, parse_heads
     from andrea.metrics.verdict import score_heads
     from andrea.models.export import load_any
-    from andrea.models.network import network
+    from andrea.models.network import heads_shape, network
 
     try:
         check_settings(cfg)
         net, _, trained_with = load_any(cfg.ckpt_path, cfg.device)
         model = network(net)
-        n_head = model.attention[0].heads.n_head if model.attention else 0
+        n_layer, n_head = heads_shape(model)
         if n_head == 0:
             raise SampleError(f"ckpt_path={cfg.ckpt_path}: the network has no attention layers to inspect")
-        heads = parse_heads(list(cfg.ablate), len(model.attention), n_head)
+        heads = parse_heads(list(cfg.ablate), n_layer, n_head)
         run_dir = run_dir_of(cfg)
         tokenizer = pick_tokenizer(cfg.tokenizer, trained_with, model.vocab_size)
         ids = input_ids(cfg, tokenizer, model.vocab_size, run_dir)

@@ -25,12 +25,12 @@ import numpy as np
 import torch
 from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities.types import STEP_OUTPUT
-from torch import Tensor
+from torch import Tensor, nn
 
 from andrea.metrics import HEAD_ROLES
 from andrea.metrics import verdict as verdicts
 from andrea.metrics.verdict import Pattern
-from andrea.models.network import network
+from andrea.models.network import heads_shape, network
 from andrea.viz import SCALES, save_attention_grid
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class AttentionMaps(L.Callback):
                 f"callbacks.attention_maps.layers={self.layers} names layers {bad}; the model has {n_layer}"
             )
         if stage == "fit" and trainer.is_global_zero and n_layer:
-            n_head = network(pl_module.net).attention[0].heads.n_head  # type: ignore[arg-type]  # a zoo network
+            _, n_head = heads_shape(network(cast(nn.Module, pl_module.net)))
             pattern = _pattern(trainer)
             extra = pattern.role if pattern is not None and pattern.role not in (None, *HEAD_ROLES) else None
             roles = [*HEAD_ROLES, *([extra] if extra else [])]

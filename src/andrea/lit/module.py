@@ -16,7 +16,7 @@ from torchmetrics.text import Perplexity
 from andrea.data.tasks import IGNORE_INDEX
 from andrea.interventions import install, parse_heads
 from andrea.models.export import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
-from andrea.models.network import network
+from andrea.models.network import heads_shape, network
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -55,10 +55,8 @@ class LanguageModelModule(L.LightningModule):
         self.nonfinite, self.skipped_steps = nonfinite, 0
         self.net = net
         if ablate:
-            heads = network(net)
-            n_head = heads.attention[0].heads.n_head if heads.attention else 0
-            zeroed = parse_heads(ablate, len(heads.attention), n_head, key="model.ablate")
-            install(heads, dict.fromkeys(zeroed, 0.0))
+            zeroed = parse_heads(ablate, *heads_shape(network(net)), key="model.ablate")
+            install(network(net), dict.fromkeys(zeroed, 0.0))
         # Not registered as a submodule: checkpoints keep the plain `net.*` names.
         object.__setattr__(self, "_forward_net", torch.compile(net) if compile else net)
         self.net_config = net_config  # the resolved model.net config, saved in every checkpoint

@@ -34,6 +34,11 @@ class Network(Protocol):
         ...
 
 
+def heads_shape(net: Network) -> tuple[int, int]:
+    """(attention layers, query heads per layer); (0, 0) for a network without attention."""
+    return len(net.attention), net.attention[0].heads.n_head if net.attention else 0
+
+
 def network(net: nn.Module) -> Network:
     """`net` typed as the network it is (nothing is checked or converted)."""
     return cast(Network, net)
