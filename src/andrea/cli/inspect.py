@@ -18,7 +18,6 @@ from pathlib import Path
 
 import hydra
 import torch
-import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
@@ -93,8 +92,8 @@ def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
 def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
     """The head-importance table on the run's validation data, written beside the checkpoint."""
     from andrea.data.from_run import data_from_run
-    from andrea.data.tasks import IGNORE_INDEX
     from andrea.interventions import head_importance, importance_table
+    from andrea.lit.module import next_token_loss
     from andrea.models.network import network
 
     if run_dir is None:
@@ -106,11 +105,7 @@ def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
         batches.append((batch["input_ids"].to(cfg.device), batch["labels"].to(cfg.device)))
         if len(batches) == cfg.importance_batches:
             break
-
-    def loss(logits: Tensor, labels: Tensor) -> Tensor:
-        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
-
-    rows = head_importance(network(net), batches, loss)  # type: ignore[arg-type]  # an nn.Module
+    rows = head_importance(network(net), batches, next_token_loss)  # type: ignore[arg-type]  # an nn.Module
     table = importance_table(rows)
     stem = Path(cfg.ckpt_path).with_suffix("")
     Path(f"{stem}.head_importance.md").write_text(table)

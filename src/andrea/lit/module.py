@@ -19,6 +19,11 @@ from andrea.models.export import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
 from andrea.models.network import heads_shape, network
 
 
+def next_token_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Cross-entropy of logits (B, T, V) against labels (B, T), IGNORE_INDEX positions left out."""
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+
+
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite (model.nonfinite=stop)."""
 
@@ -75,7 +80,7 @@ class LanguageModelModule(L.LightningModule):
     def _loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         logits = self(batch["input_ids"])  # (B, T, V)
         labels = batch["labels"]  # (B, T), IGNORE_INDEX where nothing is predicted
-        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+        loss = next_token_loss(logits, labels)
         return loss, logits, labels
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
