@@ -119,8 +119,7 @@ class AttentionMaps(L.Callback):
         if stage == "fit" and trainer.is_global_zero and n_layer:
             _, n_head = heads_shape(network(cast(nn.Module, pl_module.net)))
             pattern = _pattern(trainer)
-            extra = pattern.role if pattern is not None and pattern.role not in (None, *HEAD_ROLES) else None
-            roles = [*HEAD_ROLES, *([extra] if extra else [])]
+            roles = list(dict.fromkeys([*HEAD_ROLES, *_task_roles(pattern)]))
             for logger in trainer.loggers:
                 if isinstance(logger, TensorBoardLogger):
                     logger.experiment.add_custom_scalars(grouped_layout(roles, n_layer, n_head))
@@ -202,8 +201,7 @@ class AttentionMaps(L.Callback):
     def _score(self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int) -> None:
         """The head-role metrics and the verdict of this record, logged at once."""
         pattern = _pattern(trainer)
-        extra = (pattern.role,) if pattern is not None and pattern.role else ()
-        scores = verdicts.score_heads(weights, input_ids, extra)
+        scores = verdicts.score_heads(weights, input_ids, _task_roles(pattern))
         self.scores = {
             f"heads/{role}/L{layer}H{head}": float(s.values[layer, head])
             for role, s in scores.items()
@@ -240,6 +238,11 @@ class AttentionMaps(L.Callback):
 
 def _pattern(trainer: L.Trainer) -> Pattern | None:
     return getattr(trainer.datamodule, "attention_pattern", None)  # type: ignore[attr-defined]  # set by Lightning
+
+
+def _task_roles(pattern: Pattern | None) -> tuple[str, ...]:
+    """The role the task's pattern needs, scored beside HEAD_ROLES (lookback_k for k > 1 is not among them)."""
+    return (pattern.role,) if pattern is not None and pattern.role else ()
 
 
 def grouped_layout(roles: list[str], n_layer: int, n_head: int) -> dict:
