@@ -2,6 +2,8 @@
 
     python scripts/bench_model.py                                   # 120M and 12M, T 256 1024 (~25 min, 2 threads)
     python scripts/bench_model.py --models andrea-12m --seq-lens 256 --rounds 2
+    python scripts/bench_model.py --models andrea-120m --backends sdpa --peer-impls sdpa --no-compile \\
+        --rounds 30 --best-of 2                                     # the train-step target, paired
     python scripts/bench_model.py --models andrea-120m --seq-lens 256 --profile 15   # where a step's time goes
 
 Per model and sequence length, at batch 1 and float32:
@@ -17,7 +19,8 @@ greedy generation tokens/s with and without the KV cache, ours beside the
 peer's `generate`.
 
 Candidates of one table are timed in interleaved rounds, in a fresh random order
-each round (andrea.bench.median_ms). MFU is training FLOPs per token (nanoGPT's
+each round (andrea.bench.round_ms); "× peer sdpa" is the median of the per-round
+ratios, with their spread (half the interquartile range, in %). MFU is training FLOPs per token (nanoGPT's
 6·N + 12·L·d·T, the same formula for the peer) times tokens/s over a float32
 matmul peak measured at the start of the same run. Peak MiB is the most extra
 memory one train step holds at once (activations, gradients, temporaries) on
@@ -31,13 +34,14 @@ from __future__ import annotations
 
 import argparse
 import platform
+import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 
 from andrea.attention import UnsupportedAttentionError, backend_registry, get_backend
-from andrea.bench import median_ms, peak_memory_mib
+from andrea.bench import median_ms, peak_memory_mib, ratio_spread, round_ms
 from andrea.models.generate import generate
 from andrea.models.gpt import GPT
 
@@ -61,13 +65,13 @@ def our_model(preset: str, context: int) -> GPT:
     return GPT(VOCAB, context, p["n_layer"], p["d_model"], attention=dict(n_head=p["n_head"], backend="sdpa"))
 
 
-def peer_models(preset: str, context: int) -> dict[str, torch.nn.Module]:
+def peer_models(preset: str, context: int, impls: tuple[str, ...] = ("sdpa", "eager")) -> dict[str, torch.nn.Module]:
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError:
         return {}
     p, models = PRESETS[preset], {}
-    for impl in ("sdpa", "eager"):
+    for impl in impls:
         config = GPT2Config(
             vocab_size=VOCAB, n_positions=context, n_embd=p["d_model"], n_layer=p["n_layer"], n_head=p["n_head"],
             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation=impl,
@@ -76,9 +80,10 @@ def peer_models(preset: str, context: int) -> dict[str, torch.nn.Module]:
     return models
 
 
-def backends() -> list[str]:
+def backends(only: list[str] | None = None) -> list[str]:
     order = ["naive", "eager", "sdpa", "flex"]
-    return sorted(backend_registry.names(), key=lambda n: (order.index(n) if n in order else len(order), n))
+    names = [n for n in backend_registry.names() if only is None or n in only]
+    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
 
 
 _INSTANCES: dict[str, object] = {}
@@ -138,7 +143,7 @@ def bench_length(preset, T, ours, peers, peak, args):
     rows = []
     for mode in ("train", "forward"):
         calls, refused = {}, {}
-        for name in backends():
+        for name in backends(args.backends):
             if mode == "train" and not get_backend(name).capabilities.cpu_backward and not torch.cuda.is_available():
                 try:
                     get_backend(name).check(mask=None, device="cpu", needs_grad=True)
@@ -160,14 +165,15 @@ def bench_length(preset, T, ours, peers, peak, args):
                 calls[name] = train_step(peer.train(), adamw(peer), idx, labels, False)
             else:
                 calls[name] = forward_only(peer, idx, False)
-        times = median_ms(calls, repeats=args.rounds, warmup=1)
+        samples = round_ms(calls, repeats=args.rounds, warmup=1, best_of=args.best_of)
         for name in refused:
             rows.append((preset, T, mode, name, None, None, None, None, None, refused[name]))
-        reference = times.get(f"{PEER} sdpa")
-        for name, ms in times.items():
+        reference = samples.get(f"{PEER} sdpa")
+        for name, times in samples.items():
+            ms = statistics.median(times)
             memory = peak_memory_mib(calls[name]) if mode == "train" else None
             mfu = (peer_flops.get(name, flops) * T / (ms / 1e3)) / peak if mode == "train" else None
-            ratio = ms / reference if reference else None
+            ratio = ratio_spread(times, reference) if reference else None  # paired round by round
             rows.append((preset, T, mode, name, ms, T / (ms / 1e3), ratio, mfu, memory, None))
     return rows
 
@@ -176,7 +182,7 @@ def bench_generation(preset, ours, peers, args):
     prompt = torch.randint(VOCAB, (1, args.prompt))
     n = args.new_tokens
     calls = {}
-    for name in backends():
+    for name in backends(args.backends):
 
         def ours_cached(name=name):
             use_backend(ours, name)
@@ -235,14 +241,22 @@ def fmt(value, spec):
     return "" if value is None else format(value, spec)
 
 
+def fmt_ratio(ratio: tuple[float, float] | None) -> str:
+    """A paired ratio and its spread (half the interquartile range of the per-round ratios)."""
+    return "" if ratio is None else f"{ratio[0]:.3f} ±{100 * ratio[1]:.1f}%"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["andrea-120m", "andrea-12m"], choices=sorted(PRESETS))
     parser.add_argument("--seq-lens", nargs="+", type=int, default=[256, 1024])
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per candidate (median)")
+    parser.add_argument("--best-of", type=int, default=1, help="a candidate's time in a round: the fastest of N calls")
     parser.add_argument("--prompt", type=int, default=16, help="prompt tokens for generation")
     parser.add_argument("--new-tokens", type=int, default=64, help="generated tokens")
     parser.add_argument("--no-peer", action="store_true", help="skip HF transformers even when installed")
+    parser.add_argument("--backends", nargs="+", help="only these attention backends (default: every registered one)")
+    parser.add_argument("--peer-impls", nargs="+", default=["sdpa", "eager"], help="HF GPT-2 attn_implementations")
     parser.add_argument("--no-compile", dest="compile", action="store_false", help="skip the torch.compile rows")
     parser.add_argument(
         "--profile", type=int, metavar="TOP", help="only profile a train step: the TOP ops, ours beside the peer's"
@@ -266,7 +280,7 @@ def main() -> None:
     for preset in args.models:
         context = max(args.seq_lens + [args.prompt + args.new_tokens])
         ours = our_model(preset, context)
-        peers = {} if args.no_peer else peer_models(preset, context)
+        peers = {} if args.no_peer else peer_models(preset, context, tuple(args.peer_impls))
         print(
             f"# {preset}: {ours.num_parameters():,} parameters (context {context})"
             + "".join(f"; {name}: {sum(p.numel() for p in m.parameters()):,}" for name, m in list(peers.items())[:1])
@@ -285,7 +299,7 @@ def main() -> None:
             print(f"| {preset} | {T} | {mode} | {name} | n/a [{notes.index(refused) + 1}] | | | | |")
             continue
         print(
-            f"| {preset} | {T} | {mode} | {name} | {ms:.1f} | {tps:.0f} | {fmt(ratio, '.2f')} | "
+            f"| {preset} | {T} | {mode} | {name} | {ms:.1f} | {tps:.0f} | {fmt_ratio(ratio)} | "
             f"{fmt(mfu and 100 * mfu, '.1f')}{'%' if mfu else ''} | {fmt(memory, '.0f')} |"
         )
     for i, note in enumerate(notes, 1):
@@ -296,15 +310,15 @@ def main() -> None:
         "peer sdpa cache (tokens/s) |"
     )
     print("|---|---|---:|---:|---:|")
-    for preset, name, _ms, _tps, ratio in gen_rows:
-        print(f"| {preset} | {name} | {ms:.0f} | {tps:.1f} | {fmt(ratio, '.2f')} |")
+    for preset, name, gen_ms, gen_tps, ratio in gen_rows:
+        print(f"| {preset} | {name} | {gen_ms:.0f} | {gen_tps:.1f} | {fmt(ratio, '.2f')} |")
 
     print("\n## targets")
     for preset, T, mode, name, _ms, _tps, ratio, *_ in rows:
         if mode == "train" and name in ("sdpa", "sdpa+compile") and ratio is not None:
             print(
-                f"train step {preset} T={T}: ours {name} / {PEER} sdpa = {ratio:.2f} (target <= 0.90: "
-                f"{'met' if ratio <= 0.9 else 'MISSED'})"
+                f"train step {preset} T={T}: ours {name} / {PEER} sdpa = {fmt_ratio(ratio)} over {args.rounds} "
+                f"paired rounds (target <= 0.90: {'met' if ratio[0] <= 0.9 else 'MISSED'})"
             )
     for preset, name, _ms, _tps, ratio in gen_rows:
         if name == "sdpa cache" and ratio is not None:

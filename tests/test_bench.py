@@ -63,7 +63,8 @@ def test_bench_model_prints_its_tables():
     from pathlib import Path
 
     script = Path(__file__).parents[1] / "scripts" / "bench_model.py"
-    args = ["--models", "andrea-tiny", "--seq-lens", "32", "--rounds", "1", "--new-tokens", "4", "--no-peer"]
+    args = ["--models", "andrea-tiny", "--seq-lens", "32", "--rounds", "1", "--new-tokens", "4", "--no-peer",
+            "--backends", "naive", "eager", "sdpa", "flex"]  # fmt: skip
     done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -72,3 +73,13 @@ def test_bench_model_prints_its_tables():
     assert any(line.startswith("| andrea-tiny | 32 | train | flex | n/a [1]") for line in lines)
     assert any(line.startswith("| andrea-tiny | sdpa cache |") for line in lines)
     assert any(line.startswith("| andrea-tiny | sdpa no cache |") for line in lines)
+
+
+def test_ratio_spread_pairs_rounds_and_narrows_with_more():
+    from andrea.bench import ratio_spread
+
+    median, spread = ratio_spread([9.0, 18.0, 4.5, 10.0], [10.0, 20.0, 5.0, 10.0])  # ratios .9 .9 .9 1.0
+    assert median == 0.9 and abs(spread - (1.0 - 0.9) / 2 / 0.9) < 1e-12  # 4 rounds: the whole range
+    ratios = [0.9 + 0.2 * ((37 * i) % 101) / 100 for i in range(101)]  # 0.90 .. 1.10 shuffled
+    wide, narrow = ratio_spread(ratios[:21], [1.0] * 21)[1], ratio_spread(ratios, [1.0] * 101)[1]
+    assert 0 < narrow < wide < 0.1

@@ -8,6 +8,7 @@ the previous candidate (freed memory, cold caches) fall on all candidates alike.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import statistics
 import time
@@ -38,10 +39,13 @@ def _synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def median_ms(
-    candidates: dict[str, Callable[[], object]], repeats: int, warmup: int = 1, seed: int = 0
-) -> dict[str, float]:
-    """Median wall time in ms of each candidate, measured in interleaved rounds."""
+def round_ms(
+    candidates: dict[str, Callable[[], object]], repeats: int, warmup: int = 1, seed: int = 0, best_of: int = 1
+) -> dict[str, list[float]]:
+    """Wall time in ms of each candidate in each of `repeats` interleaved rounds (round i of every
+    candidate at index i, so two candidates' times pair up round by round). With `best_of` > 1 a
+    candidate's time in a round is the fastest of that many calls back to back: a pause the machine
+    imposes on one call (another process, page faults) then falls out instead of into the ratio."""
     for fn in candidates.values():
         for _ in range(warmup):
             fn()
@@ -50,26 +54,37 @@ def median_ms(
     for _ in range(repeats):
         rng.shuffle(order)
         for name, fn in order:
-            _synchronize()
-            start = time.perf_counter()
-            fn()
-            _synchronize()
-            samples[name].append((time.perf_counter() - start) * 1e3)
-    return {name: statistics.median(times) for name, times in samples.items()}
+            samples[name].append(min(_time_ms(fn) for _ in range(best_of)))
+    return samples
+
+
+def _time_ms(fn: Callable[[], object]) -> float:
+    _synchronize()
+    start = time.perf_counter()
+    fn()
+    _synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+def median_ms(
+    candidates: dict[str, Callable[[], object]], repeats: int, warmup: int = 1, seed: int = 0
+) -> dict[str, float]:
+    """Median wall time in ms of each candidate, measured in interleaved rounds."""
+    return {name: statistics.median(ms) for name, ms in round_ms(candidates, repeats, warmup, seed).items()}
+
+
+def ratio_spread(a: list[float], b: list[float]) -> tuple[float, float]:
+    """The median of the per-round ratios a[i] / b[i], and how far it can be trusted: half the width
+    of its 95% confidence interval (distribution-free, from the order statistics), as a fraction of
+    the median: 0.02 reads "+-2%". More rounds narrow it."""
+    ratios = sorted(x / y for x, y in zip(a, b, strict=True))
+    n, median = len(ratios), statistics.median(ratios)
+    h = 1.96 * math.sqrt(n) / 2  # ranks n/2 -+ h (normal approximation to the binomial)
+    lower, upper = max(1, math.floor(n / 2 - h)), min(n, math.ceil(1 + n / 2 + h))  # 1-based
+    return median, (ratios[upper - 1] - ratios[lower - 1]) / 2 / median
 
 
 def paired_ratio(a: Callable[[], object], b: Callable[[], object], rounds: int, seed: int = 0) -> float:
     """Median over `rounds` of time(a) / time(b), a and b run back to back in random order."""
-    rng, ratios = random.Random(seed), []
-    a(), b()  # warm-up
-    for _ in range(rounds):
-        pair = {"a": a, "b": b}
-        times = {}
-        for name in rng.sample(sorted(pair), 2):
-            _synchronize()
-            start = time.perf_counter()
-            pair[name]()
-            _synchronize()
-            times[name] = time.perf_counter() - start
-        ratios.append(times["a"] / times["b"])
-    return statistics.median(ratios)
+    times = round_ms({"a": a, "b": b}, rounds, warmup=1, seed=seed)
+    return ratio_spread(times["a"], times["b"])[0]

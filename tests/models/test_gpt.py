@@ -129,3 +129,20 @@ def test_compiled_module_keeps_plain_weight_names():
     module = LanguageModelModule(tiny("sdpa"), optimizer=partial(torch.optim.AdamW), compile=True)
     assert all(key.startswith("net.") for key in module.state_dict() if "net" in key)
     assert not any("_orig_mod" in key or "_forward_net" in key for key in module.state_dict())
+
+
+def test_the_tied_embedding_gets_the_same_dense_gradient_from_its_rows():
+    """The token lookup hands back only its rows (sparse_grad); the head's dense gradient takes them:
+    the sum equals the dense lookup's, and the optimizer sees one dense (V, D) gradient."""
+    torch.manual_seed(0)
+    sparse, dense = tiny(), tiny()
+    dense.load_state_dict(sparse.state_dict())
+    dense.embed.sparse_grad = False
+    idx = torch.randint(97, (2, 12))
+    for model in (sparse, dense):
+        logits, _ = model(idx)
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx.roll(-1, 1).flatten()).backward()
+    grad = sparse.embed.token.weight.grad
+    assert sparse.embed.sparse_grad and grad is not None and grad.layout == torch.strided
+    torch.testing.assert_close(grad, dense.embed.token.weight.grad, atol=1e-7, rtol=1e-6)
+    torch.optim.AdamW(sparse.parameters(), fused=True).step()  # a fused AdamW refuses sparse gradients

@@ -69,7 +69,9 @@ class LanguageModelModule(L.LightningModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self._matrices = {f"net.{n}" for n, p in net.named_parameters() if p.dim() >= 2}  # weight decay
         vocab_size = network(net).vocab_size
-        self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
+        # The training step's inputs are ours (argmax ids, labels): no per-step input validation, which
+        # costs torchmetrics a pass over the labels every step.
+        self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX, validate_args=False)
         self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_loss = MeanMetric()
         self.val_perplexity = Perplexity(ignore_index=IGNORE_INDEX)

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from andrea.attention.positions import POSITIONS
 
 
 class Embeddings(nn.Module):
+    """`sparse_grad`: the token lookup's gradient is the T rows it touched (a sparse tensor), not a
+    dense (V, D) matrix that is zero but for them. Only for a table that gets a dense gradient from
+    elsewhere in the same backward pass (GPT's tied LM head): autograd adds the rows into that one,
+    which saves a (V, D) fill and a (V, D) sum every step. Alone, the optimizer would see a sparse
+    gradient, which AdamW refuses."""
+
     kinds = tuple(POSITIONS)  # position.kind values; only "learned" lives here, the rest in attention
 
     def __init__(self, vocab_size: int, max_context: int, d_model: int, position: str = "learned") -> None:
         super().__init__()
         if position not in self.kinds:
             raise ValueError(f"position.kind={position!r} is not one of {', '.join(self.kinds)}")
-        self.max_context = max_context
+        self.max_context, self.sparse_grad = max_context, False
         self.token = nn.Embedding(vocab_size, d_model)
         self.position = nn.Embedding(max_context, d_model) if position == "learned" else None
 
@@ -24,7 +31,7 @@ class Embeddings(nn.Module):
         end = start + idx.shape[1]
         if end > self.max_context:
             raise ValueError(f"sequence length {end} exceeds the model's max_context={self.max_context}")
-        x = self.token(idx)  # (B, T, D)
+        x = F.embedding(idx, self.token.weight, sparse=self.sparse_grad)  # (B, T, D)
         if self.position is not None:
             x = x + self.position(torch.arange(start, end, device=idx.device))  # (T, D) broadcast over B
         return x

@@ -109,6 +109,7 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(d_model, bias=bias)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.embed.token.weight  # tied: one (V, D) matrix reads and writes tokens
+        self.embed.sparse_grad = True  # the head's dense (V, D) gradient takes the lookup's T rows
         self.apply(self._init_weights)
         for block in self._blocks():
             for residual_out in (block.attention.proj.weight, block.mlp.proj.weight):
