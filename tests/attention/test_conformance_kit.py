@@ -76,13 +76,15 @@ def test_a_refusal_the_capabilities_do_not_declare_fails():
 def test_the_kit_runs_from_the_installed_package(tmp_path):
     """What a plugin author runs: `pytest --pyargs andrea.testing` (here a slice of it, from another folder),
     ending with the parity matrix: a row per backend and mask, a character per cell."""
+    import os
     import subprocess
     import sys
 
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}  # as a user's shell
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--pyargs", "andrea.testing", "-q", "-p", "no:cacheprovider",
          "-k", "test_mask_flags or test_empty_rows_and_capabilities or (test_parity and -causal-mha-)"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:]
     assert " passed" in done.stdout.splitlines()[-1]
@@ -91,3 +93,4 @@ def test_the_kit_runs_from_the_installed_package(tmp_path):
     rows = {tuple(line.split()[:2]): line.split()[2:] for line in report[2:] if line.startswith(("naive ", "eager "))}
     assert rows[("eager", "causal")] == ["......"]  # float32 and bfloat16, forward and backward, +alibi
     assert any(line.startswith("[1] unsupported") for line in report)  # flex's backward on CPU, declared
+    assert any("attention backend 'triton' runs on CUDA GPUs" in line for line in report)  # listed, with the reason

@@ -57,6 +57,8 @@ class Capabilities:
     mask_kinds: frozenset[str] | None = None  # mask strategies it accepts; None = all
     wants_compile: bool = False  # only fast under torch.compile
     score_mod: bool = False  # takes a ScoreMod (ALiBi); its forward then accepts `score_mod=`
+    cpu: bool = True  # runs on CPU tensors at all (else: GPU only)
+    unavailable: str | None = None  # why it cannot run in this environment (a missing package), else None
 
 
 def masked_softmax(scores: Tensor, allowed: Tensor | None, attends_self: bool = False, inplace: bool = False) -> Tensor:
@@ -147,6 +149,13 @@ class AttentionBackend(ABC):
         """Refuse, before any tensor work, what this backend declares it cannot do. A backend with a
         constraint of its own (a head_dim its kernel needs, ...) extends this, calling super()."""
         caps = self.capabilities
+        if caps.unavailable is not None:
+            raise UnsupportedAttentionError(f"attention backend '{self.name}' cannot run here: {caps.unavailable}")
+        if torch.device(device).type == "cpu" and not caps.cpu:
+            raise UnsupportedAttentionError(
+                f"attention backend '{self.name}' does not run on CPU; use "
+                f"{_alternatives(lambda c: c.cpu)}, or run it on a GPU"
+            )
         if mask is not None and caps.mask_kinds is not None and not mask.kinds <= caps.mask_kinds:
             missing = ", ".join(sorted(mask.kinds - caps.mask_kinds))
             raise UnsupportedAttentionError(
@@ -220,8 +229,9 @@ def check_shapes(q: Tensor, k: Tensor, v: Tensor) -> None:
 
 
 def _alternatives(accepts: Callable[[Capabilities], bool]) -> str:
-    """The registered backends whose capabilities satisfy `accepts`, for error messages."""
+    """The registered backends that can run here and whose capabilities satisfy `accepts`, for error messages."""
     from andrea.attention.registry import backend_registry
 
-    names = [name for name in backend_registry.names() if accepts(backend_registry.load(name).capabilities)]
+    capabilities = {name: backend_registry.load(name).capabilities for name in backend_registry.names()}
+    names = [name for name, caps in capabilities.items() if caps.unavailable is None and accepts(caps)]
     return "attention backend " + " / ".join(names) if names else "another attention backend"

@@ -72,6 +72,7 @@ backend_registry: Registry[AttentionBackend] = Registry(
         "eager": "andrea.attention.backends.eager:EagerBackend",
         "sdpa": "andrea.attention.backends.sdpa:SDPABackend",
         "flex": "andrea.attention.backends.flex:FlexBackend",
+        "triton": "andrea.attention.backends.triton:TritonBackend",
     },
 )
 

@@ -111,11 +111,17 @@ def _assert_declared(
     """A refusal is fine only where the backend's capabilities say so."""
     caps = backend.capabilities
     declared = (
-        (caps.mask_kinds is not None and not mask.kinds <= caps.mask_kinds)
+        not runs_here(backend)
+        or (caps.mask_kinds is not None and not mask.kinds <= caps.mask_kinds)
         or (backward and not caps.cpu_backward)
         or (score_mod is not None and not caps.score_mod)
     )
     assert declared, f"{cell}: refused although its capabilities accept it ({refusal})"
+
+
+def runs_here(backend: AttentionBackend) -> bool:
+    """Whether the backend declares it can run on this machine's CPU at all (installed, with a CPU path)."""
+    return backend.capabilities.unavailable is None and backend.capabilities.cpu
 
 
 def decode(backend: AttentionBackend, mask: Mask, heads: str) -> None:
@@ -162,6 +168,12 @@ def capabilities(backend: AttentionBackend, masks: list[Mask]) -> None:
     """What the capabilities exclude is refused with UnsupportedAttentionError; the rest runs."""
     caps = backend.capabilities
     q, k, v = make_qkv("mha", requires_grad=True)
+    if not runs_here(backend):
+        try:
+            backend(q.detach(), k.detach(), v.detach(), Causal())
+        except UnsupportedAttentionError:
+            return
+        raise AssertionError(f"{backend.name}: declares it cannot run here ({caps.unavailable or 'no CPU'}) but ran")
     if not caps.cpu_backward:
         try:
             backend(q, k, v, Causal())

@@ -1,0 +1,146 @@
+"""The triton backend: its kernel against `naive` at shapes of several blocks (the kit's cells fit in
+one), the masks it reads as parameters, and its refusals without a GPU, an interpreter or Triton.
+
+The suite runs it under Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET=1)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from andrea.attention import Causal, Document, KeyPadding, NoMask, PrefixLM, SlidingWindow, get_backend
+from andrea.attention.backends.triton import INTERPRETED, kernel_mask
+from andrea.attention.positions import ALiBi
+from andrea.testing.checks import assert_close
+
+BATCH, T, D = 2, 37, 8  # 37 keys: three 16-wide blocks, the last one partial
+
+
+def masks() -> dict[str, object]:
+    lengths = torch.tensor([T - 9, 20])
+    docs = torch.tensor([[0] * 10 + [1] * 20 + [2] * (T - 30), [0] * 30 + [1] * (T - 30)])
+    return {
+        "none": None,
+        "causal": Causal(),
+        "window": SlidingWindow(5),
+        "band": SlidingWindow(4, causal=False),
+        "prefix": PrefixLM(20),
+        "causal&padding": Causal() & KeyPadding(lengths),
+        "causal&document": Causal() & Document(docs),
+        "window|document": SlidingWindow(3) | Document(docs),  # read as a dense mask
+    }
+
+
+MASKS = masks()
+
+
+def test_the_interpreter_runs_the_suite():
+    assert INTERPRETED, "tests/conftest.py sets TRITON_INTERPRET=1 before andrea is imported"
+
+
+HEADS = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}
+QUERIES = {"square": T, "decode": 5}
+DEFAULT = {(mask, "gqa", "square") for mask in MASKS} | {("causal", "gqa", "decode"), ("window", "gqa", "decode")}
+CASES = [  # the interpreter is slow: the DEFAULT cases in the default run, every other one under -m slow
+    pytest.param(case, id="-".join(case), marks=() if case in DEFAULT else pytest.mark.slow)
+    for case in ((mask, heads, queries) for mask in MASKS for heads in HEADS for queries in QUERIES)
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_matches_naive_forward_and_backward_over_several_blocks(case):
+    mask_name, heads, queries = case
+    mask = MASKS[mask_name]
+    (n_head, n_kv_head), queries = HEADS[heads], QUERIES[queries]
+    torch.manual_seed(0)
+    q = torch.randn(BATCH, n_head, queries, D, requires_grad=True)
+    k = torch.randn(BATCH, n_kv_head, T, D, requires_grad=True)
+    v = torch.randn(BATCH, n_kv_head, T, D, requires_grad=True)
+    ref = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out, _ = get_backend("triton")(q, k, v, mask)
+    expected, _ = get_backend("naive")(*ref, mask)
+    assert_close(out, expected, torch.float32, f"triton x {mask_name}: output differs")
+    grad = torch.randn_like(out)
+    out.backward(grad), expected.backward(grad)
+    for name, got, want in zip("qkv", (q, k, v), ref, strict=True):
+        assert_close(got.grad, want.grad, torch.float32, f"triton x {mask_name}: d{name} differs")
+
+
+def test_alibi_over_several_blocks_and_weights_through_the_probe():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(BATCH, 4, T, D) for _ in range(3))
+    out, weights = get_backend("triton")(q, k, v, Causal(), score_mod=ALiBi(4), need_weights=True)
+    expected, expected_weights = get_backend("naive")(q, k, v, Causal(), score_mod=ALiBi(4), need_weights=True)
+    assert_close(out, expected, torch.float32, "triton + alibi: output differs")
+    assert weights is not None and expected_weights is not None
+    assert_close(weights, expected_weights, torch.float32, "triton + alibi: weights differ")
+
+
+def test_masks_reach_the_kernel_as_parameters():
+    docs = torch.zeros(1, 4, dtype=torch.long)
+    assert kernel_mask(Causal()).causal and kernel_mask(Causal()).window is None
+    assert (kernel_mask(PrefixLM(3)).causal, kernel_mask(PrefixLM(3)).prefix) == (True, 3)
+    window = kernel_mask(SlidingWindow(5))
+    assert (window.causal, window.window, window.band) == (True, 5, False)
+    band = kernel_mask(SlidingWindow(5, causal=False))
+    assert (band.causal, band.window, band.band) == (False, 5, True)
+    packed = kernel_mask(Causal() & Document(docs) & KeyPadding(torch.tensor([4])))
+    assert packed.causal and packed.document_ids is docs and packed.lengths is not None
+    assert kernel_mask(NoMask()) == kernel_mask(None)
+    assert kernel_mask(SlidingWindow(3) | Document(docs)) is None  # the kernel reads its dense form
+    assert kernel_mask(Causal() & SlidingWindow(3)) is None  # two positional masks: dense too
+
+
+def test_a_fully_masked_sequence_gives_zeros_and_zero_gradients():
+    q, k, v = (torch.randn(2, 2, 20, D, requires_grad=True) for _ in range(3))
+    out, _ = get_backend("triton")(q, k, v, Causal() & KeyPadding(torch.tensor([20, 0])))
+    assert torch.isfinite(out).all() and (out[1] == 0).all()
+    out.sum().backward()
+    assert all(torch.isfinite(t.grad).all() and (t.grad[1] == 0).all() for t in (q, k, v))
+
+
+def _without(env_key: str) -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key != env_key}
+
+
+def test_on_cpu_without_the_interpreter_it_is_refused_in_one_line():
+    code = (
+        "import torch\nfrom andrea.attention import get_backend\n"
+        "q = torch.randn(1, 2, 4, 8)\nget_backend('triton')(q, q, q)\n"
+    )
+    env = _without("TRITON_INTERPRET")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "attention backend 'triton' runs on CUDA GPUs" in last and "TRITON_INTERPRET=1" in last
+    assert "use attention backend eager / " in last and "sdpa" in last
+
+
+def test_without_triton_it_is_listed_with_the_reason_and_refused_with_the_install_command():
+    code = (
+        "import sys\nsys.modules['triton'] = None  # as if it were not installed\n"
+        "import torch\nfrom andrea.attention import backend_registry, get_backend\n"
+        "assert 'triton' in backend_registry.names()\n"
+        "print(backend_registry.load('triton').capabilities.unavailable)\n"
+        "q = torch.randn(1, 2, 4, 8)\nget_backend('triton')(q, q, q)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert done.stdout.startswith("Triton is not installed; pip install 'andrea[triton]'")
+    last = done.stderr.strip().splitlines()[-1]
+    assert "attention backend 'triton' cannot run here: Triton is not installed; pip install" in last
+
+
+def test_andrea_train_with_triton_on_a_cpu_is_refused_in_one_line(tmp_path):
+    script = str(Path(sys.executable).with_name("andrea-train"))
+    env = _without("TRITON_INTERPRET")
+    done = subprocess.run([script, "attention=triton"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("andrea-train: error: attention=triton: attention backend 'triton' runs on CUDA GPUs")
+    assert "use attention backend eager / " in lines[0] and "or a GPU (trainer=gpu)" in lines[0]
+    assert not list(tmp_path.iterdir()) or not list(tmp_path.rglob("*.ckpt"))  # refused before any work
