@@ -144,3 +144,45 @@ def test_andrea_train_with_triton_on_a_cpu_is_refused_in_one_line(tmp_path):
     assert lines[0].startswith("andrea-train: error: attention=triton: attention backend 'triton' runs on CUDA GPUs")
     assert "use attention backend eager / " in lines[0] and "or a GPU (trainer=gpu)" in lines[0]
     assert not list(tmp_path.iterdir()) or not list(tmp_path.rglob("*.ckpt"))  # refused before any work
+
+
+COMPILE_FOR_HOPPER = """
+import sys
+from triton import compile
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from andrea.attention.backends import flash_kernels
+
+POINTERS = {"Slopes": "*fp32", "Lengths": "*i64", "Docs": "*i64", "Dense": "*i8", "LSE": "*fp32", "Delta": "*fp32"}
+SCALARS = {"scale": "fp32", **dict.fromkeys(["dense_sb", "dense_sh", "dense_st", "H", "group", "T", "S", "D",
+                                             "prefix", "window"], "i32")}
+dtype = sys.argv[1]
+flags = dict(CAUSAL=True, BAND=False, HAS_ALIBI=True, HAS_LENGTHS=True, HAS_DOCS=True, HAS_DENSE=True, UPCAST=False,
+             PRECISION="tf32x3" if dtype == "fp32" else "tf32", BLOCK_M=64, BLOCK_N=64, BLOCK_D=64)
+for kernel in (flash_kernels.attention_forward, flash_kernels.attention_backward_dq,
+               flash_kernels.attention_backward_dkdv):
+    signature = {name: "constexpr" if name in flags else SCALARS.get(name) or POINTERS.get(name, "*" + dtype)
+                 for name in kernel.arg_names}
+    constants = {name: flags[name] for name in kernel.arg_names if name in flags}
+    compiled = compile(ASTSource(kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
+                       options=dict(num_warps=4, num_stages=2))
+    print(kernel.__name__, compiled.metadata.shared, compiled.asm["ptx"].count("wgmma.mma_async"))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_the_kernels_compile_for_a_hopper_gpu_without_one(dtype):
+    """Triton lowers the three kernels, every mask input on, to PTX for sm_90 (an H100 / H200): no GPU
+    needed to compile, only to run; bf16 tiles go to the tensor cores (wgmma)."""
+    env = _without("TRITON_INTERPRET")
+    done = subprocess.run(
+        [sys.executable, "-c", COMPILE_FOR_HOPPER, dtype], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert set(lines) == {"attention_forward", "attention_backward_dq", "attention_backward_dkdv"}
+    for name, figures in lines.items():
+        shared, wgmma = map(int, figures.split())
+        assert 0 < shared <= 227 * 1024, (name, shared)  # fits Hopper's shared memory per block
+        assert wgmma > 0, name  # bf16 and fp32 (tf32x3) both on the tensor cores

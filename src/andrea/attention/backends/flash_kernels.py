@@ -18,8 +18,8 @@ p = exp(s - lse)) rather than storing the weights, and with δ = rowsum(do ⊙ o
 
     dv = pᵀ do     dp = do vᵀ     ds = p ⊙ (dp - δ)     dq = ds k · scale     dk = dsᵀ q · scale
 
-Grids: the forward and dq run one program per (query block, batch x head); dk and dv one per
-(key block, batch x kv head), looping over the query heads that share that kv head (GQA, MQA:
+Grids: the forward and dq run one program per (batch x head, query block); dk and dv one per
+(batch x kv head, key block), looping over the query heads that share that kv head (GQA, MQA:
 the shared k and v are read, never copied). Query i sits at position S - T + i (queries are
 aligned to the end of the keys, as in the contract). A row that sees no key gives zeros.
 
@@ -28,6 +28,7 @@ bidirectional prefix, a sliding window (one-sided or a band), key padding from t
 lengths, packed documents from the (B, S) document ids, and, for any other mask, a tile of its
 dense (B|1, H|1, T, S) form. Key blocks the parameters rule out are skipped (`_key_range`,
 `_query_range`). Tensors are contiguous (B, H, T, d); d is padded to BLOCK_D, a power of two.
+Offsets are int64 (from the program's (batch, head) index), so no size overflows them.
 """
 
 import triton
@@ -50,13 +51,14 @@ def _allowed(
     if BAND:
         ok = ok & (k - q < window)  # nor further ahead: a symmetric band
     if HAS_LENGTHS:  # key padding: sequence b has `length` real tokens
-        ok = ok & (k < tl.load(Lengths + b))
+        ok = ok & (k < tl.load(Lengths + b).to(tl.int32))
     if HAS_DOCS:  # packed documents: a query sees the keys of its own document only
         q_doc = tl.load(Docs + b * S + q_pos, mask=q_pos < S, other=-1)
         k_doc = tl.load(Docs + b * S + k_pos, mask=k_pos < S, other=-2)
         ok = ok & (q_doc[:, None] == k_doc[None, :])
     if HAS_DENSE:  # any other mask: its dense form, (B|1, H|1, T, S), one tile at a time
-        tile = Dense + b * dense_sb + h * dense_sh + offs_m[:, None] * dense_st + k_pos[None, :]
+        row = b * dense_sb + h * dense_sh  # int64, as b and h are (from the program id)
+        tile = Dense + row + offs_m[:, None] * dense_st + k_pos[None, :]
         ok = ok & (tl.load(tile, mask=ok, other=0) != 0)
     return ok
 
@@ -72,7 +74,7 @@ def _key_range(q_first, q_last, S, Lengths, b, prefix, window,
     if BAND:
         hi = tl.minimum(hi, q_last + window)
     if HAS_LENGTHS:
-        hi = tl.minimum(hi, tl.load(Lengths + b))
+        hi = tl.minimum(hi, tl.load(Lengths + b).to(tl.int32))
     return (tl.maximum(lo, 0) // BLOCK_N) * BLOCK_N, hi
 
 
@@ -115,7 +117,7 @@ def attention_forward(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: BLOCK_M queries of head h of sequence b. Writes out (BLOCK_M, d) and lse (BLOCK_M,)."""
-    start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
+    bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
     kv = b * (H // group) + h // group  # the kv head this query head reads (h // group)
     offs_m = start_m + tl.arange(0, BLOCK_M)  # query rows
@@ -164,7 +166,7 @@ def attention_backward_dq(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: dq for BLOCK_M queries of head h, walking the keys as the forward did."""
-    start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
+    bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
     kv = b * (H // group) + h // group
     offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -206,7 +208,7 @@ def attention_backward_dkdv(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: dk, dv for BLOCK_N keys of kv head j, summed over the `group` query heads reading it."""
-    start_n, bj = tl.program_id(0) * BLOCK_N, tl.program_id(1)
+    bj, start_n = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_N
     H_kv = H // group
     b, j = bj // H_kv, bj % H_kv
     k_pos = start_n + tl.arange(0, BLOCK_N)

@@ -1,6 +1,6 @@
 """triton: andrea's own FlashAttention-2 kernel (flash_kernels.py), forward and backward.
 
-One launch computes every (batch, head): the kernels' grid is (query block, B x H). The mask
+One launch computes every (batch, head): the kernels' grid is (B x H, query block). The mask
 never becomes a matrix when its parameters say it all: causal, sliding window, prefix-LM and
 none, each alone or joined with `&` to key padding and packed documents, reach the kernel as a
 few numbers and two small tensors (lengths (B,), document ids (B, S)), and key blocks they rule
@@ -125,7 +125,7 @@ def _launch_args(
         HAS_LENGTHS=params.lengths is not None,
         HAS_DOCS=params.document_ids is not None,
         HAS_DENSE=dense is not None,
-        PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # float32 exact, never tf32
+        PRECISION="tf32x3" if q.dtype == torch.float32 else "tf32",  # float32: three tf32 products, ~fp32 exact
         UPCAST=q.device.type == "cpu" and q.dtype != torch.float32,  # the interpreter's dot misreads bfloat16
         **_block_sizes(d, q.device),
     )
@@ -142,7 +142,7 @@ class _FlashAttention(torch.autograd.Function):
         args, constexprs = _launch_args(q, k, mask, score_mod, scale)
         out = torch.empty_like(q)  # (B, H, T, d)
         lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # log-sum-exp of each row's scores
-        grid = (_cdiv(T, constexprs["BLOCK_M"]), B * H)
+        grid = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
         flash_kernels.attention_forward[grid](q, k, v, out, lse, *args, **constexprs)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.launch = (args, constexprs)
@@ -157,9 +157,9 @@ class _FlashAttention(torch.autograd.Function):
         d_out = d_out.contiguous()
         delta = (d_out.float() * out.float()).sum(-1)  # (B, H, T): rowsum(do ⊙ out)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        grid_q = (_cdiv(T, constexprs["BLOCK_M"]), B * H)
+        grid_q = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
         flash_kernels.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *args, **constexprs)
-        grid_kv = (_cdiv(S, constexprs["BLOCK_N"]), B * H_kv)
+        grid_kv = (B * H_kv, _cdiv(S, constexprs["BLOCK_N"]))
         flash_kernels.attention_backward_dkdv[grid_kv](q, k, v, d_out, dk, dv, lse, delta, *args, **constexprs)
         return dq, dk, dv, None, None, None
 
