@@ -100,6 +100,26 @@ def _load(ptr, mask, UPCAST: tl.constexpr):
 
 
 @triton.jit
+def _query_rows(bh, start_m, T, S, D, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Query rows start_m .. start_m + BLOCK_M - 1 of head bh: their rows, positions among the keys,
+    and the (BLOCK_M, BLOCK_D) tile of their q (or do, or out) with its in-bounds mask."""
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    row_ok = offs_m < T
+    tile = (bh * T + offs_m[:, None]) * D + offs_d[None, :]
+    return offs_m, S - T + offs_m, row_ok, tile, row_ok[:, None] & (offs_d[None, :] < D)
+
+
+@triton.jit
+def _kv_block(K, V, kv, k_pos, S, D, UPCAST: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Keys and values at positions k_pos of kv head kv: two (BLOCK_N, BLOCK_D) tiles, the tile's offsets and mask."""
+    offs_d = tl.arange(0, BLOCK_D)
+    tile = (kv * S + k_pos[:, None]) * D + offs_d[None, :]
+    ok = (k_pos[:, None] < S) & (offs_d[None, :] < D)
+    return _load(K + tile, ok, UPCAST), _load(V + tile, ok, UPCAST), tile, ok
+
+
+@triton.jit
 def _scores(q, k, q_pos, k_pos, slope, scale, allowed, HAS_ALIBI: tl.constexpr, PRECISION: tl.constexpr):
     """s = q kᵀ · scale (+ ALiBi), -inf where not allowed: (BLOCK_M, BLOCK_N) in float32."""
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
@@ -120,11 +140,8 @@ def attention_forward(
     bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
     kv = b * (H // group) + h // group  # the kv head this query head reads (h // group)
-    offs_m = start_m + tl.arange(0, BLOCK_M)  # query rows
-    offs_d = tl.arange(0, BLOCK_D)
-    q_pos = S - T + offs_m  # their positions among the keys
-    row_ok = offs_m < T
-    q = _load(Q + (bh * T + offs_m[:, None]) * D + offs_d[None, :], row_ok[:, None] & (offs_d[None, :] < D), UPCAST)
+    offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
+    q = _load(Q + tile, tile_ok, UPCAST)  # (BLOCK_M, BLOCK_D)
     slope = tl.load(Slopes + h) if HAS_ALIBI else 0.0
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max of the scores
@@ -134,10 +151,7 @@ def attention_forward(
                         CAUSAL, BAND, HAS_LENGTHS, BLOCK_N)  # fmt: skip
     for start_n in range(lo, hi, BLOCK_N):
         k_pos = start_n + tl.arange(0, BLOCK_N)
-        kv_tile = (kv * S + k_pos[:, None]) * D + offs_d[None, :]
-        kv_ok = (k_pos[:, None] < S) & (offs_d[None, :] < D)
-        k = _load(K + kv_tile, kv_ok, UPCAST)  # (BLOCK_N, BLOCK_D)
-        v = _load(V + kv_tile, kv_ok, UPCAST)
+        k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D)  # (BLOCK_N, BLOCK_D) each
         allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
                            prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
         s = _scores(q, k, q_pos, k_pos, slope, scale, allowed, HAS_ALIBI, PRECISION)  # (BLOCK_M, BLOCK_N)
@@ -152,8 +166,7 @@ def attention_forward(
 
     seen = l_i > 0  # a row that saw no key gives zeros, and lse = +inf makes its backward p = 0
     out = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)
-    tl.store(Out + (bh * T + offs_m[:, None]) * D + offs_d[None, :], out.to(Out.dtype.element_ty),
-             mask=row_ok[:, None] & (offs_d[None, :] < D))  # fmt: skip
+    tl.store(Out + tile, out.to(Out.dtype.element_ty), mask=tile_ok)
     tl.store(LSE + bh * T + offs_m, tl.where(seen, m_i + tl.log(tl.where(seen, l_i, 1.0)), float("inf")), mask=row_ok)
 
 
@@ -169,12 +182,7 @@ def attention_backward_dq(
     bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
     kv = b * (H // group) + h // group
-    offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    q_pos = S - T + offs_m
-    row_ok = offs_m < T
-    tile = (bh * T + offs_m[:, None]) * D + offs_d[None, :]
-    tile_ok = row_ok[:, None] & (offs_d[None, :] < D)
+    offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
     q = _load(Q + tile, tile_ok, UPCAST)
     do = _load(dOut + tile, tile_ok, UPCAST)
     lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
@@ -186,10 +194,7 @@ def attention_backward_dq(
                         CAUSAL, BAND, HAS_LENGTHS, BLOCK_N)  # fmt: skip
     for start_n in range(lo, hi, BLOCK_N):
         k_pos = start_n + tl.arange(0, BLOCK_N)
-        kv_tile = (kv * S + k_pos[:, None]) * D + offs_d[None, :]
-        kv_ok = (k_pos[:, None] < S) & (offs_d[None, :] < D)
-        k = _load(K + kv_tile, kv_ok, UPCAST)
-        v = _load(V + kv_tile, kv_ok, UPCAST)
+        k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D)
         allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
                            prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
         p = tl.exp(_scores(q, k, q_pos, k_pos, slope, scale, allowed, HAS_ALIBI, PRECISION) - lse[:, None])
@@ -212,11 +217,7 @@ def attention_backward_dkdv(
     H_kv = H // group
     b, j = bj // H_kv, bj % H_kv
     k_pos = start_n + tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
-    kv_tile = (bj * S + k_pos[:, None]) * D + offs_d[None, :]
-    kv_ok = (k_pos[:, None] < S) & (offs_d[None, :] < D)
-    k = _load(K + kv_tile, kv_ok, UPCAST)
-    v = _load(V + kv_tile, kv_ok, UPCAST)
+    k, v, kv_tile, kv_ok = _kv_block(K, V, bj, k_pos, S, D, UPCAST, BLOCK_D)
 
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
@@ -225,11 +226,7 @@ def attention_backward_dkdv(
         bh = b * H + h
         slope = tl.load(Slopes + h) if HAS_ALIBI else 0.0
         for start_m in range(lo, hi, BLOCK_M):
-            offs_m = start_m + tl.arange(0, BLOCK_M)
-            q_pos = S - T + offs_m
-            row_ok = offs_m < T
-            tile = (bh * T + offs_m[:, None]) * D + offs_d[None, :]
-            tile_ok = row_ok[:, None] & (offs_d[None, :] < D)
+            offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
             q = _load(Q + tile, tile_ok, UPCAST)
             do = _load(dOut + tile, tile_ok, UPCAST)
             lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
