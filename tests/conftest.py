@@ -73,7 +73,9 @@ def browser(tmp_path):
 
 @pytest.hookimpl(tryfirst=True)  # before -m 'not slow' deselects
 def pytest_collection_modifyitems(config, items):
-    """The triton backend's bfloat16 cells of the kit run under -m slow: Triton's interpreter is slow."""
+    """The triton backend's bfloat16 and ALiBi cells of the kit run under -m slow: Triton's interpreter is
+    slow (tests/attention/test_triton_backend.py checks ALiBi over several blocks in the default run)."""
     for item in items:
-        if item.name.startswith("test_parity[triton-") and "-bfloat16-" in item.name:
+        triton_cell = item.name.startswith(("test_parity[triton-", "test_parity_with_alibi[triton-"))
+        if triton_cell and ("-bfloat16-" in item.name or item.name.startswith("test_parity_with_alibi")):
             item.add_marker(pytest.mark.slow)
