@@ -55,7 +55,6 @@ class KernelMask:
     band: bool = False  # and key - query < window
     lengths: Tensor | None = None  # (B,) key padding
     document_ids: Tensor | None = None  # (B, S) packed documents
-    dense: Tensor | None = None  # (B|1, H|1, T, S) int8: any other mask
 
 
 def kernel_mask(mask: Mask | None) -> KernelMask | None:
@@ -101,10 +100,11 @@ def _launch_args(
     """The kernels' shared arguments after their tensors: (positional, constexpr keywords)."""
     B, H, T, d = q.shape
     H_kv, S = k.shape[1], k.shape[2]
-    params = kernel_mask(mask) or KernelMask()  # a dense mask below when the parameters cannot say it
-    dense = None
-    if kernel_mask(mask) is None and mask is not None:
+    params, dense = kernel_mask(mask), None
+    if params is None:  # a mask its parameters cannot say: the kernel reads its dense form, a tile at a time
+        assert mask is not None  # kernel_mask(None) is the empty KernelMask
         dense = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device).to(torch.int8).contiguous()
+        params = KernelMask()
     empty_i = torch.empty(1, dtype=torch.int64, device=q.device)
     lengths = empty_i if params.lengths is None else params.lengths.to(q.device, torch.int64).contiguous()
     docs = empty_i if params.document_ids is None else params.document_ids.to(q.device, torch.int64).contiguous()
