@@ -38,37 +38,28 @@ BACKENDS = {"triton": {}, "sdpa": {}, "flex": {"compile": True}}
 
 
 def parity() -> None:
-    from andrea.attention import Document, KeyPadding, PrefixLM
+    """The conformance kit's parity check (andrea.testing.checks.parity), on CUDA at T = 300, head_dim 64."""
+    from andrea.attention import Document, KeyPadding, NoMask, PrefixLM
     from andrea.attention.positions import ALiBi
-    from andrea.testing.checks import HEADS, assert_close
+    from andrea.testing.checks import HEADS
+    from andrea.testing.checks import parity as check
 
-    T, docs = 300, torch.tensor([[0] * 100 + [1] * 150 + [2] * 50, [0] * 290 + [1] * 10], device="cuda")
+    docs = torch.tensor([[0] * 100 + [1] * 150 + [2] * 50, [0] * 290 + [1] * 10], device="cuda")
     masks = {
-        "none": None, "causal": Causal(), "sliding_window_64": SlidingWindow(64),
+        "none": NoMask(), "causal": Causal(), "sliding_window_64": SlidingWindow(64),
         "band_32": SlidingWindow(32, causal=False), "prefix_lm_100": PrefixLM(100),
         "causal&padding": Causal() & KeyPadding(torch.tensor([300, 123], device="cuda")),
         "causal&document": Causal() & Document(docs), "window|document (dense)": SlidingWindow(16) | Document(docs),
     }  # fmt: skip
-    passed = 0
-    for (mask_name, mask), heads, dtype, alibi in (
-        (m, h, dt, a) for m in masks.items() for h in HEADS for dt in (torch.float32, torch.bfloat16)
-        for a in (False, True)
-    ):  # fmt: skip
-        n_head, n_kv_head = HEADS[heads]
-        shapes = [(2, n_head, T, 64), (2, n_kv_head, T, 64), (2, n_kv_head, T, 64)]
-        inputs = [torch.randn(s, device="cuda").to(dtype).requires_grad_() for s in shapes]
-        ref = [t.detach().float().requires_grad_() for t in inputs]
-        score_mod = ALiBi(n_head) if alibi else None
-        out, _ = get_backend("triton")(*inputs, mask, score_mod=score_mod)
-        expected, _ = get_backend("naive")(*ref, mask, score_mod=score_mod)
-        cell = f"triton x {mask_name}{' +alibi' if alibi else ''} x {heads} x {dtype}"
-        assert_close(out.float(), expected, dtype, f"{cell}: output differs")
-        grad = torch.randn_like(expected)
-        out.backward(grad.to(dtype)), expected.backward(grad)
-        for name, got, want in zip("qkv", inputs, ref, strict=True):
-            assert_close(got.grad.float(), want.grad, dtype, f"{cell}: d{name} differs")
-        passed += 1
-    print(f"parity on CUDA: {passed} cells passed (forward and backward each), T={T}, head_dim 64")
+    triton, passed = get_backend("triton"), 0
+    for mask in masks.values():
+        for heads in HEADS:
+            for dtype in (torch.float32, torch.bfloat16):
+                for score_mod in (None, ALiBi(HEADS[heads][0])):
+                    status = check(triton, mask, heads, dtype, True, score_mod, seq=300, head_dim=64, device="cuda")
+                    assert status == "passed", status
+                    passed += 1
+    print(f"parity on CUDA: {passed} cells passed (forward and backward each), T=300, head_dim 64")
 
 
 def matmul_peak(n: int = 8192) -> float:
@@ -85,8 +76,7 @@ def kept_entries(mask, T: int) -> int:
 def attention_table(args) -> None:
     from triton.testing import do_bench
 
-    peak = matmul_peak()
-    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; bf16 matmul peak {peak / 1e12:.0f} TFLOP/s")
+    peak = args.peak
     print("\n| T | mask | pass | backend | ms | TFLOP/s | × peak |\n|---:|---|---|---|---:|---:|---:|")
     B, H, d = args.batch, args.heads, args.head_dim
     for T in args.seq_lens:
@@ -170,12 +160,15 @@ def main() -> None:
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench_gpu.py needs an NVIDIA GPU (torch.cuda.is_available() is False)")
+    args.peak = matmul_peak()  # measured once, for the attention table and the training MFU
+    print(
+        f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; bf16 matmul peak {args.peak / 1e12:.0f} TFLOP/s"
+    )
     if args.part in ("parity", "all"):
         parity()
     if args.part in ("attention", "all"):
         attention_table(args)
     if args.part in ("train", "all"):
-        args.peak = matmul_peak()
         args.batch = args.train_batch
         print(f"\n# ANDREA-120M, {args.steps} steps of {args.batch} x {args.seq_len} tokens, bf16 autocast\n")
         train(args)

@@ -34,12 +34,13 @@ def make_qkv(
     head_dim: int = HEAD_DIM,
     requires_grad: bool = False,
     queries: int | None = None,
+    device: str = "cpu",
 ) -> list[Tensor]:
     """q (B, H, T, d), k and v (B, H_kv, S, d); T = `queries` (default: S = `seq`)."""
     n_head, n_kv_head = HEADS[heads]
-    q = torch.randn(batch, n_head, queries or seq, head_dim)
-    k = torch.randn(batch, n_kv_head, seq, head_dim)
-    v = torch.randn(batch, n_kv_head, seq, head_dim)
+    q = torch.randn(batch, n_head, queries or seq, head_dim, device=device)
+    k = torch.randn(batch, n_kv_head, seq, head_dim, device=device)
+    v = torch.randn(batch, n_kv_head, seq, head_dim, device=device)
     return [t.to(dtype).requires_grad_(requires_grad) for t in (q, k, v)]
 
 
@@ -58,12 +59,16 @@ def parity(
     dtype: torch.dtype = torch.float32,
     backward: bool = False,
     score_mod: ScoreMod | None = None,
+    seq: int = SEQ,
+    head_dim: int = HEAD_DIM,
+    device: str = "cpu",
 ) -> str:
-    """'passed', or 'unsupported: <the backend's own refusal>' for a cell its capabilities exclude."""
+    """'passed', or 'unsupported: <the backend's own refusal>' for a cell its capabilities exclude.
+    The kit's cells are small CPU ones; `seq`, `head_dim` and `device` size a cell for a GPU."""
     cell = f"{backend.name} x {mask.name}{' +' + score_mod.kind if score_mod else ''} x {heads} x {dtype} x " + (
         "backward" if backward else "forward"
     )
-    q, k, v = make_qkv(heads, dtype, requires_grad=backward)
+    q, k, v = make_qkv(heads, dtype, seq=seq, head_dim=head_dim, requires_grad=backward, device=device)
     ref = [t.detach().float().requires_grad_(backward) for t in (q, k, v)]
     with torch.set_grad_enabled(backward):
         expected, _ = get_backend("naive")(ref[0], ref[1], ref[2], mask, score_mod=score_mod)
