@@ -14,9 +14,17 @@ from andrea.testing.report import pytest_terminal_summary  # noqa: F401  # the p
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
-# The triton backend's kernels run on CPU under Triton's interpreter, which Triton reads when the
-# kernels are defined: before any test imports andrea.attention.backends.triton.
-os.environ.setdefault("TRITON_INTERPRET", "1")
+# Triton decides once, when it is first imported, whether its language runs compiled or under its CPU
+# interpreter. This machine has no GPU: Triton is imported here under the interpreter, and the variable
+# is then removed, so that the suite runs in a user's environment and only tests marked
+# `triton_interpreter` turn the triton backend's CPU path on (the `_triton_interpreter` fixture).
+os.environ["TRITON_INTERPRET"] = "1"
+try:
+    import triton.language  # noqa: F401
+except ImportError:  # the triton extra is optional
+    pass
+finally:
+    del os.environ["TRITON_INTERPRET"]
 
 # wandb: offline, quiet, and nothing written to HOME
 _WANDB_HOME = tempfile.mkdtemp(prefix="andrea-tests-wandb-")
@@ -43,6 +51,14 @@ settings.load_profile("andrea")
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _triton_interpreter(request, monkeypatch):
+    """Tests marked `triton_interpreter` run the triton backend's kernels on CPU under Triton's interpreter
+    (TRITON_INTERPRET=1 for that test only); every other test sees the environment a user's shell has."""
+    if request.node.get_closest_marker("triton_interpreter"):
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -73,9 +89,13 @@ def browser(tmp_path):
 
 @pytest.hookimpl(tryfirst=True)  # before -m 'not slow' deselects
 def pytest_collection_modifyitems(config, items):
-    """The triton backend's bfloat16 and ALiBi cells of the kit run under -m slow: Triton's interpreter is
-    slow (tests/attention/test_triton_backend.py checks ALiBi over several blocks in the default run)."""
+    """A test parametrized with the triton backend runs it under Triton's interpreter. Its bfloat16 and ALiBi
+    cells of the kit run under -m slow: the interpreter is slow (tests/attention/test_triton_backend.py
+    checks ALiBi over several blocks in the default run)."""
     for item in items:
+        params = getattr(item, "callspec", None)
+        if params is not None and "triton" in params.params.values():
+            item.add_marker(pytest.mark.triton_interpreter)
         triton_cell = item.name.startswith(("test_parity[triton-", "test_parity_with_alibi[triton-"))
         if triton_cell and ("-bfloat16-" in item.name or item.name.startswith("test_parity_with_alibi")):
             item.add_marker(pytest.mark.slow)

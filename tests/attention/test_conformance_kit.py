@@ -2,6 +2,7 @@
 a backend that refuses what it declares it can do. Each failure names its cell."""
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -94,3 +95,69 @@ def test_the_kit_runs_from_the_installed_package(tmp_path):
     assert rows[("eager", "causal")] == ["......"]  # float32 and bfloat16, forward and backward, +alibi
     assert any(line.startswith("[1] unsupported") for line in report)  # flex's backward on CPU, declared
     assert any("attention backend 'triton' runs on CUDA GPUs" in line for line in report)  # listed, with the reason
+
+
+def fake_plugin(site, name, entry_points, modules):
+    """A plugin installed the lightest way: a dist-info folder with its entry points, and its modules, in `site`."""
+    dist = site / f"{name}-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "".join(f"[{group}]\n{key} = {value}\n" for group, key, value in entry_points)
+    )
+    for module, source in modules.items():
+        (site / f"{module}.py").write_text(source)
+
+
+OFF_BY_SCALE = """
+from andrea.attention.backends.eager import EagerBackend
+
+class OffByScale(EagerBackend):
+    name = "off_by_scale"
+
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):
+        return super().forward(q, k, v, mask=mask, scale=scale * 1.1, need_weights=need_weights, score_mod=score_mod)
+"""
+
+
+def test_a_failing_plugin_s_cells_are_drawn_x_and_counted_as_pytest_counts_them(tmp_path):
+    """The kit narrowed to one plugin (--andrea-backends) draws each failed cell X, and its count line equals
+    pytest's own counts; a plugin entry point that cannot be imported fails one test naming it."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    fake_plugin(site, "off_by_scale_plugin", [
+        ("andrea.attention_backends", "off_by_scale", "off_by_scale_plugin:OffByScale"),
+        ("andrea.attention_masks", "missing_mask", "no_such_module:Missing"),
+    ], {"off_by_scale_plugin": OFF_BY_SCALE})  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "andrea.testing", "-q", "-p", "no:cacheprovider",
+         "--andrea-backends", "off_by_scale", "-k", "test_parity or test_plugin_entry_points", "-rN"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:]
+    out = done.stdout
+    assert "plugin entry point 'missing_mask = no_such_module:Missing' (group 'andrea.attention_masks') " in out
+    assert "cannot be loaded: ModuleNotFoundError: No module named 'no_such_module'" in out
+    summary = out.strip().splitlines()[-1]
+    failed, passed = (int((re.search(rf"(\d+) {word}", summary) or [0, 0])[1]) for word in ("failed", "passed"))
+    cells = re.search(r"(\d+) cells: (\d+) passed, (\d+) failed, (\d+) unsupported", out)
+    assert cells, out[-2000:]
+    total, cells_passed, cells_failed, unsupported = map(int, cells.groups())
+    assert cells_failed == failed - 1 > 0  # every parity test that failed, less the entry-point test
+    assert cells_passed + unsupported == passed and total == passed + failed - 1
+    rows = {line.split()[1]: line.split()[2:] for line in out.splitlines() if line.startswith("off_by_scale ")}
+    assert rows["causal"] == rows["none"] == ["XXXXXX"] * 3  # every variant of every head config: failed
+    train = subprocess.run(
+        [str(Path(sys.executable).with_name("andrea-train")), "--help"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert train.returncode == 0 and "== Config groups ==" in train.stdout
+    assert train.stderr.strip().splitlines() == [
+        "andrea-train: warning: plugin entry point 'missing_mask = no_such_module:Missing' (group "
+        "'andrea.attention_masks') cannot be loaded: ModuleNotFoundError: No module named 'no_such_module'"
+    ]

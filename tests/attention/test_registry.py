@@ -81,7 +81,7 @@ def test_builtin_names():
 
 
 def test_unknown_backend_lists_the_available_ones():
-    with pytest.raises(ValueError, match="unknown attention backend 'fast'; available: eager, ") as refused:
+    with pytest.raises(ValueError, match="unknown attention backend 'fast'; available: ") as refused:
         get_backend("fast")
     assert set(str(refused.value).split("available: ")[1].split(" (")[0].split(", ")) >= BUILT_INS
     with pytest.raises(ValueError, match="unknown attention backend 'fast'"):
@@ -112,7 +112,7 @@ def test_plugin_backend_runs_through_the_whole_block(plugin):
 def test_plugin_capabilities_are_enforced(plugin):
     with pytest.raises(
         UnsupportedAttentionError,
-        match="'causal_only' does not accept mask kind\\(s\\) sliding_window; use attention backend eager / ",
+        match="'causal_only' does not accept mask kind\\(s\\) sliding_window; use attention backend ",
     ) as refused:
         MultiHeadSelfAttention(32, 4, backend="causal_only", mask="sliding_window(window=4)")
     assert set(str(refused.value).split("use attention backend ")[1].split(" / ")) >= BUILT_INS

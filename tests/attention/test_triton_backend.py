@@ -1,9 +1,12 @@
 """The triton backend: its kernel against `naive` at shapes of several blocks (the kit's cells fit in
-one), the masks it reads as parameters, and its refusals without a GPU, an interpreter or Triton.
+one), the masks it reads as parameters (inside a model too), and its refusals without a GPU, an
+interpreter or Triton.
 
-The suite runs it under Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET=1)."""
+Tests marked `triton_interpreter` run it under Triton's interpreter (tests/conftest.py); the rest
+of the suite runs without it, as a user's shell does."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +14,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea.attention import Causal, Document, KeyPadding, NoMask, PrefixLM, SlidingWindow, get_backend
-from andrea.attention.backends.triton import INTERPRETED, kernel_mask
+from andrea.attention import (
+    Causal,
+    Document,
+    KeyPadding,
+    MultiHeadSelfAttention,
+    NoMask,
+    PrefixLM,
+    SlidingWindow,
+    get_backend,
+)
+from andrea.attention.backends import triton as triton_backend
+from andrea.attention.masks import MaskParams
 from andrea.attention.positions import ALiBi
+from andrea.models.gpt import GPT
 from andrea.testing.checks import assert_close
 
 BATCH, T, D = 2, 37, 8  # 37 keys: three 16-wide blocks, the last one partial
@@ -37,10 +51,6 @@ def masks() -> dict[str, object]:
 MASKS = masks()
 
 
-def test_the_interpreter_runs_the_suite():
-    assert INTERPRETED, "tests/conftest.py sets TRITON_INTERPRET=1 before andrea is imported"
-
-
 HEADS = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}
 QUERIES = {"square": T, "decode": 5}
 DEFAULT = {(mask, "gqa", "square") for mask in MASKS} | {("causal", "gqa", "decode"), ("window", "gqa", "decode")}
@@ -50,6 +60,7 @@ CASES = [  # the interpreter is slow: the DEFAULT cases in the default run, ever
 ]
 
 
+@pytest.mark.triton_interpreter
 @pytest.mark.parametrize("case", CASES)
 def test_matches_naive_forward_and_backward_over_several_blocks(case):
     mask_name, heads, queries = case
@@ -69,6 +80,7 @@ def test_matches_naive_forward_and_backward_over_several_blocks(case):
         assert_close(got.grad, want.grad, torch.float32, f"triton x {mask_name}: d{name} differs")
 
 
+@pytest.mark.triton_interpreter
 def test_alibi_over_several_blocks_and_weights_through_the_probe():
     torch.manual_seed(0)
     q, k, v = (torch.randn(BATCH, 4, T, D) for _ in range(3))
@@ -79,21 +91,83 @@ def test_alibi_over_several_blocks_and_weights_through_the_probe():
     assert_close(weights, expected_weights, torch.float32, "triton + alibi: weights differ")
 
 
-def test_masks_reach_the_kernel_as_parameters():
-    docs = torch.zeros(1, 4, dtype=torch.long)
-    assert kernel_mask(Causal()).causal and kernel_mask(Causal()).window is None
-    assert (kernel_mask(PrefixLM(3)).causal, kernel_mask(PrefixLM(3)).prefix) == (True, 3)
-    window = kernel_mask(SlidingWindow(5))
-    assert (window.causal, window.window, window.band) == (True, 5, False)
-    band = kernel_mask(SlidingWindow(5, causal=False))
-    assert (band.causal, band.window, band.band) == (False, 5, True)
-    packed = kernel_mask(Causal() & Document(docs) & KeyPadding(torch.tensor([4])))
-    assert packed.causal and packed.document_ids is docs and packed.lengths is not None
-    assert kernel_mask(NoMask()) == kernel_mask(None)
-    assert kernel_mask(SlidingWindow(3) | Document(docs)) is None  # the kernel reads its dense form
-    assert kernel_mask(Causal() & SlidingWindow(3)) is None  # two positional masks: dense too
+def fields(params):
+    return (params.causal, params.prefix, params.window, params.band)
 
 
+def test_masks_say_themselves_as_kernel_parameters():
+    docs, lengths = torch.zeros(1, 4, dtype=torch.long), torch.tensor([4])
+    assert fields(Causal().params()) == (True, 0, None, False)
+    assert fields(PrefixLM(3).params()) == (True, 3, None, False)
+    assert fields(SlidingWindow(5).params()) == (True, 0, 5, False)
+    assert fields(SlidingWindow(5, causal=False).params()) == (False, 0, 5, True)
+    packed = (Causal() & Document(docs) & KeyPadding(lengths)).params()
+    assert packed.causal and packed.document_ids is docs and packed.lengths is lengths
+    assert fields(NoMask().params()) == fields(MaskParams())
+    assert fields((Causal() & SlidingWindow(3)).params()) == (True, 0, 3, False)  # the window's causal half
+    assert fields((Causal() & SlidingWindow(3, causal=False)).params()) == (True, 0, 3, False)
+    assert fields((Causal() & PrefixLM(2)).params()) == (True, 0, None, False)  # plain causal is left
+    assert (SlidingWindow(3) | Document(docs)).params() is None  # the kernel reads its dense form
+    assert (SlidingWindow(3) & SlidingWindow(2)).params() is None
+    assert (KeyPadding(lengths) & KeyPadding(lengths)).params() is None
+
+
+class Launches:
+    """Records every launch's constexpr flags and window (its last scalar: S + 1 when unbounded), through
+    the backend's own argument builder."""
+
+    def __init__(self, monkeypatch):
+        self.flags, self.windows = [], []
+        build = triton_backend._launch_args
+
+        def spy(*args, **kwargs):
+            positional, constexprs = build(*args, **kwargs)
+            self.flags.append(constexprs)
+            self.windows.append(positional[-1])
+            return positional, constexprs
+
+        monkeypatch.setattr(triton_backend, "_launch_args", spy)
+
+
+@pytest.mark.triton_interpreter
+@pytest.mark.parametrize("mask", ["causal", "sliding_window(window=5)", "causal & sliding_window(window=5)"])
+def test_inside_a_gpt_the_mask_reaches_the_kernel_as_parameters_and_it_trains(mask, monkeypatch):
+    """The block wraps its static mask in a precomputed buffer: the kernel still gets the parameters
+    (CAUSAL, a window, no dense tile), so it skips the key blocks they rule out; and the GPT learns."""
+    launches = Launches(monkeypatch)
+    torch.manual_seed(0)
+    attention = {"backend": "triton", "n_head": 2, "mask": mask}
+    net = GPT(vocab_size=16, max_context=40, n_layer=1, d_model=16, attention=attention)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.3)
+    idx = torch.randint(16, (2, 37))
+    losses = []
+    for _ in range(3):
+        logits, _ = net(idx[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+    assert launches.flags and all(flags["CAUSAL"] and not flags["HAS_DENSE"] for flags in launches.flags)
+    assert set(launches.windows) == {37 if mask == "causal" else 5}  # 36 keys: unbounded is S + 1
+
+
+@pytest.mark.triton_interpreter
+def test_a_block_s_causal_mask_and_the_batch_s_documents_reach_the_kernel_together(monkeypatch):
+    launches = Launches(monkeypatch)
+    block = MultiHeadSelfAttention(16, 2, backend="triton", mask="causal", max_context=40)
+    reference = MultiHeadSelfAttention(16, 2, backend="naive", mask="causal", max_context=40)
+    reference.load_state_dict(block.state_dict())
+    docs = Document(torch.tensor([[0] * 10 + [1] * 20 + [2] * (T - 30), [0] * 30 + [1] * (T - 30)]))
+    x = torch.randn(2, T, 16)
+    with torch.no_grad():
+        assert_close(block(x, mask=docs)[0], reference(x, mask=docs)[0], torch.float32, "causal & documents")
+    (flags,) = launches.flags
+    assert flags["CAUSAL"] and flags["HAS_DOCS"] and not flags["HAS_DENSE"]
+
+
+@pytest.mark.triton_interpreter
 def test_a_fully_masked_sequence_gives_zeros_and_zero_gradients():
     q, k, v = (torch.randn(2, 2, 20, D, requires_grad=True) for _ in range(3))
     out, _ = get_backend("triton")(q, k, v, Causal() & KeyPadding(torch.tensor([20, 0])))
@@ -116,7 +190,7 @@ def test_on_cpu_without_the_interpreter_it_is_refused_in_one_line():
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert "attention backend 'triton' runs on CUDA GPUs" in last and "TRITON_INTERPRET=1" in last
-    assert "use attention backend eager / " in last and "sdpa" in last
+    assert re.search(r"use attention backend (\w+ / )*eager / (\w+ / )*sdpa", last), last  # + any plugin
 
 
 def test_without_triton_it_is_listed_with_the_reason_and_refused_with_the_install_command():
@@ -142,7 +216,7 @@ def test_andrea_train_with_triton_on_a_cpu_is_refused_in_one_line(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith("andrea-train: error: attention=triton: attention backend 'triton' runs on CUDA GPUs")
-    assert "use attention backend eager / " in lines[0] and "or a GPU (trainer=gpu)" in lines[0]
+    assert re.search(r"use attention backend (\w+ / )*eager / ", lines[0]) and "or a GPU (trainer=gpu)" in lines[0]
     assert not list(tmp_path.iterdir()) or not list(tmp_path.rglob("*.ckpt"))  # refused before any work
 
 

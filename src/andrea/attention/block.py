@@ -57,8 +57,11 @@ class MultiHeadSelfAttention(nn.Module):
             raise ValueError(f"position={position!r} is not one of {', '.join(POSITIONS)}")
         self.rope = Rotary(self.head_dim) if position == "rope" else None
         self.score_mod = ALiBi(n_head) if position == "alibi" else None
-        # Refuse an impossible backend/mask/position combination now, not at the first batch.
-        self.backend.check(mask=self.mask, device="cpu", needs_grad=False, score_mod=self.score_mod)
+        # Refuse an impossible backend/mask/position combination now, not at the first batch; what depends on
+        # the device (a GPU-only kernel) is checked in forward, where the device is known.
+        self.backend.check(
+            mask=self.mask, device=None, needs_grad=False, score_mod=self.score_mod, head_dim=self.head_dim
+        )
 
         self.qkv = nn.Linear(d_model, self.heads.qkv_features(self.head_dim), bias=bias)  # W_Q, W_K, W_V fused
         self.proj = nn.Linear(d_model, d_model, bias=bias)  # W_O: mixes the heads

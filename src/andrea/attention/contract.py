@@ -141,17 +141,19 @@ class AttentionBackend(ABC):
         self,
         *,
         mask: Mask | None,
-        device: torch.device | str,
+        device: torch.device | str | None,
         needs_grad: bool,
         score_mod: ScoreMod | None = None,
         head_dim: int | None = None,
     ) -> None:
-        """Refuse, before any tensor work, what this backend declares it cannot do. A backend with a
-        constraint of its own (a head_dim its kernel needs, ...) extends this, calling super()."""
+        """Refuse, before any tensor work, what this backend declares it cannot do. `device` None checks
+        only what holds on every device (a module checks at construction, not knowing where it will run).
+        A backend with a constraint of its own (a head_dim its kernel needs, ...) extends this, calling super()."""
         caps = self.capabilities
+        on_cpu = device is not None and torch.device(device).type == "cpu"
         if caps.unavailable is not None:
             raise UnsupportedAttentionError(f"attention backend '{self.name}' cannot run here: {caps.unavailable}")
-        if torch.device(device).type == "cpu" and not caps.cpu:
+        if on_cpu and not caps.cpu:
             raise UnsupportedAttentionError(
                 f"attention backend '{self.name}' does not run on CPU; use "
                 f"{_alternatives(lambda c: c.cpu)}, or run it on a GPU"
@@ -162,7 +164,7 @@ class AttentionBackend(ABC):
                 f"attention backend '{self.name}' does not accept mask kind(s) {missing}; "
                 f"use {_alternatives(lambda c: c.mask_kinds is None or mask.kinds <= c.mask_kinds)}"
             )
-        if needs_grad and torch.device(device).type == "cpu" and not caps.cpu_backward:
+        if needs_grad and on_cpu and not caps.cpu_backward:
             raise UnsupportedAttentionError(
                 f"attention backend '{self.name}' has no backward on CPU; train with "
                 f"{_alternatives(lambda c: c.cpu_backward)}, or run it under torch.no_grad() / on a GPU"

@@ -12,8 +12,9 @@ and a mask strategy under "andrea.attention_masks" (a subclass of Mask).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -61,7 +62,48 @@ class Registry(Generic[T]):
                 f"unknown {self.what} '{name}'; available: {', '.join(self.names())} "
                 f"(plugins register under the entry-point group '{self.group}')"
             )
-        return plugins[name].load()
+        try:
+            return plugins[name].load()
+        except Exception as err:  # a plugin's import error is the plugin's: named in one line
+            raise PluginError(plugin_failure(plugins[name], err)) from err
+
+    def entry_points(self) -> list[EntryPoint]:
+        """The plugins' entry points, by name."""
+        return [entry_point for _, entry_point in sorted(self._discover().items())]
+
+
+class PluginError(ValueError):
+    """A plugin's entry point cannot be loaded."""
+
+
+CONF_GROUP = "andrea.conf"  # entry points naming a package of config groups (hydra_plugins.andrea_configs)
+
+
+def plugin_failure(entry_point: EntryPoint, err: BaseException) -> str:
+    """One line naming a plugin entry point that cannot be loaded, and why."""
+    detail = " ".join(str(err).split()) or type(err).__name__
+    return (
+        f"plugin entry point '{entry_point.name} = {entry_point.value}' (group '{entry_point.group}') "
+        f"cannot be loaded: {type(err).__name__}: {detail}"
+    )
+
+
+def broken_plugins() -> list[str]:
+    """One line per installed plugin entry point (backend, mask or config package) that cannot be loaded."""
+    lines = []
+    for registry in (backend_registry, mask_registry):
+        for entry_point in registry.entry_points():
+            try:
+                entry_point.load()
+            except Exception as err:
+                lines.append(plugin_failure(entry_point, err))
+    for entry_point in sorted(entry_points(group=CONF_GROUP), key=lambda ep: ep.name):
+        try:  # a package of YAML files: found, never imported beyond its parents
+            if importlib.util.find_spec(entry_point.value) is None:
+                raise ModuleNotFoundError(f"no package named {entry_point.value!r}")
+        except Exception as err:
+            lines.append(plugin_failure(entry_point, err))
+    return lines
 
 
 backend_registry: Registry[AttentionBackend] = Registry(
@@ -100,14 +142,17 @@ def _construct(what: str, name: str, cls: type[T], params: dict[str, Any]) -> T:
     return cls(**params)
 
 
-def get_backend(name: str, **options: Any) -> AttentionBackend:
+def get_backend(name: str, /, **options: Any) -> AttentionBackend:
     """An attention backend instance by registry name, e.g. get_backend("flex", compile=True)."""
     return _construct("attention backend", name, backend_registry.load(name), options)
 
 
-def get_mask(name: str, **params: Any) -> Mask:
+def get_mask(name: str, /, **params: Any) -> Mask:
     """A mask strategy instance by registry name, e.g. get_mask("sliding_window", window=64)."""
     return _construct("mask", name, mask_registry.load(name), params)
+
+
+MAX_EXPRESSION = 256  # characters of a mask expression
 
 
 def parse_mask(expression: str) -> Mask:
@@ -116,9 +161,14 @@ def parse_mask(expression: str) -> Mask:
         parse_mask("causal & (sliding_window(window=64) | prefix_lm(prefix_len=8))")
 
     Only names, keyword arguments with literal values and the two operators are
-    accepted; nothing is evaluated as Python.
+    accepted; nothing is evaluated as Python. An expression is at most MAX_EXPRESSION characters
+    (a few terms, never a parser's recursion bomb), and its integers fit in 32 bits.
     """
     import ast
+
+    if not isinstance(expression, str) or len(expression) > MAX_EXPRESSION:
+        length = len(expression) if isinstance(expression, str) else type(expression).__name__
+        raise ValueError(f"a mask expression is at most {MAX_EXPRESSION} characters, got {length}; combine fewer masks")
 
     def refuse(node: ast.AST) -> ValueError:
         return ValueError(
@@ -128,9 +178,12 @@ def parse_mask(expression: str) -> Mask:
 
     def literal(node: ast.expr) -> Any:
         try:
-            return ast.literal_eval(node)
+            value = ast.literal_eval(node)
         except ValueError:
             raise refuse(node) from None
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**31) <= value < 2**31:
+            raise ValueError(f"mask expression {expression!r}: {value} is out of range; integers fit in 32 bits")
+        return value
 
     def build(node: ast.expr) -> Mask:
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):

@@ -4,9 +4,10 @@
     andrea-demo mask=sliding_window mask.window=4 heads=gqa
     andrea-demo --cfg job                         # show the composed config
 
-Prints how far each backend is from `naive` on the same weights and input, one
-head's attention weights as a text heatmap, and writes PNGs of the mask and of
-every head's weights into the run directory.
+Prints how far each backend that can run here is from `naive` on the same weights
+and input (and names each one that cannot, with its reason), one head's attention
+weights as a text heatmap, and writes PNGs of the mask and of every head's weights
+into the run directory.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from andrea.attention import MultiHeadSelfAttention, backend_registry
+from andrea.attention import MultiHeadSelfAttention, UnsupportedAttentionError, backend_registry
 from andrea.cli.errors import run_app
 from andrea.viz import save_attention_grid, weights_as_text
 
@@ -35,12 +36,17 @@ def demo_app(cfg: DictConfig) -> None:
     x = torch.randn(1, cfg.seq_len, block.d_model)
     console.print(f"[bold]block[/bold] {block.extra_repr()}")
 
-    results = {}  # backend -> (output, weights, milliseconds)
+    results, cannot = {}, {}  # backend -> (output, weights, milliseconds); backend -> why it cannot run here
     for name in backend_registry.names():
-        other = MultiHeadSelfAttention(
-            block.d_model, block.heads.n_head, block.heads.n_kv_head, backend=name,
-            mask=block.mask, max_context=block.max_context,
-        )  # fmt: skip
+        try:
+            other = MultiHeadSelfAttention(
+                block.d_model, block.heads.n_head, block.heads.n_kv_head, backend=name,
+                mask=block.mask, max_context=block.max_context,
+            )  # fmt: skip
+            other.backend.check(mask=other.mask, device=x.device, needs_grad=False, score_mod=other.score_mod)
+        except UnsupportedAttentionError as refused:
+            cannot[name] = str(refused)
+            continue
         other.load_state_dict(block.state_dict())
         with torch.no_grad():
             start = time.perf_counter()
@@ -52,6 +58,8 @@ def demo_app(cfg: DictConfig) -> None:
     for name, (y, weights, ms) in results.items():
         table.add_row(name, f"{(y - y_ref).abs().max():.1e}", f"{(weights - w_ref).abs().max():.1e}", f"{ms:.2f}")
     console.print(table)
+    for name, reason in cannot.items():
+        console.print(f"not run here: {name}: {reason}", markup=False, highlight=False)
 
     with torch.no_grad():
         _, weights = block(x, return_weights=True)  # (1, H, T, T)

@@ -32,6 +32,13 @@ def one_line(err: BaseException) -> str:
     return f"{override}: {text}" if isinstance(override, str) and override not in text else text or type(err).__name__
 
 
+def plugin_warnings() -> list[str]:
+    """One line per installed andrea plugin entry point that cannot be loaded."""
+    from andrea.attention.registry import broken_plugins
+
+    return broken_plugins()
+
+
 def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     from andrea import sweep
     from andrea.run_dir import DiskError, disk_error
@@ -41,6 +48,9 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     # hydra/launcher=local and slurm by hand (plugin config groups: andrea/__init__.py).
     andrea_launchers.register()
 
+    if "--help" in sys.argv[1:]:  # a plugin whose options are missing from the help says why
+        for line in plugin_warnings():
+            print(f"{command}: warning: {line}", file=sys.stderr)
     user_wants_traces = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing: the report is ours to write
     try:
@@ -48,7 +58,8 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     except (ConfigCompositionException, MissingConfigException, OverrideParseException) as err:
         if user_wants_traces:
             raise
-        fail(command, one_line(err), 2)
+        broken = plugin_warnings()  # an option Hydra cannot find may be a plugin's that failed to load
+        fail(command, one_line(err) + "".join(f"; {line}" for line in broken), 2)
     except DiskError as err:
         fail(command, str(err), 1)
     except OSError as err:

@@ -12,7 +12,10 @@ def warmup_cosine(optimizer: Optimizer, warmup_steps: int, max_steps: int, min_l
     """Linear warm-up to the optimizer's lr over `warmup_steps`, then a cosine decay to
     `min_lr_ratio` of it at `max_steps` (nanoGPT's schedule), constant after."""
     if not 0 <= warmup_steps < max_steps:
-        raise ValueError(f"model.scheduler: need 0 <= warmup_steps ({warmup_steps}) < max_steps ({max_steps})")
+        raise ValueError(
+            f"model.scheduler.warmup_steps={warmup_steps} must be >= 0 and below model.scheduler.max_steps="
+            f"{max_steps} (trainer.max_steps in the presets); shorten the warm-up or train for more steps"
+        )
 
     def factor(step: int) -> float:
         if step < warmup_steps:

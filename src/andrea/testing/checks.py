@@ -5,7 +5,8 @@
     weights(backend, mask, heads)                               need_weights: naive's (B, H, T, S) weights
     empty_rows(backend)                                         a query with no key gives zeros, never NaN
     capabilities(backend)                                       a refused call is refused, an accepted one runs
-    mask_flags(mask)                                            every flag a mask declares holds for its predicate
+    mask_flags(mask)                                            every flag a mask declares, and its params(), hold
+                                                                for its predicate
 
 `andrea.testing.test_conformance` runs them over every registered backend and mask.
 """
@@ -226,3 +227,7 @@ def mask_flags(mask: Mask, batch: int = BATCH, seq: int = SEQ, heads: int = 4) -
         assert not bool(too_far.any()), f"{name}: declares max_lookback={mask.max_lookback}, but sees further back"
     dense = mask.dense(seq, seq, batch_size=batch, num_heads=heads)
     assert torch.equal(dense.expand(batch, heads, seq, seq), allowed), f"{name}: dense() disagrees with predicate()"
+    params = mask.params()  # what a kernel computing the mask itself reads (andrea.attention.masks.params)
+    if params is not None:
+        said = params.predicate(b, q_idx, kv_idx).expand(batch, heads, seq, seq)
+        assert torch.equal(said, allowed), f"{name}: params() says another mask than predicate()"

@@ -3,6 +3,8 @@ with the reason its backend declares. A pytest hook: the kit's conftest and andr
 
 One row per backend and mask, one column per head config; each column holds one character per
 variant (VARIANTS), so the table stays ~70 characters wide however many plugins are installed.
+A cell is recorded before its check runs, so a failed check is drawn X and counted: the counts
+equal pytest's own for the parity tests.
 """
 
 from __future__ import annotations
@@ -52,19 +54,24 @@ def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
             )
     write = terminalreporter.write_line
     terminalreporter.section("attention parity matrix (against naive)")
+    backend_width = max(len("backend"), *(len(backend) for backend, _ in rows))
     mask_width = max(len(mask) for _, mask in rows)
-    write(f"{'backend':8} {'mask':{mask_width}}  " + "  ".join(f"{h:{len(VARIANTS)}}" for h in heads_configs))
+    write(
+        f"{'backend':{backend_width}} {'mask':{mask_width}}  "
+        + "  ".join(f"{h:{len(VARIANTS)}}" for h in heads_configs)
+    )
     for backend, mask in sorted(rows):
-        write(f"{backend:8} {mask:{mask_width}}  " + "  ".join(rows[(backend, mask)][h] for h in heads_configs))
+        cells_of_row = "  ".join(rows[(backend, mask)][h] for h in heads_configs)
+        write(f"{backend:{backend_width}} {mask:{mask_width}}  {cells_of_row}")
     order = ", ".join(f"{dtype} {direction}{bias}" for dtype, direction, bias in VARIANTS)
     write(f"each column, per head config: {order}")
-    write(f"{PASSED} passed, {FAILED} FAILED, n unsupported for reason [n], blank not run")
+    write(f"{PASSED} passed, {FAILED} failed, n unsupported for reason [n], blank not run")
     symbols = list(cells.values())
     counts = {
         "passed": symbols.count(PASSED),
-        "FAILED": symbols.count(FAILED),
+        "failed": symbols.count(FAILED),
         "unsupported": len(symbols) - symbols.count(PASSED) - symbols.count(FAILED),
     }
-    write(f"{len(cells)} cells: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    write(f"{len(cells)} cells: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     for reason, number in reasons.items():
         write(f"[{number}] {reason}")

@@ -15,15 +15,21 @@ import torch
 from andrea.attention import Causal, backend_registry, get_backend, mask_registry
 from andrea.attention.masks import Mask
 from andrea.attention.positions import ALiBi
+from andrea.attention.registry import PluginError, broken_plugins
 from andrea.testing import checks
 from andrea.testing.checks import BATCH, HEADS, SEQ
 
 
 def conformance_masks() -> dict[str, Mask]:
-    """Every registered mask's examples, and compositions of them with `&` and `|`."""
+    """Every registered mask's examples, and compositions of them with `&` and `|`. A plugin mask that cannot
+    be loaded has no examples: test_plugin_entry_points_load fails for it, naming the entry point."""
     masks: dict[str, Mask] = {}
     for name in mask_registry.names():
-        for mask in mask_registry.load(name).examples(BATCH, SEQ):
+        try:
+            strategy = mask_registry.load(name)
+        except PluginError:
+            continue
+        for mask in strategy.examples(BATCH, SEQ):
             masks.setdefault(mask.name, mask)
     padding, document = masks["padding"], masks["document"]
     window = mask_registry.load("sliding_window").examples(BATCH, SEQ)[0]
@@ -39,9 +45,11 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 Record = Callable[[str, object], None]  # pytest's record_property fixture
 
 
-def _record(record_property: Record, cell: tuple[str, ...], status: str) -> None:
+def _cell(record_property: Record, *cell: str) -> Callable[[str], None]:
+    """Records the cell before its check runs (a failed check still has its cell: the report draws X),
+    and returns what records the check's status."""
     record_property("parity_cell", cell)
-    record_property("parity_status", status)
+    return lambda status: record_property("parity_status", status)
 
 
 @pytest.mark.parametrize("direction", ["forward", "backward"])
@@ -52,8 +60,8 @@ def _record(record_property: Record, cell: tuple[str, ...], status: str) -> None
 def test_parity(
     backend_name: str, mask_name: str, heads: str, dtype: str, direction: str, record_property: Record
 ) -> None:
-    status = checks.parity(get_backend(backend_name), MASKS[mask_name], heads, DTYPES[dtype], direction == "backward")
-    _record(record_property, (backend_name, mask_name, heads, dtype, direction), status)
+    record = _cell(record_property, backend_name, mask_name, heads, dtype, direction)
+    record(checks.parity(get_backend(backend_name), MASKS[mask_name], heads, DTYPES[dtype], direction == "backward"))
 
 
 @pytest.mark.parametrize("direction", ["forward", "backward"])
@@ -63,11 +71,11 @@ def test_parity(
 def test_parity_with_alibi(
     backend_name: str, mask_name: str, heads: str, direction: str, record_property: Record
 ) -> None:
+    record = _cell(record_property, backend_name, f"{mask_name} +alibi", heads, "float32", direction)
     alibi = ALiBi(HEADS[heads][0])
-    status = checks.parity(
-        get_backend(backend_name), MASKS[mask_name], heads, torch.float32, direction == "backward", alibi
+    record(
+        checks.parity(get_backend(backend_name), MASKS[mask_name], heads, torch.float32, direction == "backward", alibi)
     )
-    _record(record_property, (backend_name, f"{mask_name} +alibi", heads, "float32", direction), status)
 
 
 @pytest.mark.parametrize("heads", HEADS)
@@ -89,3 +97,10 @@ def test_empty_rows_and_capabilities(backend_name: str) -> None:
 @pytest.mark.parametrize("mask_name", MASKS)
 def test_mask_flags(mask_name: str) -> None:
     checks.mask_flags(MASKS[mask_name])
+
+
+def test_plugin_entry_points_load() -> None:
+    """Every installed plugin entry point (backend, mask, config package) loads."""
+    broken = broken_plugins()
+    if broken:
+        pytest.fail("\n".join(broken), pytrace=False)

@@ -54,6 +54,8 @@ class FlexBackend(AttentionBackend):
     )
 
     def __init__(self, compile: bool | None = None) -> None:
+        if compile is not None and not isinstance(compile, bool):
+            raise ValueError(f"attention.options.compile={compile!r} must be true, false or null (GPU only)")
         self.compile = compile  # None: compile on GPU, eager on CPU
 
     MIN_COMPILED_HEAD_DIM = 16  # the compiled kernel's tiles (torch 2.5 - 2.13)
@@ -62,13 +64,13 @@ class FlexBackend(AttentionBackend):
         self,
         *,
         mask: Mask | None,
-        device: torch.device | str,
+        device: torch.device | str | None,
         needs_grad: bool,
         score_mod: ScoreMod | None = None,
         head_dim: int | None = None,
     ) -> None:
         super().check(mask=mask, device=device, needs_grad=needs_grad, score_mod=score_mod, head_dim=head_dim)
-        compiled = self.compile is not False and torch.device(device).type == "cuda"
+        compiled = self.compile is not False and device is not None and torch.device(device).type == "cuda"
         if compiled and head_dim is not None and head_dim < self.MIN_COMPILED_HEAD_DIM:
             raise UnsupportedAttentionError(
                 f"attention backend 'flex' compiled on GPU needs head_dim >= {self.MIN_COMPILED_HEAD_DIM}, got "

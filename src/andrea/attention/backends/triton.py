@@ -1,86 +1,87 @@
 """triton: andrea's own FlashAttention-2 kernel (flash_kernels.py), forward and backward.
 
 One launch computes every (batch, head): the kernels' grid is (B x H, query block). The mask
-never becomes a matrix when its parameters say it all: causal, sliding window, prefix-LM and
-none, each alone or joined with `&` to key padding and packed documents, reach the kernel as a
-few numbers and two small tensors (lengths (B,), document ids (B, S)), and key blocks they rule
-out are skipped. Any other mask (an `|` combination, a plugin's) reaches it as its dense
-(B|1, H|1, T, S) form, read a tile at a time. ALiBi is a score bias computed in the kernel from
+never becomes a matrix when its parameters (`Mask.params()`, andrea.attention.masks.params) say
+it all: causal, sliding window, prefix-LM and none, alone, wrapped in a module's precomputed
+buffer, or joined with `&` to each other, key padding and packed documents, reach the kernel as
+a few numbers and two small tensors (lengths (B,), document ids (B, S)), and key blocks they
+rule out are skipped. Any other mask (an `|` combination, a plugin's without params) reaches it
+as its dense (B|1, H|1, T, S) form, read a tile at a time. ALiBi is a score bias computed in the kernel from
 the per-head slopes; grouped heads read their shared k and v in place.
 
-Runs on CUDA GPUs. On CPU it runs only under Triton's interpreter (TRITON_INTERPRET=1, set
-before andrea is imported), slowly: that is how its tests run. Without Triton installed it stays
+Runs on CUDA GPUs. CPU tensors run the same kernels under Triton's interpreter while
+TRITON_INTERPRET=1 is set (read at each call), slowly: that is how its tests run. Without Triton installed it stays
 registered, its capabilities say why it cannot run, and every call is refused with the install
 command.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
-from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from andrea.attention.contract import AttentionBackend, Capabilities, UnsupportedAttentionError, _alternatives
-from andrea.attention.masks import Mask
-from andrea.attention.masks.causal import Causal
-from andrea.attention.masks.combine import Combined
-from andrea.attention.masks.document import Document
-from andrea.attention.masks.none import NoMask
-from andrea.attention.masks.padding import KeyPadding
-from andrea.attention.masks.prefix_lm import PrefixLM
-from andrea.attention.masks.sliding_window import SlidingWindow
+from andrea.attention.masks import Mask, MaskParams
 from andrea.attention.positions import ALiBi, ScoreMod
 from andrea.attention.positions.alibi import alibi_slopes
 
-try:
-    from andrea.attention.backends import flash_kernels
-except ImportError:  # Triton is an optional extra
-    flash_kernels = None  # type: ignore[assignment]
-
 INSTALL = "pip install 'andrea[triton]' (from a clone: pip install -e '.[triton]')"
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # Triton reads it when the kernels are defined
+INTERPRETER = "TRITON_INTERPRET"  # =1: CPU tensors run the kernels under Triton's interpreter
 MAX_HEAD_DIM = 256
 
-
-@dataclass
-class KernelMask:
-    """A mask as the kernel reads it (flash_kernels._allowed): numbers, and small tensors or None."""
-
-    causal: bool = False  # key <= query, except keys below `prefix`
-    prefix: int = 0
-    window: int | None = None  # query - key < window (None: unbounded)
-    band: bool = False  # and key - query < window
-    lengths: Tensor | None = None  # (B,) key padding
-    document_ids: Tensor | None = None  # (B, S) packed documents
+try:
+    import triton  # noqa: F401  # an optional extra
+except ImportError:
+    TRITON_INSTALLED = False
+else:
+    TRITON_INSTALLED = True
 
 
-def kernel_mask(mask: Mask | None) -> KernelMask | None:
-    """The mask as parameters, or None when they cannot say it (then the kernel reads its dense form).
+def interpreter_on() -> bool:
+    """Whether CPU tensors may run the kernels under Triton's interpreter now (the variable is read per call)."""
+    return os.environ.get(INTERPRETER) == "1"
 
-    Understood: none, causal, sliding_window, prefix_lm, padding and document, alone or joined
-    with `&`, with at most one of the first four."""
-    parts = mask.masks if isinstance(mask, Combined) and mask.op == "&" else [mask]
-    out, positional = KernelMask(), 0
-    for part in parts:
-        if isinstance(part, (NoMask, type(None))):
-            continue
-        if isinstance(part, KeyPadding):
-            out.lengths = part.lengths
-        elif isinstance(part, Document):
-            out.document_ids = part.document_ids
-        elif isinstance(part, Causal):
-            out.causal, positional = True, positional + 1
-        elif isinstance(part, PrefixLM):
-            out.causal, out.prefix, positional = True, part.prefix_len, positional + 1
-        elif isinstance(part, SlidingWindow):
-            out.causal, out.window, out.band = part.causal, part.window, not part.causal
-            positional += 1
+
+def _language_interpreted() -> bool:
+    """Whether Triton's own library functions (tl.zeros, tl.sum, ...) were defined for the interpreter: Triton
+    decides that once, when it is first imported, from the same variable."""
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(tl.zeros, InterpretedFunction)
+
+
+@functools.cache
+def kernels(interpreted: bool) -> ModuleType:
+    """flash_kernels compiled for a GPU, or the same source under Triton's interpreter (for CPU tensors):
+    Triton decides between the two when a module's kernels are defined, so each is its own module object."""
+    spec = importlib.util.find_spec("andrea.attention.backends.flash_kernels")
+    assert spec is not None and spec.loader is not None
+    if not interpreted:
+        return importlib.import_module(spec.name)
+    module = importlib.util.module_from_spec(spec)
+    before = os.environ.get(INTERPRETER)
+    os.environ[INTERPRETER] = "1"
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if before is None:
+            del os.environ[INTERPRETER]
         else:
-            return None
-    return out if positional <= 1 else None
+            os.environ[INTERPRETER] = before
+    return module
+
+
+@functools.cache
+def _slopes(n_head: int, device: torch.device) -> Tensor:
+    """ALiBi's per-head slopes on the device, made once: no host-to-device copy per call."""
+    return torch.tensor(alibi_slopes(n_head), device=device, dtype=torch.float32)
 
 
 def _block_sizes(head_dim: int, device: torch.device) -> dict[str, int]:
@@ -100,17 +101,15 @@ def _launch_args(
     """The kernels' shared arguments after their tensors: (positional, constexpr keywords)."""
     B, H, T, d = q.shape
     H_kv, S = k.shape[1], k.shape[2]
-    params, dense = kernel_mask(mask), None
+    params, dense = MaskParams() if mask is None else mask.params(), None
     if params is None:  # a mask its parameters cannot say: the kernel reads its dense form, a tile at a time
-        assert mask is not None  # kernel_mask(None) is the empty KernelMask
+        assert mask is not None
         dense = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device).to(torch.int8).contiguous()
-        params = KernelMask()
+        params = MaskParams()
     empty_i = torch.empty(1, dtype=torch.int64, device=q.device)
     lengths = empty_i if params.lengths is None else params.lengths.to(q.device, torch.int64).contiguous()
     docs = empty_i if params.document_ids is None else params.document_ids.to(q.device, torch.int64).contiguous()
-    slopes = torch.empty(1, device=q.device)
-    if isinstance(score_mod, ALiBi):
-        slopes = torch.tensor(alibi_slopes(score_mod.n_head), device=q.device, dtype=torch.float32)
+    slopes = _slopes(score_mod.n_head, q.device) if isinstance(score_mod, ALiBi) else empty_i.float()
     dense_strides = (
         (0, 0, 0) if dense is None else tuple(dense.stride(i) if dense.shape[i] > 1 else 0 for i in range(3))
     )
@@ -143,7 +142,7 @@ class _FlashAttention(torch.autograd.Function):
         out = torch.empty_like(q)  # (B, H, T, d)
         lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # log-sum-exp of each row's scores
         grid = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
-        flash_kernels.attention_forward[grid](q, k, v, out, lse, *args, **constexprs)
+        kernels(q.device.type == "cpu").attention_forward[grid](q, k, v, out, lse, *args, **constexprs)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.launch = (args, constexprs)
         return out
@@ -158,9 +157,10 @@ class _FlashAttention(torch.autograd.Function):
         delta = (d_out.float() * out.float()).sum(-1)  # (B, H, T): rowsum(do ⊙ out)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         grid_q = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
-        flash_kernels.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *args, **constexprs)
+        flash = kernels(q.device.type == "cpu")
+        flash.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *args, **constexprs)
         grid_kv = (B * H_kv, _cdiv(S, constexprs["BLOCK_N"]))
-        flash_kernels.attention_backward_dkdv[grid_kv](q, k, v, d_out, dk, dv, lse, delta, *args, **constexprs)
+        flash.attention_backward_dkdv[grid_kv](q, k, v, d_out, dk, dv, lse, delta, *args, **constexprs)
         return dq, dk, dv, None, None, None
 
 
@@ -168,30 +168,44 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+class _Capabilities:
+    """Triton's capabilities as they stand when read: CPU tensors run only while the interpreter is on."""
+
+    def __get__(self, backend: object, owner: type) -> Capabilities:
+        interpreted = interpreter_on()
+        return Capabilities(
+            native_weights=False,  # never forms the (T, S) weights: the contract's probe computes them
+            cpu_backward=interpreted,
+            native_gqa=True,
+            score_mod=True,  # ALiBi, in the kernel
+            cpu=interpreted,
+            unavailable=None if TRITON_INSTALLED else f"Triton is not installed; {INSTALL}",
+        )
+
+
 class TritonBackend(AttentionBackend):
     name = "triton"
-    capabilities = Capabilities(
-        native_weights=False,  # never forms the (T, S) weights: the contract's probe computes them
-        cpu_backward=INTERPRETED,
-        native_gqa=True,
-        score_mod=True,  # ALiBi, in the kernel
-        cpu=INTERPRETED,
-        unavailable=None if flash_kernels is not None else f"Triton is not installed; {INSTALL}",
-    )
+    capabilities = _Capabilities()  # a descriptor: read at each access, not fixed at import
 
     def check(
         self,
         *,
         mask: Mask | None,
-        device: torch.device | str,
+        device: torch.device | str | None,
         needs_grad: bool,
         score_mod: ScoreMod | None = None,
         head_dim: int | None = None,
     ) -> None:
-        if torch.device(device).type == "cpu" and not INTERPRETED and flash_kernels is not None:
+        on_cpu = device is not None and torch.device(device).type == "cpu"
+        if on_cpu and TRITON_INSTALLED and not interpreter_on():
             raise UnsupportedAttentionError(
                 "attention backend 'triton' runs on CUDA GPUs (on CPU only under Triton's interpreter, "
-                f"TRITON_INTERPRET=1, slowly: for tests); use {_alternatives(lambda c: c.cpu)}, or a GPU"
+                f"{INTERPRETER}=1, slowly: for tests); use {_alternatives(lambda c: c.cpu)}, or a GPU"
+            )
+        if on_cpu and TRITON_INSTALLED and not _language_interpreted():
+            raise UnsupportedAttentionError(
+                f"attention backend 'triton': {INTERPRETER}=1 was set after Triton was imported; set it before "
+                "the process starts (Triton reads it once, at import)"
             )
         super().check(mask=mask, device=device, needs_grad=needs_grad, score_mod=score_mod, head_dim=head_dim)
         if score_mod is not None and not isinstance(score_mod, ALiBi):

@@ -6,6 +6,7 @@ from andrea.attention.masks.combine import Combined, combine
 from andrea.attention.masks.document import Document
 from andrea.attention.masks.none import NoMask
 from andrea.attention.masks.padding import KeyPadding
+from andrea.attention.masks.params import MaskParams
 from andrea.attention.masks.prefix_lm import PrefixLM
 from andrea.attention.masks.sliding_window import SlidingWindow
 
@@ -16,6 +17,7 @@ __all__ = [
     "Document",
     "KeyPadding",
     "Mask",
+    "MaskParams",
     "NoMask",
     "combine",
     "PrecomputedMask",

@@ -20,6 +20,8 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from andrea.attention.masks.params import MaskParams
+
 # What a mask promises about itself; backends and the KV cache act on these, the kit verifies them.
 FLAGS = (
     "batch_dependent",
@@ -58,6 +60,11 @@ class Mask(ABC):
     @abstractmethod
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         """True where query `q_idx` may attend to key `kv_idx` (broadcasting index tensors)."""
+
+    def params(self) -> MaskParams | None:
+        """The mask as kernel parameters (andrea.attention.masks.params), or None where they cannot say it:
+        a backend then reads its dense form. A plugin mask that fits them may override it."""
+        return None
 
     def check_context(self, seq_len: int) -> None:
         """Refuse (ValueError, one line naming the mask's key) parameters that make no sense for
@@ -126,6 +133,9 @@ class PrecomputedMask(Mask):
 
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return self.mask.predicate(b, h, q_idx, kv_idx)
+
+    def params(self) -> MaskParams | None:
+        return self.mask.params()
 
     def dense(
         self,

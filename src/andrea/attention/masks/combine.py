@@ -20,6 +20,7 @@ from typing import ClassVar
 from torch import Tensor
 
 from andrea.attention.masks.base import Mask
+from andrea.attention.masks.params import MaskParams
 
 OPERATORS = {"&": (all, operator.and_), "|": (any, operator.or_)}  # op -> (how flags combine, how keys combine)
 
@@ -88,3 +89,15 @@ class Combined(Mask):
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         join = OPERATORS[self.op][1]
         return functools.reduce(join, (mask.predicate(b, h, q_idx, kv_idx) for mask in self.masks))
+
+    def params(self) -> MaskParams | None:
+        """`&` of parts that each say themselves as parameters, where one set can say them all; `|`: None."""
+        if self.op != "&":
+            return None
+        joined: MaskParams | None = MaskParams()
+        for mask in self.masks:
+            part = mask.params()
+            if joined is None or part is None:
+                return None
+            joined = joined & part
+        return joined

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from andrea.attention.masks.base import Mask
+from andrea.attention.masks.params import MaskParams
 
 
 @dataclass(frozen=True, repr=False, eq=False)  # holds a tensor: equal only to itself
@@ -21,6 +22,9 @@ class Document(Mask):
         ids = self.document_ids
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point():
             raise ValueError("document mask: document_ids must be a 2-D integer tensor of shape (batch, seq_len)")
+
+    def params(self) -> MaskParams:
+        return MaskParams(document_ids=self.document_ids)
 
     @classmethod
     def examples(cls, batch: int, seq: int) -> list[Mask]:

@@ -6,6 +6,7 @@ from typing import ClassVar
 from torch import Tensor
 
 from andrea.attention.masks.base import Mask
+from andrea.attention.masks.params import MaskParams
 
 
 @dataclass(frozen=True, repr=False)
@@ -14,6 +15,9 @@ class NoMask(Mask):
     is_full: ClassVar[bool] = True
     attends_self: ClassVar[bool] = True
     translation_invariant: ClassVar[bool] = True
+
+    def params(self) -> MaskParams:
+        return MaskParams()
 
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return (q_idx >= 0) & (kv_idx >= 0)

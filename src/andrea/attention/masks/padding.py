@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from andrea.attention.masks.base import Mask
+from andrea.attention.masks.params import MaskParams
 
 
 @dataclass(frozen=True, repr=False, eq=False)  # holds a tensor: equal only to itself
@@ -19,13 +20,17 @@ class KeyPadding(Mask):
     def __post_init__(self) -> None:
         if not isinstance(self.lengths, Tensor) or self.lengths.dim() != 1 or self.lengths.is_floating_point():
             raise ValueError("padding mask: lengths must be a 1-D integer tensor of shape (batch,)")
-        if bool((self.lengths < 0).any()):
+        # Checked on CPU only: reading a GPU tensor's values would make the host wait for the device on every batch.
+        if self.lengths.device.type == "cpu" and bool((self.lengths < 0).any()):
             raise ValueError(f"padding mask: lengths must be >= 0, got {self.lengths.tolist()}")
 
     @classmethod
     def from_attention_mask(cls, attention_mask: Tensor) -> "KeyPadding":
         """From a (B, S) 0/1 tensor of right-padded sequences (1 = real token)."""
         return cls(attention_mask.long().sum(-1))
+
+    def params(self) -> MaskParams:
+        return MaskParams(lengths=self.lengths)
 
     @classmethod
     def examples(cls, batch: int, seq: int) -> list[Mask]:

@@ -7,6 +7,7 @@ from typing import ClassVar
 from torch import Tensor
 
 from andrea.attention.masks.base import Mask
+from andrea.attention.masks.params import MaskParams
 
 
 @dataclass(frozen=True, repr=False)
@@ -22,6 +23,9 @@ class PrefixLM(Mask):
     @property
     def name(self) -> str:
         return f"prefix_lm_{self.prefix_len}"
+
+    def params(self) -> MaskParams:
+        return MaskParams(causal=True, prefix=self.prefix_len)
 
     def check_context(self, seq_len: int) -> None:
         if self.prefix_len > seq_len:

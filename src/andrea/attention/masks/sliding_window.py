@@ -7,6 +7,7 @@ from typing import ClassVar
 from torch import Tensor
 
 from andrea.attention.masks.base import Mask
+from andrea.attention.masks.params import MaskParams
 
 
 @dataclass(frozen=True, repr=False)
@@ -30,6 +31,9 @@ class SlidingWindow(Mask):
     @property
     def name(self) -> str:
         return f"sliding_window_{self.window}" + ("" if self.causal else "_bidirectional")
+
+    def params(self) -> MaskParams:
+        return MaskParams(causal=self.causal, window=self.window, band=not self.causal)
 
     def check_context(self, seq_len: int) -> None:
         if self.window > seq_len:

@@ -1,0 +1,48 @@
+"""A pytest plugin (entry point `pytest11`: its options exist in any pytest run where andrea is installed):
+`--andrea-backends NAME[,NAME]` and `--andrea-masks NAME[,NAME]` run only the conformance kit's cells of those
+backends and of masks made of those strategies (a cell without a backend or a mask is kept). Unknown names are
+refused. andrea (and torch) are imported only when an option is given."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("andrea", "andrea's conformance kit")
+    group.addoption("--andrea-backends", default=None, help="comma-separated backends whose cells run (default: all)")
+    group.addoption("--andrea-masks", default=None, help="comma-separated mask strategies whose cells run")
+
+
+def _chosen(config: pytest.Config, option: str, known: list[str]) -> set[str] | None:
+    value = config.getoption(option)
+    if value is None:
+        return None
+    names = {name.strip() for name in value.split(",") if name.strip()}
+    unknown = sorted(names - set(known))
+    if unknown or not names:
+        raise pytest.UsageError(
+            f"{option}={value!r}: unknown {', '.join(unknown) or 'empty'}; known: {', '.join(known)}"
+        )
+    return names
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--andrea-backends") is None and config.getoption("--andrea-masks") is None:
+        return
+    from andrea.attention import backend_registry, mask_registry
+    from andrea.testing.test_conformance import MASKS
+
+    backends = _chosen(config, "--andrea-backends", backend_registry.names())
+    masks = _chosen(config, "--andrea-masks", mask_registry.names())
+
+    def keep(item: pytest.Item) -> bool:
+        params = getattr(item, "callspec", None)
+        values = params.params if params is not None else {}
+        if backends is not None and "backend_name" in values and values["backend_name"] not in backends:
+            return False
+        return masks is None or "mask_name" not in values or bool(MASKS[values["mask_name"]].kinds & masks)
+
+    kept = [item for item in items if keep(item)]
+    config.hook.pytest_deselected(items=[item for item in items if not keep(item)])
+    items[:] = kept
