@@ -47,6 +47,8 @@ def test_show_mask_prints_and_draws(tmp_path, capsys):
         (["causal", "--length", "0"], "--length=0 must be a positive integer"),
         (["padding(lengths=3)"], "lengths must be a 1-D integer tensor"),
         (["blur"], "unknown mask strategy 'blur'"),
+        (["causal" + " | causal" * 10_000], "a mask expression is at most 256 characters, got 90006"),
+        (["sliding_window(window=99999999999999999999)"], "99999999999999999999 is out of range"),
     ],
 )
 def test_show_mask_refuses_bad_input(argv, message, capsys):

@@ -95,6 +95,8 @@ def _validate(cfg: DictConfig) -> None:
     if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
         _validate_attention(cfg, _get(cfg, "data.seq_len"))
     _validate_ablate(cfg)
+    if _get(cfg, "model.scheduler") is not None:  # built once on a stand-in optimizer: its own checks refuse
+        instantiate(cfg.model.scheduler)(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0))
     row, rows = _get(cfg, "callbacks.attention_maps.row"), _get(cfg, "callbacks.attention_maps.probe_rows")
     if isinstance(row, int) and isinstance(rows, int) and row >= rows:
         raise ConfigError(

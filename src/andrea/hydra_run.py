@@ -1,12 +1,13 @@
 """What this Hydra run is: its mode, the user's overrides, its names and folders, this process's rank.
 
 Read by the config's resolvers (andrea.resolvers), the validation step and the pipeline; nothing
-here builds or checks anything.
+here builds or checks anything. The one write: a refused job's fresh run dir is removed again.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -106,3 +107,18 @@ def config_subdir(output_dir: str) -> str:
 
 
 _CONFIG_SUBDIRS: dict[str, str] = {}
+
+
+def discard_new_run_dir() -> None:
+    """Remove this run's dir when Hydra made it for this very job and it holds nothing else (the composed
+    config and the log): a refused config leaves no run dir behind. A dir that was there before (a resume)
+    or holds anything more is kept."""
+    hydra = _hydra()
+    if hydra is None:
+        return
+    output_dir = str(hydra.runtime.output_dir)
+    run_dir = Path(output_dir)
+    if _CONFIG_SUBDIRS.get(output_dir) != ".hydra" or not run_dir.is_dir():
+        return  # a later attempt in an existing run dir
+    if all(entry.name == ".hydra" or entry.suffix == ".log" for entry in run_dir.iterdir()):
+        shutil.rmtree(run_dir, ignore_errors=True)

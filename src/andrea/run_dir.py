@@ -3,7 +3,8 @@
 hold(run_dir)   an exclusive OS lock on <run dir>/.lock for as long as the run lives; the
                 kernel releases it when the process ends, however it ends (SIGKILL too), so
                 a killed run never blocks its own resume. A second andrea-train in the same
-                dir is refused with the owner's pid.
+                dir is refused with the owner's pid. Once held, the partial files a process
+                killed mid-write left (`.<file>.<pid>.partial`) are removed.
 DiskError       a write that failed (disk full, read-only, quota): what, where, and the
                 space left, raised in place of the bare OSError.
 """
@@ -48,9 +49,32 @@ def hold(run_dir: str | Path) -> Iterator[None]:
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        remove_stale_partials(run_dir)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def remove_stale_partials(run_dir: Path) -> list[Path]:
+    """Remove the partial files (`.<file>.<pid>.partial`, andrea.lit.resume.AtomicCheckpointIO) whose
+    writer is no longer alive: a SIGKILL mid-write leaves one behind. Returns what was removed."""
+    removed = []
+    for partial in run_dir.rglob(".*.partial"):
+        pid = partial.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            partial.unlink(missing_ok=True)
+            removed.append(partial)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # no signal sent: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def disk_error(err: OSError, what: str, path: str | Path) -> DiskError:

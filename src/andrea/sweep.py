@@ -12,6 +12,7 @@ would have had (blank where the launcher cannot know it).
 from __future__ import annotations
 
 import csv
+import html
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -129,9 +130,12 @@ def _verdict_cell(verdict: dict | None) -> str:
 
 
 def _cell(value: object) -> str:
+    """A markdown table cell: its text escaped (HTML from an override stays text; a `|` or a newline cannot
+    break the table)."""
     if isinstance(value, float):
         return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.4f}"
-    return "" if value is None else str(value).replace("|", "\\|")
+    text = "" if value is None else html.escape(" ".join(str(value).split()), quote=False)
+    return text.replace("|", "\\|")
 
 
 def _job_number(name: str) -> int:

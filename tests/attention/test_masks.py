@@ -132,6 +132,10 @@ def test_parse_mask_expressions():
         ("padding", "missing a required argument: 'lengths'"),
         ("sliding_window(window=w)", "cannot read 'w'; write names and name\\(key=value\\) with literal values"),
         ("sliding_window(**x)", "cannot read 'sliding_window\\(\\*\\*x\\)'"),
+        ("__import__(name='os')", "unknown mask strategy '__import__'"),
+        ("sliding_window(name='os')", "mask 'sliding_window' takes \\(window: int, causal: bool = True\\), got {'na"),
+        ("causal" + " & causal" * 10_000, "a mask expression is at most 256 characters, got 90006; combine fewer"),
+        ("sliding_window(window=99999999999999999999)", "99999999999999999999 is out of range; integers fit in 32"),
     ],
 )
 def test_parse_mask_refuses(expression, message):

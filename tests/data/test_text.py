@@ -89,3 +89,31 @@ def test_every_epoch_draws_new_windows_and_a_resumed_epoch_the_same_ones():
     assert list(again) == second  # epoch e is a function of (seed, e): a fresh process draws the same
     small = EpochSampler(5, num_samples=12, seed=0)  # a corpus shorter than one epoch repeats windows
     assert len(list(small)) == 12 and set(small) <= set(range(5))
+
+
+def test_the_cache_key_holds_every_file_s_name_and_boundary(tmp_path):
+    """The cached tokens depend on where one file ends (an end-of-text token) and on the files themselves:
+    the same bytes split otherwise, or a file renamed, is another cache, never the old tokens."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    text, tokens = "the same bytes, split in two files. " * 8, {}
+    for name, files in {
+        "split at 100": {"a.txt": text[:100], "b.txt": text[100:]},
+        "split at 150": {"a.txt": text[:150], "b.txt": text[150:]},
+        "b renamed": {"a.txt": text[:150], "c.txt": text[150:]},
+    }.items():
+        for old in corpus.iterdir():
+            old.unlink()
+        for file, part in files.items():
+            (corpus / file).write_text(part)
+        data = module(tmp_path, path=str(corpus), tokenizer="bytes", seq_len=8)
+        data.setup()
+        tokens[name] = (data.cache.name, data.tokens.tolist())
+    assert len({cache for cache, _ in tokens.values()}) == 3
+    assert tokens["split at 100"][1] != tokens["split at 150"][1]  # the end-of-text token moved
+    assert tokens["split at 150"][1] == tokens["b renamed"][1]  # the same tokens, cached under its own key
+
+
+def test_a_cache_dir_that_cannot_be_written_names_the_key(tmp_path):
+    with pytest.raises(ValueError, match=r"data.cache_dir=/proc/andrea: the token cache cannot be written there \("):
+        TextDataModule(cache_dir="/proc/andrea", seq_len=32, batch_size=4)

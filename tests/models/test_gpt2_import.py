@@ -81,6 +81,9 @@ def test_pickled_weights_and_bad_folders_are_refused_in_one_line(small, tmp_path
     (tmp_path / "alone" / "config.json").write_text(json.dumps({**SMALL, "model_type": "gpt2", "n_layer": 3}))
     with pytest.raises(GPT2FileError, match="GPT-2's h.2.attn.c_attn.bias is missing"):
         load_gpt2(tmp_path / "alone")
+    (tmp_path / "alone" / "config.json").write_text("[" * 100_000 + "]" * 100_000)  # past the parser's depth
+    with pytest.raises(GPT2FileError, match="config.json is not JSON; give the config.json of a Hugging Face GPT-2"):
+        load_gpt2(tmp_path / "alone")
 
 
 def test_andrea_sample_reads_the_folder(small, tmp_path):

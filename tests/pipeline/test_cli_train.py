@@ -57,7 +57,16 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path):
         "andrea-train: error: heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 "
         "= MQA)"
     ]
-    assert not list(tmp_path.glob("logs/train/runs/*/checkpoints"))  # refused before anything was built
+    assert not list(tmp_path.glob("logs/train/runs/*"))  # refused before any work: no run dir left behind
+
+
+def test_a_refused_resume_keeps_its_run_dir(tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "config.yaml").write_text("the first attempt's config\n")
+    result = run(["heads.n_kv_head=3", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert result.returncode == 2
+    assert (run_dir / ".hydra" / "config.yaml").read_text() == "the first attempt's config\n"
 
 
 @pytest.mark.parametrize(

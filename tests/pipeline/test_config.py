@@ -92,6 +92,10 @@ REJECTED = [
         "(\\w+ / )*eager / .*naive / .*sdpa.*, or run it under torch\\.no_grad\\(\\) / on a GPU \\(trainer=gpu\\)",
     ),  # + plugins
     (["attention=sdpa", "+attention.options.compile=true"], "attention backend 'sdpa' takes (), got {'compile': True}"),
+    (
+        ["model.scheduler={_target_:andrea.lit.schedules.warmup_cosine,_partial_:true,warmup_steps:100,max_steps:50}"],
+        "model.scheduler.warmup_steps=100 must be >= 0 and below model.scheduler.max_steps=50",
+    ),
     (["data.num_train=32"], "data.num_train=32 is smaller than data.batch_size=64: not one full batch to train on"),
     (
         ["attention=flex", "trainer=gpu"],

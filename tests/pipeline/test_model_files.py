@@ -206,6 +206,23 @@ def test_the_schema_builds_what_it_describes_and_counts_it(config):
     assert net_config.parameters(spec) == sum(p.numel() for p in net.parameters())
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"compile": 1e30}, "backend_options are not options of flex (attention.options.compile=1e+30 must be true"),
+        ({"fast": True}, "backend_options are not options of flex (attention backend 'flex' takes (compile"),
+    ],
+)
+def test_backend_options_from_a_file_are_the_backend_s_own(options, message):
+    config = {
+        "_target_": "andrea.models.toy.ToyModel", "vocab_size": 64, "max_context": 32,
+        "attention": {"n_head": 4, "backend": "flex", "backend_options": options},
+    }  # fmt: skip
+    with pytest.raises(net_config.ModelFileError) as err:
+        net_config.parse(config, "ckpt_path=<file>", "andrea_net_config")
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
 def victim_paths(state: dict, victim: str) -> dict:
     """The checkpoint with LastCheckpoint's state pointing at a file outside its folder."""
     callbacks = {name: dict(value) for name, value in state["callbacks"].items()}
@@ -233,7 +250,7 @@ def victim_paths(state: dict, victim: str) -> dict:
                     "attention": {**s["andrea_net_config"]["attention"], "mask": "causal" + " & causal" * 100},
                 },
             },
-            "andrea_net_config.attention.mask is an expression of 906 characters, more than 256",
+            "andrea_net_config.attention.mask cannot be read (a mask expression is at most 256 characters, got 906",
         ),
     ],
     ids=[

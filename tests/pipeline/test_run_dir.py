@@ -78,6 +78,37 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_leaves_no_partial(tmp_pat
     assert sorted(p.name for p in path.parent.iterdir()) == ["last.ckpt"]  # no partial file left
 
 
+def test_torch_save_stopping_part_way_is_the_disk_line(tmp_path, monkeypatch):
+    """torch.save reports a write cut short (a disk filling up under it) as RuntimeError('unexpected pos ...')."""
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    path.parent.mkdir()
+    path.write_bytes(b"the previous checkpoint")
+
+    def cut_short(obj, f):
+        f.write(b"half a checkpoint")
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 1472 vs 1366")
+
+    monkeypatch.setattr(torch, "save", cut_short)
+    with pytest.raises(DiskError) as err:
+        AtomicCheckpointIO().save_checkpoint({"weights": torch.zeros(4)}, path)
+    message = str(err.value)
+    assert message.startswith(f"writing a checkpoint failed at {path}: No space left on device? the write stopped ")
+    assert "unexpected pos 1472 vs 1366" in message and message.endswith("free some space") and "\n" not in message
+    assert sorted(p.name for p in path.parent.iterdir()) == ["last.ckpt"]
+
+
+def test_the_partial_file_of_a_killed_writer_is_removed_at_the_next_start(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    stale = checkpoints / f".last.ckpt.{int(dead.stdout)}.partial"  # its writer was SIGKILLed mid-write
+    live = checkpoints / f".last.ckpt.{os.getppid()}.partial"  # a live process's: not ours to remove
+    for partial in (stale, live):
+        partial.write_bytes(b"half")
+    with hold(tmp_path):
+        assert not stale.exists() and live.exists()
+
+
 def test_a_full_disk_mid_run_stops_the_run_with_the_last_checkpoint_kept(tmp_path):
     run_dir = tmp_path / "run"
     checkpoints = run_dir / "checkpoints"

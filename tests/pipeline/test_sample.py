@@ -74,12 +74,13 @@ def test_a_bad_setting_is_one_line_before_loading(toy_weights, tmp_path):
 @pytest.mark.parametrize(
     "key, value, message",
     [
-        ("max_new_tokens", 0, "max_new_tokens=0 must be a positive integer"),
+        ("max_new_tokens", 0, "max_new_tokens=0 must be an integer in \\[1, 10000000\\]"),
+        ("max_new_tokens", 10**9, "max_new_tokens=1000000000 must be an integer in \\[1, 10000000\\]"),
         ("num_samples", -1, "num_samples=-1 must be an integer in \\[1, 1024\\]"),
         ("temperature", -0.5, "temperature=-0.5 must be 0 \\(greedy\\) or a finite number >= 0.001"),
         ("temperature", 1e-320, "temperature=1e-320 must be 0 \\(greedy\\) or a finite number >= 0.001"),
         ("temperature", float("nan"), "temperature=nan must be 0 \\(greedy\\) or a finite number >= 0.001"),
-        ("max_new_tokens", True, "max_new_tokens=True must be a positive integer"),
+        ("max_new_tokens", True, "max_new_tokens=True must be an integer in \\[1, 10000000\\]"),
         ("num_samples", 10**6, "num_samples=1000000 must be an integer in \\[1, 1024\\]"),
         ("seed", -3, "seed=-3 must be an integer in \\[0, 9223372036854775807\\]"),
         ("cache", "maybe", "cache='maybe' must be true or false"),
@@ -92,6 +93,11 @@ def test_a_bad_setting_is_one_line_before_loading(toy_weights, tmp_path):
 def test_settings_are_checked(key, value, message):
     with pytest.raises(SampleError, match=message):
         check_settings(OmegaConf.create({**DEFAULTS, key: value}))
+
+
+def test_more_tokens_than_memory_holds_is_refused_before_any_work():
+    with pytest.raises(SampleError, match="max_new_tokens=10000000 x num_samples=2 is more than 10,000,000 tokens"):
+        check_settings(OmegaConf.create({**DEFAULTS, "max_new_tokens": 10_000_000, "num_samples": 2}))
 
 
 def test_prompts_and_tokenizers():

@@ -26,6 +26,16 @@ def fake_job(sweep_dir, number, overrides, status="completed", val=0.5):
     (run_dir / "result.json").write_text(json.dumps(result))
 
 
+def test_summary_md_keeps_markup_from_overrides_as_text(tmp_path):
+    fake_job(tmp_path, 0, ["data.path=<img src=x onerror=alert(1)>|x", "attention=eager"])
+    fake_job(tmp_path, 1, ["data.path=plain", "attention=eager"])
+    write_summary(tmp_path)
+    summary = (tmp_path / "summary.md").read_text()
+    assert "<img" not in summary and "&lt;img src=x onerror=alert(1)&gt;\\|x" in summary
+    header, _, *rows = summary.splitlines()
+    assert len(rows) == 2 and all(row.count(" | ") == header.count(" | ") for row in rows)  # no cell broke a row
+
+
 @pytest.mark.slow  # reason: starts a browser (Debian's Chromium, installed by .ci/run)
 def test_the_report_renders_every_job_and_the_curves(tmp_path, browser):
     from selenium.webdriver.common.by import By

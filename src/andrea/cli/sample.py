@@ -48,8 +48,10 @@ class TokenIds:
         return " ".join(map(str, ids))
 
 
+MAX_TOKENS = 10_000_000  # num_samples x max_new_tokens held at once: ~100 bytes each, about 1 GB
+
 SETTINGS = {
-    "max_new_tokens": integer(1),
+    "max_new_tokens": integer(1, MAX_TOKENS),
     "num_samples": integer(1, 1024),
     # below 1e-3 the scaled logits overflow float32: use 0 for the most likely token
     "temperature": ((lambda v: v == 0 or number(1e-3)[0](v)), "0 (greedy) or a finite number >= 0.001"),
@@ -77,6 +79,11 @@ def check_settings(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     for key, (test, words) in SETTINGS.items():
         if not test(cfg[key]):
             raise SampleError(f"{key}={cfg[key]!r} must be {words}")
+    if cfg.num_samples * cfg.max_new_tokens > MAX_TOKENS:
+        raise SampleError(
+            f"max_new_tokens={cfg.max_new_tokens} x num_samples={cfg.num_samples} is more than {MAX_TOKENS:,} tokens "
+            "to hold; generate fewer"
+        )
     if cfg.tokenizer not in ("auto", "ids", *TOKENIZERS):
         raise SampleError(f"tokenizer={cfg.tokenizer!r} is not one of auto, ids, {', '.join(TOKENIZERS)}")
     if cfg.device != "cpu" and not torch.cuda.is_available():
@@ -131,9 +138,9 @@ def sample_app(cfg: DictConfig) -> None:
         print(f"andrea-sample: error: {err}", file=sys.stderr)
         sys.exit(2)
 
-    if cfg.num_samples == 1 and sys.stdout.isatty():
-        new = _stream_text(tokenizer, prompt, steps)  # each token printed as it comes
-    else:  # piped, or several samples generated side by side: the whole text at the end
+    if cfg.num_samples == 1:  # a terminal or a pipe: each token printed as it comes
+        new = _stream_text(tokenizer, prompt, steps)
+    else:  # several samples generated side by side: the whole texts at the end
         new = torch.cat([token for token, _ in steps], dim=1)  # (num_samples, max_new_tokens)
         for i, row in enumerate(new.tolist()):
             if cfg.num_samples > 1:

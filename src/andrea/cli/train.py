@@ -20,7 +20,7 @@ import hydra
 from omegaconf import DictConfig
 
 from andrea.cli.errors import fail, run_app
-from andrea.hydra_run import is_multirun, is_rank_zero_process
+from andrea.hydra_run import discard_new_run_dir, is_multirun, is_rank_zero_process
 
 COMMAND = "andrea-train"
 
@@ -38,6 +38,8 @@ def train_app(cfg: DictConfig) -> float | None:
         except (ConfigError, RunDirInUse) as err:
             if is_multirun():
                 raise  # the job is marked failed in the sweep summary
+            if isinstance(err, ConfigError):
+                discard_new_run_dir()  # refused before any work: nothing to keep
             fail(COMMAND, str(err), 2)
 
         from andrea.lit.module import NonFiniteLossError

@@ -29,7 +29,7 @@ def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
         raise ValueError(f"{path} not found: the run did not complete; give the run dir of a finished andrea-train")
     try:
         config = json.loads(path.read_text())["config"]["data"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise ValueError(f"{path} holds no data config (config.data); it is not an andrea-train result") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path}: config.data is not a mapping")

@@ -10,6 +10,7 @@ epoch (any token may start one); validation walks consecutive windows.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -59,8 +60,8 @@ def text_files(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Pat
     return files
 
 
-def read_text(path: Path) -> str:
-    data = path.read_bytes()
+def decode_text(path: Path, data: bytes) -> str:
+    """A file's bytes as text, refusing what is not UTF-8 or holds no text."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -73,30 +74,48 @@ def read_text(path: Path) -> str:
     return text
 
 
+def cache_key(tokenizer_name: str, contents: list[tuple[Path, bytes]]) -> str:
+    """What the cached tokens depend on: the tokenizer, and every file's path and bytes in order (each file
+    ends with an end-of-text token, so where one file stops and the next starts matters). Every part is
+    length-prefixed: no two different inputs hash the same stream."""
+    digest = hashlib.sha256()
+    for part in (tokenizer_name.encode(), *(item for path, data in contents for item in (str(path).encode(), data))):
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    return digest.hexdigest()[:16]
+
+
 def build_cache(files: list[Path], tokenizer: Tokenizer, cache_dir: Path) -> Path:
-    """Tokenise `files` into `<cache_dir>/<key>.bin` (once) and return its path."""
-    digest = hashlib.sha256(tokenizer.name.encode())
-    for path in files:
-        digest.update(path.read_bytes())
+    """Tokenise `files` into `<cache_dir>/<key>.bin` (once) and return its path. Each file is read once: the
+    bytes hashed are the bytes tokenised."""
+    contents = [(path, path.read_bytes()) for path in files]
     dtype = np.uint16 if tokenizer.vocab_size <= 2**16 else np.uint32
-    cache = cache_dir / f"{tokenizer.name}-{digest.hexdigest()[:16]}.{np.dtype(dtype).name}.bin"
+    cache = cache_dir / f"{tokenizer.name}-{cache_key(tokenizer.name, contents)}.{np.dtype(dtype).name}.bin"
     if cache.exists():
         return cache
     ids: list[int] = []
-    for path in files:
-        ids.extend(tokenizer.encode(read_text(path)))
+    for path, data in contents:
+        ids.extend(tokenizer.encode(decode_text(path, data)))
         ids.append(tokenizer.eot_id)
-    cache_dir.mkdir(parents=True, exist_ok=True)
     partial = cache.with_suffix(f".tmp{os.getpid()}")
-    np.asarray(ids, dtype=dtype).tofile(partial)
     meta = {
         "tokens": len(ids),
         "dtype": np.dtype(dtype).name,
         "tokenizer": tokenizer.name,
         "files": list(map(str, files)),
     }
-    cache.with_suffix(".json").write_text(json.dumps(meta, indent=2))
-    os.replace(partial, cache)  # atomic: a crash never leaves half a cache under the final name
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        np.asarray(ids, dtype=dtype).tofile(partial)
+        cache.with_suffix(".json").write_text(json.dumps(meta, indent=2))
+        os.replace(partial, cache)  # atomic: a crash never leaves half a cache under the final name
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise ValueError(
+            f"data.cache_dir={cache_dir}: the token cache cannot be written there ({err.strerror or err}); "
+            "give a writable folder"
+        ) from None
     return cache
 
 

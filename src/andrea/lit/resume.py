@@ -59,11 +59,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except OSError as err:  # disk full, read-only: the previous file stays whole, no partial left
             partial.unlink(missing_ok=True)
             raise disk_error(err, "writing a checkpoint", path) from None
-        except RuntimeError as err:  # torch.save reports a failed write as a RuntimeError
+        except RuntimeError as err:  # torch.save reports a write that stopped part-way as a RuntimeError
             partial.unlink(missing_ok=True)
-            if "write" not in str(err):
-                raise
-            raise disk_error(OSError(errno.ENOSPC, str(err).splitlines()[0]), "writing a checkpoint", path) from None
+            reason = f"{os.strerror(errno.ENOSPC)}? the write stopped part-way ({str(err).splitlines()[0]})"
+            raise disk_error(OSError(errno.ENOSPC, reason), "writing a checkpoint", path) from None
 
 
 class LastCheckpoint(ModelCheckpoint):

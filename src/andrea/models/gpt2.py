@@ -77,7 +77,7 @@ def net_config(config_json: Path, attention: dict[str, Any] | None = None) -> di
         raise GPT2FileError(f"{config_json} not found: a GPT-2 folder needs its config.json beside model.safetensors")
     try:
         hf = json.loads(config_json.read_text())
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested past the parser's depth
         raise GPT2FileError(f"{config_json} is not JSON; give the config.json of a Hugging Face GPT-2") from None
     if not isinstance(hf, dict) or hf.get("model_type") != "gpt2":
         found = hf.get("model_type") if isinstance(hf, dict) else None

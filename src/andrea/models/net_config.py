@@ -12,7 +12,7 @@ stores the resolved `model.net` config. Reading it never hands it to `hydra.util
     attention          null, or n_head, n_kv_head (integers), backend (a registered backend's
                        name), backend_options (plain values), mask (below)
     mask               null, an expression of registered mask names ("causal & sliding_window(window=8)",
-                       at most MAX_EXPRESSION characters), or {_target_: a registered mask class, its
+                       at most registry.MAX_EXPRESSION characters), or {_target_: a registered mask class, its
                        fields as plain values}
 
 Anything else (another `_target_`, a key the schema lacks, a list where a config belongs)
@@ -39,7 +39,6 @@ ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mask")
 PLAIN = (str, int, float, bool, type(None))
 POSITIVE_INT = POSITIVE[0]  # the value rules of andrea.keys, for a file's fields as for a config's
 FRACTION = number(0.0, 1.0, high_open=True)[0]  # in [0, 1)
-MAX_EXPRESSION = 256  # characters of a mask expression: a few terms, never a recursion bomb
 
 
 class ModelFileError(ValueError):
@@ -125,7 +124,7 @@ def parse(config: Any, where: str, prefix: str) -> NetSpec:
 
 
 def _parse_attention(attention: Any, refuse: Callable[[str, str], ModelFileError]) -> tuple[dict, int]:
-    from andrea.attention import backend_registry
+    from andrea.attention import backend_registry, get_backend
 
     if not isinstance(attention, dict):
         raise refuse(".attention", f"is a {type(attention).__name__}, not a mapping")
@@ -144,6 +143,12 @@ def _parse_attention(attention: Any, refuse: Callable[[str, str], ModelFileError
     options = attention.get("backend_options") or {}
     if not isinstance(options, dict) or not all(isinstance(v, PLAIN) for v in options.values()):
         raise refuse(".attention.backend_options", "must map option names to plain values")
+    try:  # the options the backend declares, each checked by the backend itself (nothing is run)
+        get_backend(backend, **options)
+    except ValueError as err:
+        raise refuse(
+            ".attention.backend_options", f"are not options of {backend} ({str(err).splitlines()[0]})"
+        ) from None
     return attention, _mask_terms(attention.get("mask"), refuse)
 
 
@@ -154,8 +159,6 @@ def _mask_terms(mask: Any, refuse: Callable[[str, str], ModelFileError]) -> int:
     if mask is None:
         return 0
     if isinstance(mask, str):
-        if len(mask) > MAX_EXPRESSION:
-            raise refuse(".attention.mask", f"is an expression of {len(mask)} characters, more than {MAX_EXPRESSION}")
         try:
             parse_mask(mask)  # registered names, literal values, & and |: nothing is evaluated
         except ValueError as err:
