@@ -1,21 +1,37 @@
 #!/usr/bin/env bash
-# The GPU checks of the triton backend, in one run on a machine with an NVIDIA GPU (a few minutes
-# on an H200): scripts/bench_gpu.py's parity against naive on CUDA, the attention table (triton
-# beside sdpa and compiled flex) and ANDREA-120M trained with attention=triton beside sdpa.
+# The GPU checks of the triton backend on a machine with an NVIDIA GPU, in two parts that each fit
+# a few minutes on an H200 (scripts/bench_gpu.py --dry-run prints each part's plan and duration):
+#   part 1 (kernel): parity against naive on CUDA, failures listed, then the attention table
+#                    (triton beside sdpa and compiled flex)
+#   part 2 (train):  ANDREA-120M trained with attention=triton beside attention=sdpa
 #
-#   bash scripts/gpu_check.sh                 # from the repository root, andrea installed or not
+#   bash scripts/gpu_check.sh                 # both parts, one after the other
+#   bash scripts/gpu_check.sh kernel          # or one part: kernel | train
+#   bash scripts/gpu_check.sh --dry-run       # the plan only: runs on any machine, no GPU
 #
-# It needs torch and Triton with CUDA, and andrea's pure-Python imports (hydra-core, omegaconf,
-# antlr4). A machine without them gets them as wheels in .whl/, made where pip works:
-#   pip wheel --no-deps -w .whl hydra-core==1.3.8 omegaconf==2.3.1 antlr4-python3-runtime==4.9.3
+# Every line is also written to $OUT/gpu_check-<part>.log (OUT defaults to ./gpu_check), line by
+# line, so a run stopped part-way still leaves what it printed. It needs torch and Triton with CUDA,
+# and andrea's pure-Python imports (hydra-core, omegaconf, antlr4): a machine without a package
+# registry gets them as wheels in .whl/, which scripts/gpu_wheels.sh builds where pip works.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
+OUT=${OUT:-$PWD/gpu_check}
+mkdir -p "$OUT"
+if [ "${1:-}" = "--dry-run" ]; then
+  "$PY" scripts/bench_gpu.py --dry-run --part all | tee "$OUT/gpu_check-plan.log"
+  exit "${PIPESTATUS[0]}"
+fi
 if ls .whl/*.whl > /dev/null 2>&1; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/andrea-site .whl/*.whl
   export PYTHONPATH="$PYTHONPATH:/tmp/andrea-site"
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-"$PY" scripts/bench_gpu.py "$@"
+status=0
+for part in ${1:-kernel train}; do
+  echo "== part: $part"
+  "$PY" scripts/bench_gpu.py --part "$part" "${@:2}" 2>&1 | tee "$OUT/gpu_check-$part.log" || status=1
+done
+exit "$status"

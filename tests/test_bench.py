@@ -83,3 +83,25 @@ def test_ratio_spread_pairs_rounds_and_narrows_with_more():
     ratios = [0.9 + 0.2 * ((37 * i) % 101) / 100 for i in range(101)]  # 0.90 .. 1.10 shuffled
     wide, narrow = ratio_spread(ratios[:21], [1.0] * 21)[1], ratio_spread(ratios, [1.0] * 101)[1]
     assert 0 < narrow < wide < 0.1
+
+
+def test_the_gpu_check_s_dry_run_plans_both_parts_without_a_gpu(tmp_path):
+    """scripts/gpu_check.sh --dry-run: bench_gpu.py's plan for every part (cells, shapes, compiles, minutes),
+    written to $OUT too, with no CUDA touched: the GPU script cannot rot unnoticed."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(root / "scripts" / "gpu_check.sh"), "--dry-run"], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines == (tmp_path / "gpu_check-plan.log").read_text().splitlines()
+    summary = {line.split(":")[0]: line for line in lines if " about " in line}
+    assert set(summary) == {"parity", "attention", "train", "dry run"}
+    assert "15 cells, 30 triton compiles" in summary["parity"]
+    assert "36 cells, 3 triton compiles, 12 flex compiles" in summary["attention"]
+    assert "attention: (4, 12, 16384, 64) bf16, window, fwd+bwd: triton, sdpa, flex" in lines

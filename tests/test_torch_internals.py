@@ -22,3 +22,13 @@ def test_allocations_reads_each_allocation_and_its_free():
     sizes = [size for _, size in torch_internals.allocations(prof, "cpu")]
     assert 1 << 20 in sizes and -(1 << 20) in sizes
     assert sizes.index(1 << 20) < sizes.index(-(1 << 20))
+
+
+def test_raise_recompile_limit_only_raises_it(monkeypatch):
+    import torch._dynamo.config
+
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
+    torch_internals.raise_recompile_limit(24)
+    assert torch._dynamo.config.recompile_limit == 24
+    torch_internals.raise_recompile_limit(4)
+    assert torch._dynamo.config.recompile_limit == 24

@@ -5,6 +5,8 @@ Nothing else in andrea reaches past torch's public API.
 
     allocations(prof, device_type)    (time in ns, bytes) of every allocation (> 0) and free (< 0)
                                       a finished torch.profiler run recorded on that device type
+    raise_recompile_limit(n)          let torch.compile keep n compiled versions of one function (its
+                                      default, 8, is too few for one benchmark over several shapes)
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ from torch._C._profiler import _EventType, _ExtraFields_Allocation
 from torch.profiler import profile
 
 CHECKED_WITH = "2.13.0"
+
+
+def raise_recompile_limit(limit: int) -> None:
+    import torch._dynamo.config
+
+    torch._dynamo.config.recompile_limit = max(limit, torch._dynamo.config.recompile_limit)
 
 
 def allocations(prof: profile, device_type: str) -> list[tuple[int, int]]:

@@ -34,6 +34,7 @@ from andrea.attention.positions.alibi import alibi_slopes
 INSTALL = "pip install 'andrea[triton]' (from a clone: pip install -e '.[triton]')"
 INTERPRETER = "TRITON_INTERPRET"  # =1: CPU tensors run the kernels under Triton's interpreter
 MAX_HEAD_DIM = 256
+FLOAT32_MAX_HEAD_DIM = 64  # on a GPU: float32 tiles of a wider head do not fit in shared memory
 
 try:
     import triton  # noqa: F401  # an optional extra
@@ -84,10 +85,15 @@ def _slopes(n_head: int, device: torch.device) -> Tensor:
     return torch.tensor(alibi_slopes(n_head), device=device, dtype=torch.float32)
 
 
-def _block_sizes(head_dim: int, device: torch.device) -> dict[str, int]:
+def _block_sizes(head_dim: int, dtype: torch.dtype, device: torch.device) -> dict[str, int]:
+    """Tiles that fit a Hopper GPU's 227 KB of shared memory per block, checked by compiling each kernel for
+    sm_90 with a real launch's hints (tests/attention/test_triton_backend.py): 16-bit inputs 64 x 64
+    (d <= 256); float32 (tf32x3: three products per dot) 32 x 32, and only up to FLOAT32_MAX_HEAD_DIM."""
     block_d = max(16, _next_power_of_2(head_dim))
     if device.type == "cpu":  # the interpreter: small tiles keep the tests quick
         return dict(BLOCK_M=16, BLOCK_N=16, BLOCK_D=block_d)
+    if dtype == torch.float32:
+        return dict(BLOCK_M=32, BLOCK_N=32, BLOCK_D=block_d, num_warps=4, num_stages=2)
     return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_D=block_d, num_warps=4 if block_d <= 64 else 8, num_stages=2)
 
 
@@ -126,7 +132,7 @@ def _launch_args(
         HAS_DENSE=dense is not None,
         PRECISION="tf32x3" if q.dtype == torch.float32 else "tf32",  # float32: three tf32 products, ~fp32 exact
         UPCAST=q.device.type == "cpu" and q.dtype != torch.float32,  # the interpreter's dot misreads bfloat16
-        **_block_sizes(d, q.device),
+        **_block_sizes(d, q.dtype, q.device),
     )
     return positional, constexprs
 
@@ -228,4 +234,10 @@ class TritonBackend(AttentionBackend):
         need_weights: bool,
         score_mod: ScoreMod | None = None,
     ) -> tuple[Tensor, Tensor | None]:
+        if q.dtype == torch.float32 and q.device.type == "cuda" and q.shape[-1] > FLOAT32_MAX_HEAD_DIM:
+            raise UnsupportedAttentionError(
+                f"attention backend 'triton' takes float32 up to head_dim {FLOAT32_MAX_HEAD_DIM} on a GPU, got "
+                f"{q.shape[-1]} (its tiles would not fit in shared memory); use bfloat16 "
+                "(trainer.precision=bf16-mixed), or attention=sdpa"
+            )
         return _FlashAttention.apply(q, k, v, mask, score_mod, scale), None  # (B, H, T, d)
