@@ -20,7 +20,7 @@ import platform
 import torch
 import torch.nn.functional as F
 
-from andrea.attention import Causal, SlidingWindow, UnsupportedAttentionError, backend_registry, get_backend
+from andrea.attention import Causal, SlidingWindow, backend_registry, get_backend
 from andrea.attention.masks import PrecomputedMask
 from andrea.bench import median_ms, paired_ratio, peak_memory_mib
 
@@ -63,10 +63,9 @@ def bench_cell(seq_len, mask, backward, impls, args, device):
 
     calls, rows = {RAW: make_call(raw, inputs, backward)}, {}
     for name, backend in impls.items():
-        try:
-            backend.check(mask=block_mask, device=device, needs_grad=backward)
-        except UnsupportedAttentionError as err:
-            rows[name] = f"unsupported: {err}"
+        refusal = backend.refusal(mask=block_mask, device=device, needs_grad=backward)
+        if refusal is not None:
+            rows[name] = f"unsupported: {refusal}"
             continue
         calls[name] = make_call(lambda q, k, v, b=backend: b(q, k, v, block_mask)[0], inputs, backward)
 

@@ -40,7 +40,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from andrea.attention import UnsupportedAttentionError, backend_registry, get_backend
+from andrea.attention import backend_registry, get_backend
 from andrea.bench import median_ms, peak_memory_mib, ratio_spread, round_ms
 from andrea.models.generate import generate
 from andrea.models.gpt import GPT
@@ -144,11 +144,9 @@ def bench_length(preset, T, ours, peers, peak, args):
     for mode in ("train", "forward"):
         calls, refused = {}, {}
         for name in backends(args.backends):
-            if mode == "train" and not get_backend(name).capabilities.cpu_backward and not torch.cuda.is_available():
-                try:
-                    get_backend(name).check(mask=None, device="cpu", needs_grad=True)
-                except UnsupportedAttentionError as err:
-                    refused[name] = str(err)
+            refusal = get_backend(name).refusal(mask=None, device="cpu", needs_grad=mode == "train")
+            if refusal is not None:  # a backend that cannot run here (GPU only) or train here is listed, not run
+                refused[name] = refusal
                 continue
             if mode == "train":
                 calls[name] = train_step(ours.train(), adamw(ours), idx, labels, True, name)
@@ -183,6 +181,8 @@ def bench_generation(preset, ours, peers, args):
     n = args.new_tokens
     calls = {}
     for name in backends(args.backends):
+        if get_backend(name).refusal(mask=None, device="cpu", needs_grad=False) is not None:
+            continue  # listed with its reason in the train-step table
 
         def ours_cached(name=name):
             use_backend(ours, name)

@@ -89,13 +89,14 @@ def browser(tmp_path):
 
 @pytest.hookimpl(tryfirst=True)  # before -m 'not slow' deselects
 def pytest_collection_modifyitems(config, items):
-    """A test parametrized with the triton backend runs it under Triton's interpreter. Its bfloat16 and ALiBi
-    cells of the kit run under -m slow: the interpreter is slow (tests/attention/test_triton_backend.py
-    checks ALiBi over several blocks in the default run)."""
+    """A test parametrized with the triton backend runs it under Triton's interpreter. Its bfloat16, ALiBi,
+    MHA and MQA cells of the kit run under -m slow: the interpreter is slow (the default run keeps its GQA
+    cells; tests/attention/test_triton_backend.py checks ALiBi over several blocks, and a GPT with MHA)."""
     for item in items:
         params = getattr(item, "callspec", None)
         if params is not None and "triton" in params.params.values():
             item.add_marker(pytest.mark.triton_interpreter)
         triton_cell = item.name.startswith(("test_parity[triton-", "test_parity_with_alibi[triton-"))
-        if triton_cell and ("-bfloat16-" in item.name or item.name.startswith("test_parity_with_alibi")):
+        other_heads = "-mha-" in item.name or "-mqa-" in item.name
+        if triton_cell and ("-bfloat16-" in item.name or item.name.startswith("test_parity_with_alibi") or other_heads):
             item.add_marker(pytest.mark.slow)

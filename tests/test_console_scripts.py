@@ -37,10 +37,12 @@ def test_andrea_demo_shows_every_backend_that_runs_here_and_names_the_others(tmp
 
 
 def test_andrea_show_mask_as_the_readme_shows_it(tmp_path):
-    done = run("andrea-show-mask", "causal & sliding_window(window=4) | prefix_lm(prefix_len=2)", "--length", "12",
-               cwd=tmp_path)  # fmt: skip
+    expression = "prefix_lm(prefix_len=4) & sliding_window(window=3, causal=False)"
+    done = run("andrea-show-mask", expression, "--length", "10", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "■" in done.stdout
+    rows = done.stdout.splitlines()[1:11]
+    assert rows[2] == "■■■■······"  # inside the prefix a query looks ahead, within the window
+    assert rows[6] == "····■■■···"  # after it: the causal window of 3
 
 
 @pytest.mark.slow(reason="trains, then runs export, sample and inspect on the checkpoint (~1 min)")

@@ -22,10 +22,10 @@ from andrea.hydra_run import is_multirun, job_number, task_overrides
 from andrea.lit.attention_maps import AttentionMaps
 from andrea.lit.module import NonFiniteLossError
 from andrea.lit.progress import progress_callbacks
-from andrea.lit.resume import LAST, ResumeData, StopOnSignal
+from andrea.lit.resume import LAST, RestoreWatch, ResumeData, StopOnSignal
 from andrea.lit.run_stats import RunStats
 from andrea.metrics.verdict import describe, verdict
-from andrea.sweep import RESULT_FILE
+from andrea.sweep import RESULT_FILE, done_line, job_line
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,11 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
     callbacks = _instantiate_all(cfg.get("callbacks"))
     if not loggers:  # logger=none: Lightning refuses a LearningRateMonitor with nothing to log to
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
-    stop = StopOnSignal(Path(cfg.paths.output_dir) / "checkpoints")
+    stop, restore = StopOnSignal(Path(cfg.paths.output_dir) / "checkpoints"), RestoreWatch()
     callbacks, console = progress_callbacks(callbacks, is_multirun())
-    trainer = instantiate(cfg.trainer, callbacks=[*callbacks, ResumeData(), stop], logger=loggers or False, **console)
+    trainer = instantiate(
+        cfg.trainer, callbacks=[*callbacks, ResumeData(), stop, restore], logger=loggers or False, **console
+    )
     run_dir = Path(trainer.default_root_dir)
     status = "failed"
     try:
@@ -69,6 +71,11 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
                         message=".*checkpoint that ended before the epoch ended and your dataloader is not resumable",
                     )
                 trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as err:
+            refused = restore.failure(err, cfg.get("ckpt_path"))
+            if refused is None:
+                raise
+            raise refused from None
         except NonFiniteLossError as err:
             last = run_dir / "checkpoints" / LAST
             raise NonFiniteLossError(f"{err}: {last if last.exists() else 'no checkpoint written yet'}") from None
@@ -79,12 +86,24 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
         final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if cfg.get("validate") else {}
         result = _summary(cfg, trainer, {**fitted, **final}, time.perf_counter() - start, run_dir)
         if trainer.is_global_zero:
-            (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
+            _result_path(run_dir, restore.trained_steps(trainer)).write_text(json.dumps(result, indent=2))
             _print_summary(result)
         status = "success"
         return result
     finally:
         _finish_loggers(loggers, status)
+
+
+def _result_path(run_dir: Path, trained_steps: int) -> Path:
+    """result.json; but a finished run resumed, training no step, keeps its results: this attempt's go to
+    result-attempt-<n>.json beside them."""
+    path = run_dir / RESULT_FILE
+    if trained_steps > 0 or not path.exists():
+        return path
+    n = 2
+    while (run_dir / f"result-attempt-{n}.json").exists():
+        n += 1
+    return run_dir / f"result-attempt-{n}.json"
 
 
 def _load_init_from(net: Module, folder: str) -> None:
@@ -177,16 +196,7 @@ def _print_summary(result: dict) -> None:
     """The run's summary: on the console for a single run; in a multirun job, one line on the
     console and the whole summary in the job's log."""
 
-    def fmt(value: float | None) -> str:
-        return "-" if value is None else f"{value:.4f}"
-
-    rate = result["tokens_per_s_steps"]
-    speed = f"{rate['median']:,.0f} tokens/s (p25-p75 {rate['p25']:,.0f}-{rate['p75']:,.0f})" if rate else ""
-    done = (
-        f"done in {result['wall_s']:.1f} s: train loss {fmt(result['train_loss'])} (last steps), "
-        f"val loss {fmt(result['val_loss'])}, val acc {fmt(result['val_acc'])}, {speed}"
-    )
-    lines = [done]
+    lines = [done_line(result)]
     if result["memory_estimate"]:
         lines.append(f"estimated training memory: {result['memory_estimate']['text']}")
     lines.append(f"run dir: {result['run_dir']}")
@@ -205,8 +215,7 @@ def _print_summary(result: dict) -> None:
         return
     for line in lines:
         log.info(line)  # the job's log file: in a multirun the console shows warnings and this one line
-    verdict = f"; {result['verdict']['text']}" if result["verdict"] else ""
-    console.print(f"job {job_number()} ({' '.join(result['overrides']) or 'defaults'}): {done}{verdict}", markup=False)
+    console.print(job_line(result, job_number()), markup=False)
 
 
 def _finish_loggers(loggers: list, status: str) -> None:

@@ -138,6 +138,26 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|")
 
 
+def done_line(result: dict) -> str:
+    """A finished run in one line: its time, losses, accuracy and speed."""
+
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.4f}"
+
+    rate = result["tokens_per_s_steps"]
+    speed = f"{rate['median']:,.0f} tokens/s (p25-p75 {rate['p25']:,.0f}-{rate['p75']:,.0f})" if rate else ""
+    return (
+        f"done in {result['wall_s']:.1f} s: train loss {fmt(result['train_loss'])} (last steps), "
+        f"val loss {fmt(result['val_loss'])}, val acc {fmt(result['val_acc'])}, {speed}"
+    )
+
+
+def job_line(result: dict, number: int | str | None) -> str:
+    """The one console line of a multirun job, whichever launcher ran it."""
+    verdict = f"; {result['verdict']['text']}" if result.get("verdict") else ""
+    return f"job {number} ({' '.join(result.get('overrides') or []) or 'defaults'}): {done_line(result)}{verdict}"
+
+
 def _job_number(name: str) -> int:
     return int(name) if name.isdigit() else 1 << 30
 

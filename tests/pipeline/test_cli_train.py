@@ -186,6 +186,10 @@ def test_local_launcher_keeps_a_row_for_a_killed_job(tmp_path):
     )
     assert line.endswith(f"killed, exit code unknown; every job's row is in {sweep_dir / 'report.html'}")
     assert "Traceback" not in result.stderr
+    # the completed job's one line reaches the console, as under the default launcher
+    (job_line,) = [line for line in result.stdout.splitlines() if line.startswith("job ")]
+    assert job_line.startswith("job 0 (+callbacks.extra._target_=lightning.pytorch.callbacks.Callback")
+    assert ": done in " in job_line
     with open(sweep_dir / "summary.csv") as f:
         rows = {r["job"]: r for r in csv.DictReader(f)}
     assert (rows["0"]["status"], rows["0"]["exit_code"]) == ("completed", "0") and float(rows["0"]["val_loss"]) > 0

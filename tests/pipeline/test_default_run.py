@@ -101,3 +101,44 @@ def test_wandb_gets_one_chart_per_role_and_layer(default_run):
     assert sorted(charts) == ["head_roles/entropy_L0", "head_roles/first_token_L0"]  # the applicable roles only
     records = len([row for row in rows if "heads/entropy/L0H0" in row])
     assert charts["head_roles/entropy_L0"] == 4 * records  # (step, head, value) rows: 4 heads at every record
+
+
+def test_a_finished_run_resumed_keeps_its_results(default_run, tmp_path):
+    """Resumed with nothing left to train, a finished run's result.json stays as it was; the attempt's own
+    summary goes beside it."""
+    import json
+    import shutil
+
+    from andrea.pipeline import train
+
+    _, finished = default_run
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished, run_dir)
+    before = (run_dir / "result.json").read_text()
+    overrides = ["logger=none", f"ckpt_path={run_dir}/checkpoints/last.ckpt"]
+    train(compose_train(run_dir, overrides))
+    assert (run_dir / "result.json").read_text() == before
+    attempt = json.loads((run_dir / "result-attempt-2.json").read_text())
+    assert attempt["global_step"] == json.loads(before)["global_step"]
+
+
+@pytest.mark.parametrize(
+    "key, inside",
+    [("loops", {"fit_loop": 3}), ("optimizer_states", [{"state": 1, "param_groups": "all"}])],
+    ids=["loops", "optimizer_states"],
+)
+def test_a_checkpoint_whose_training_state_is_wrong_inside_is_one_line(default_run, tmp_path, key, inside):
+    import torch
+
+    from andrea.lit.resume import CheckpointRestoreError
+    from andrea.pipeline import train
+
+    _, run_dir = default_run
+    state = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    bad = tmp_path / "bad.ckpt"
+    torch.save({**state, key: inside}, bad)
+    with pytest.raises(CheckpointRestoreError) as err:
+        train(compose_train(tmp_path / "run", ["logger=none", "trainer.max_epochs=4", f"ckpt_path={bad}"]))
+    message = str(err.value)
+    assert message.startswith(f"ckpt_path={bad}: its training state cannot be restored (") and "\n" not in message
+    assert message.endswith("give a checkpoint written by andrea-train, e.g. an earlier one in the same folder")

@@ -36,7 +36,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -174,6 +174,14 @@ class AttentionBackend(ABC):
                 f"attention backend '{self.name}' cannot add a score bias ({score_mod.kind}); use "
                 f"{_alternatives(lambda c: c.score_mod)}, or position=rope / learned"
             )
+
+    def refusal(self, **check: Any) -> str | None:
+        """Why `check(**check)` refuses, or None: what a script asks before it lists a backend as runnable here."""
+        try:
+            self.check(**check)
+        except UnsupportedAttentionError as refused:
+            return str(refused)
+        return None
 
     def _run(
         self,

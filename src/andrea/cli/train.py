@@ -43,6 +43,7 @@ def train_app(cfg: DictConfig) -> float | None:
             fail(COMMAND, str(err), 2)
 
         from andrea.lit.module import NonFiniteLossError
+        from andrea.lit.resume import CheckpointRestoreError
         from andrea.pipeline import train
 
         warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # a deprecation inside Lightning itself
@@ -60,6 +61,10 @@ def train_app(cfg: DictConfig) -> float | None:
             if is_multirun():
                 raise
             fail(COMMAND, str(err), 1)
+        except CheckpointRestoreError as err:  # the checkpoint refused, before any step: input, not a failure
+            if is_multirun():
+                raise
+            fail(COMMAND, str(err), 2)
     if result.get("status") == "interrupted":  # in a multirun this ends the sweep too
         raise SystemExit(result["exit_code"])  # 128 + the signal: the shell's convention for "ended by a signal"
     metric = cfg.get("optimized_metric")

@@ -85,7 +85,7 @@ class LanguageModelModule(L.LightningModule):
         loss = next_token_loss(logits, labels)
         return loss, logits, labels
 
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor] | None:
         loss, logits, labels = self._loss(batch)
         finite = self.trainer.strategy.reduce_boolean_decision(bool(torch.isfinite(loss)), all=True)
         if not finite:  # every process takes the same branch
@@ -101,11 +101,14 @@ class LanguageModelModule(L.LightningModule):
         self.train_acc.update(preds, labels)  # the epoch's accuracy over every scored token (micro), at its end
         scored = labels != IGNORE_INDEX
         step_acc = (preds == labels)[scored].float().mean() if bool(scored.any()) else torch.zeros(())
-        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, sync_dist=True)  # DDP: the global mean
+        # DDP: the global mean over the processes (one all-reduce; the loss itself for one process), for the loggers
+        # and for RunStats' curves and summary alike
+        global_loss = self.trainer.strategy.reduce(loss.detach(), reduce_op="mean")
+        self.log("train/loss", global_loss, on_step=True, on_epoch=True, prog_bar=True)
         self.log("train/acc_step", step_acc, on_step=True, on_epoch=False, prog_bar=True)
         # computed (and synced across processes) by Lightning at the epoch's end, with the other epoch metrics
         self.log("train/acc_epoch", self.train_acc, on_step=False, on_epoch=True)
-        return loss
+        return {"loss": loss, "global_loss": global_loss}
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         loss, logits, labels = self._loss(batch)

@@ -95,6 +95,46 @@ class LastCheckpoint(ModelCheckpoint):
         save_last(self, trainer)
 
 
+class CheckpointRestoreError(ValueError):
+    """A checkpoint whose training state (loops, optimizer, schedulers) Lightning could not restore."""
+
+
+class RestoreWatch(L.Callback):
+    """Where a resumed run stands: whether Lightning is restoring a checkpoint's training state right now
+    (so that a failure there is said as the checkpoint's, in one line), and the step training resumed at."""
+
+    def __init__(self) -> None:
+        self.restoring = False
+        self.start_step: int | None = None  # the global step training started from, once known
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        self.restoring = True  # Lightning restores modules and callbacks, then optimizers, schedulers and loops
+
+    def on_sanity_check_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._restored(trainer)  # the first hook after the whole training state is back
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._restored(trainer)
+
+    def _restored(self, trainer: L.Trainer) -> None:
+        self.restoring = False
+        if self.start_step is None:
+            self.start_step = trainer.global_step
+
+    def trained_steps(self, trainer: L.Trainer) -> int:
+        return trainer.global_step - (self.start_step or 0)
+
+    def failure(self, err: Exception, checkpoint: str | Path) -> CheckpointRestoreError | None:
+        """`err` as the checkpoint's one-line refusal, when it came while its state was being restored."""
+        if not self.restoring or not isinstance(err, (AttributeError, KeyError, TypeError, ValueError, IndexError)):
+            return None
+        detail = " ".join(str(err).split())[:200] or type(err).__name__
+        return CheckpointRestoreError(
+            f"ckpt_path={checkpoint}: its training state cannot be restored ({type(err).__name__}: {detail}); "
+            "give a checkpoint written by andrea-train, e.g. an earlier one in the same folder"
+        )
+
+
 class ResumeData(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int

@@ -64,7 +64,8 @@ class RunStats(L.Callback):
         self.train_seconds += seconds
         tokens_per_s = tokens / max(seconds, 1e-9)
         self.step_rates.append(tokens_per_s)
-        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        # the loss over every process (the module's global_loss), as the loggers get it; a bare loss otherwise
+        loss = outputs.get("global_loss", outputs.get("loss")) if isinstance(outputs, dict) else outputs
         if isinstance(loss, Tensor):  # None: a skipped non-finite step
             self.train_curve.append((trainer.global_step, float(loss)))
         speed = {"train/tokens_per_s": tokens_per_s}

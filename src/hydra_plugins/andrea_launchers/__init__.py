@@ -18,6 +18,7 @@ editable install's namespace is not scanned. Without the `sweep` extra it define
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from hydra.core.utils import JobReturn
 from omegaconf import DictConfig
 
 from andrea.hydra_internals import each_job_settled, failed_job
-from andrea.sweep import RESULT_FILE, job_failed
+from andrea.sweep import RESULT_FILE, job_failed, job_line
 
 try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
@@ -52,13 +53,19 @@ class _Settled:
 
     def results(self) -> list[JobReturn]:
         try:
-            return self.job.results()
+            returns = self.job.results()
         except Exception:  # submitit's UncompletedJobError / FailedJobError: no result came back
             error = JobDied(f"its process ended without a result ({self.job.state}); its log: {self.job.paths.stderr}")
             if not (self.run_dir / RESULT_FILE).exists():  # the job's own report (failed, interrupted) wins
                 # submitit's local controller discards its tasks' exit codes: the code is unknown here
                 job_failed(self.run_dir, self.overrides, error, "", status="killed")
             return [failed_job(self.overrides, error)]  # Hydra's sweeper raises it after the batch
+        result = self.run_dir / RESULT_FILE  # the job printed its line into its own log: the console gets it here
+        if result.exists():
+            summary = json.loads(result.read_text())
+            if summary.get("status") == "completed":
+                print(job_line(summary, self.run_dir.name), flush=True)
+        return returns
 
 
 class _KeepEveryJob(_Launcher):
