@@ -1,7 +1,12 @@
 """The README tells the truth about what is installed: its config-group table lists every option conf/ holds."""
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).parents[1]
 
@@ -23,3 +28,70 @@ def test_the_config_group_table_lists_every_option_conf_holds():
     for group in groups:
         options = {path.stem for path in (ROOT / "conf" / group).glob("*.yaml")}
         assert table[group] == options, (group, table[group] ^ options)
+
+
+def test_every_fenced_block_is_run_or_says_why_not():
+    """A block added to the README without a marker fails here: it is run by the slow test below, shortened only
+    through the arguments its marker appends, or marked not runnable here with the reason."""
+    from .readme_blocks import blocks
+
+    found = blocks()
+    unmarked = [f"README.md:{block.line} ({block.language or 'text'})" for block in found if block.marker is None]
+    assert not unmarked, f"add a <!-- readme: ... --> marker before: {', '.join(unmarked)}"
+    assert sum(block.runs for block in found) >= 10
+    for block in found:
+        assert block.runs or len(block.marker.removeprefix("not run here: ")) > 5, block.line  # a reason
+
+
+def newest(paths):
+    paths = sorted(paths, key=lambda p: p.stat().st_mtime)
+    assert paths, "an earlier README block should have made it"
+    return paths[-1]
+
+
+def resolve(command: str, folder: Path, appended: str) -> str:
+    """The README's placeholders, as the runs of earlier blocks in `folder` fill them."""
+    bin_dir = str(Path(sys.executable).parent)
+    last_run = lambda: newest((folder / "logs" / "train" / "runs").iterdir())  # noqa: E731
+    last_ckpt = lambda: newest(folder.glob("logs/*/runs/*/checkpoints/last.ckpt"))  # noqa: E731
+    substitutions = {
+        "<same overrides>": appended,
+        "logs/train/runs/<run>": lambda: str(last_run()),
+        "<run dir>": lambda: str(last_run()),
+        "<a repetition run>": lambda: str(last_run()),
+        "<ckpt>": lambda: str(last_run() / "checkpoints" / "last.ckpt"),
+        "logs/.../checkpoints/last.ckpt": lambda: str(last_ckpt()),
+        "ckpt_path=...": lambda: f"ckpt_path={last_ckpt()}",
+    }
+    for placeholder, value in substitutions.items():
+        if placeholder in command:
+            command = command.replace(placeholder, value if isinstance(value, str) else value())
+    for task in re.findall(r"logs/([\w-]+)/runs/<run>", command):
+        command = command.replace(f"logs/{task}/runs/<run>", str(newest((folder / "logs" / task / "runs").iterdir())))
+    command = re.sub(r"(^|\s)\.venv/bin/", rf"\g<1>{bin_dir}/", command)
+    return re.sub(r"(^|\s)(scripts|examples)/", rf"\g<1>{ROOT}/\g<2>/", command)
+
+
+@pytest.mark.slow(reason="every runnable README block, in order, shortened where its marker says (~6 min)")
+def test_the_readme_runs_as_written(tmp_path):
+    from .readme_blocks import blocks
+    from .test_console_scripts import plain_env
+
+    (tmp_path / "home").mkdir()
+    env = plain_env(tmp_path / "home")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    for block in blocks():
+        if not block.runs:
+            continue
+        appended = block.extra.get("andrea-train", "")
+        for command in block.commands() if block.language == "bash" else ["\n".join(block.lines)]:
+            resolved = resolve(command, tmp_path, appended)
+            if block.language == "python":
+                script = tmp_path / f"block_{block.line}.py"
+                script.write_text(resolved)
+                args = [sys.executable, str(script)]
+            else:
+                args = ["bash", "-c", resolved]
+            done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+                                  stdin=subprocess.DEVNULL)  # fmt: skip
+            assert done.returncode == 0, f"README.md:{block.line}: {resolved}\n{done.stderr[-3000:]}"
