@@ -98,6 +98,7 @@ def test_andrea_sample_reads_the_folder(small, tmp_path):
 
 
 @pytest.mark.slow  # reason: a 124M-parameter model, built and saved twice (about 500 MB each)
+@pytest.mark.triton_interpreter  # every backend: triton's kernels run on CPU under Triton's interpreter
 def test_gpt2_small_s_config_equals_hugging_face_for_every_backend(tmp_path):
     hf = save_hf(tmp_path, **GPT2_SMALL)
     idx = torch.randint(GPT2_SMALL["vocab_size"], (1, 32))
