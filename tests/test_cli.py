@@ -58,6 +58,7 @@ def test_show_mask_refuses_bad_input(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow(reason="andrea-demo's process (~6 s); tests/test_console_scripts.py runs it in the default run")
 def test_demo_console_script_from_another_folder(tmp_path):
     """The installed console script finds conf/ from any folder and writes its pictures."""
     script = Path(sys.executable).with_name("andrea-demo")

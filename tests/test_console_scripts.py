@@ -33,7 +33,8 @@ def test_andrea_demo_shows_every_backend_that_runs_here_and_names_the_others(tmp
     for backend in ("naive", "eager", "sdpa"):
         assert f"│ {backend} " in done.stdout
     assert "not run here: triton: attention backend 'triton' runs on CUDA GPUs" in " ".join(done.stdout.split())
-    assert (tmp_path / "outputs").exists()  # its pictures, in its own run dir
+    pictures = {path.name for path in tmp_path.glob("outputs/*/*/*.png")}  # in its own run dir
+    assert pictures == {"mask.png", "attention_heads.png"}
 
 
 def test_andrea_show_mask_as_the_readme_shows_it(tmp_path):

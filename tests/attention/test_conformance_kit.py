@@ -74,6 +74,7 @@ def test_a_refusal_the_capabilities_do_not_declare_fails():
         checks.capabilities(RefusesPadding(), [padding])
 
 
+@pytest.mark.slow(reason="a pytest session of its own (~11 s); the default run's failing-plugin test runs the kit too")
 def test_the_kit_runs_from_the_installed_package(tmp_path):
     """What a plugin author runs: `pytest --pyargs andrea.testing` (here a slice of it, from another folder),
     ending with the parity matrix: a row per backend and mask, a character per cell."""

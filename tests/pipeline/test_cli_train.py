@@ -142,6 +142,7 @@ def test_multirun_sweep_summary_and_wandb_groups(tmp_path):
     assert (sweep_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow(reason="a two-job sweep through andrea-train (~9 s); the default run keeps the six-job one")
 def test_multirun_marks_a_failed_job(tmp_path):
     sweep_dir = tmp_path / "sweep"
     result = run(["-m", "heads.n_kv_head=1,3", *QUICK, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
