@@ -18,13 +18,17 @@ torch.set_num_threads(min(2, os.cpu_count() or 1))
 # interpreter. This machine has no GPU: Triton is imported here under the interpreter, and the variable
 # is then removed, so that the suite runs in a user's environment and only tests marked
 # `triton_interpreter` turn the triton backend's CPU path on (the `_triton_interpreter` fixture).
+_user_setting = os.environ.get("TRITON_INTERPRET")
 os.environ["TRITON_INTERPRET"] = "1"
 try:
     import triton.language  # noqa: F401
 except ImportError:  # the triton extra is optional
     pass
-finally:
-    del os.environ["TRITON_INTERPRET"]
+finally:  # the environment as the user's shell had it
+    if _user_setting is None:
+        del os.environ["TRITON_INTERPRET"]
+    else:
+        os.environ["TRITON_INTERPRET"] = _user_setting
 
 # wandb: offline, quiet, and nothing written to HOME
 _WANDB_HOME = tempfile.mkdtemp(prefix="andrea-tests-wandb-")
