@@ -95,3 +95,23 @@ def test_the_readme_runs_as_written(tmp_path):
             done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
                                   stdin=subprocess.DEVNULL)  # fmt: skip
             assert done.returncode == 0, f"README.md:{block.line}: {resolved}\n{done.stderr[-3000:]}"
+
+
+def test_the_numbers_the_readme_quotes_are_the_code_s(tmp_path):
+    """Parameter counts, the attention layer's size and the refusal line, as the code gives them today."""
+    from andrea.models.gpt import GPT
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    counts = {
+        "ANDREA-120M": GPT().num_parameters(),
+        "GPT-2 with biases": GPT(bias=True, activation="gelu_tanh").num_parameters(),
+        "ANDREA-12M": GPT(max_context=256, n_layer=6, d_model=192, attention={"n_head": 6}).num_parameters(),
+        "an attention layer": sum(p.numel() for p in GPT(n_layer=1).blocks[0].attention.parameters()),
+    }
+    for what, count in counts.items():
+        assert f"{count:,}" in readme, f"{what}: {count:,} parameters is not what the README says"
+    refusal = subprocess.run(
+        [str(Path(sys.executable).with_name("andrea-train")), "heads.n_kv_head=3"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    ).stderr.strip()  # fmt: skip
+    assert f"`{refusal}`" in readme, refusal
