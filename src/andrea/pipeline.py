@@ -22,7 +22,7 @@ from andrea.hydra_run import is_multirun, job_number, task_overrides
 from andrea.lit.attention_maps import AttentionMaps
 from andrea.lit.module import NonFiniteLossError
 from andrea.lit.progress import progress_callbacks
-from andrea.lit.resume import LAST, RestoreWatch, ResumeData, StopOnSignal
+from andrea.lit.resume import LAST, RESTORE_ERRORS, RestoreWatch, ResumeData, StopOnSignal
 from andrea.lit.run_stats import RunStats
 from andrea.metrics.verdict import describe, verdict
 from andrea.sweep import RESULT_FILE, done_line, job_line
@@ -71,7 +71,7 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
                         message=".*checkpoint that ended before the epoch ended and your dataloader is not resumable",
                     )
                 trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
-        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as err:
+        except RESTORE_ERRORS as err:
             refused = restore.failure(err, cfg.get("ckpt_path"))
             if refused is None:
                 raise

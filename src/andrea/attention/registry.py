@@ -67,10 +67,6 @@ class Registry(Generic[T]):
         except Exception as err:  # a plugin's import error is the plugin's: named in one line
             raise PluginError(plugin_failure(plugins[name], err)) from err
 
-    def entry_points(self) -> list[EntryPoint]:
-        """The plugins' entry points, by name."""
-        return [entry_point for _, entry_point in sorted(self._discover().items())]
-
 
 class PluginError(ValueError):
     """A plugin's entry point cannot be loaded."""
@@ -92,11 +88,11 @@ def broken_plugins() -> list[str]:
     """One line per installed plugin entry point (backend, mask or config package) that cannot be loaded."""
     lines = []
     for registry in (backend_registry, mask_registry):
-        for entry_point in registry.entry_points():
+        for name in sorted(set(registry.names()) - set(registry.builtins)):
             try:
-                entry_point.load()
-            except Exception as err:
-                lines.append(plugin_failure(entry_point, err))
+                registry.load(name)  # a plugin that cannot load is a PluginError naming its entry point
+            except PluginError as err:
+                lines.append(str(err))
     for entry_point in sorted(entry_points(group=CONF_GROUP), key=lambda ep: ep.name):
         try:  # a package of YAML files: found, never imported beyond its parents
             if importlib.util.find_spec(entry_point.value) is None:

@@ -99,6 +99,10 @@ class CheckpointRestoreError(ValueError):
     """A checkpoint whose training state (loops, optimizer, schedulers) Lightning could not restore."""
 
 
+# What Lightning raises when a checkpoint's state has the right top-level type but the wrong inside
+RESTORE_ERRORS = (AttributeError, KeyError, TypeError, ValueError, IndexError)
+
+
 class RestoreWatch(L.Callback):
     """Where a resumed run stands: whether Lightning is restoring a checkpoint's training state right now
     (so that a failure there is said as the checkpoint's, in one line), and the step training resumed at."""
@@ -126,7 +130,7 @@ class RestoreWatch(L.Callback):
 
     def failure(self, err: Exception, checkpoint: str | Path) -> CheckpointRestoreError | None:
         """`err` as the checkpoint's one-line refusal, when it came while its state was being restored."""
-        if not self.restoring or not isinstance(err, (AttributeError, KeyError, TypeError, ValueError, IndexError)):
+        if not self.restoring or not isinstance(err, RESTORE_ERRORS):
             return None
         detail = " ".join(str(err).split())[:200] or type(err).__name__
         return CheckpointRestoreError(
