@@ -12,6 +12,8 @@ from andrea.attention import Capabilities, Causal, KeyPadding, SlidingWindow
 from andrea.attention.backends.eager import EagerBackend
 from andrea.testing import checks
 
+from .helpers import files_plugin
+
 
 class OffByScale(EagerBackend):
     name = "off_by_scale"
@@ -98,18 +100,6 @@ def test_the_kit_runs_from_the_installed_package(tmp_path):
     assert any("attention backend 'triton' runs on CUDA GPUs" in line for line in report)  # listed, with the reason
 
 
-def fake_plugin(site, name, entry_points, modules):
-    """A plugin installed the lightest way: a dist-info folder with its entry points, and its modules, in `site`."""
-    dist = site / f"{name}-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(
-        "".join(f"[{group}]\n{key} = {value}\n" for group, key, value in entry_points)
-    )
-    for module, source in modules.items():
-        (site / f"{module}.py").write_text(source)
-
-
 OFF_BY_SCALE = """
 from andrea.attention.backends.eager import EagerBackend
 
@@ -130,7 +120,7 @@ def test_a_failing_plugin_s_cells_are_drawn_x_and_counted_as_pytest_counts_them(
     import sys
 
     site = tmp_path / "site"
-    fake_plugin(site, "off_by_scale_plugin", [
+    files_plugin(site, "off_by_scale_plugin", [
         ("andrea.attention_backends", "off_by_scale", "off_by_scale_plugin:OffByScale"),
         ("andrea.attention_masks", "missing_mask", "no_such_module:Missing"),
     ], {"off_by_scale_plugin": OFF_BY_SCALE})  # fmt: skip

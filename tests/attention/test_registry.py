@@ -1,7 +1,6 @@
 """The registries: built-ins, unknown names, and a plugin declared only through entry-point metadata."""
 
 import sys
-import textwrap
 
 import pytest
 import torch
@@ -14,6 +13,8 @@ from andrea.attention import (
     mask_registry,
     parse_mask,
 )
+
+from .helpers import files_plugin
 
 BUILT_INS = {"eager", "flex", "naive", "sdpa"}  # plugins may add more: never assert the exact list
 
@@ -53,21 +54,10 @@ class EveryOther(Mask):
 @pytest.fixture
 def plugin(tmp_path, monkeypatch):
     """A third-party package installed as files only: a module and its dist-info entry points."""
-    (tmp_path / "zoo_plugin.py").write_text(PLUGIN)
-    dist_info = tmp_path / "zoo_plugin-0.1.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: zoo-plugin\nVersion: 0.1\n")
-    (dist_info / "entry_points.txt").write_text(
-        textwrap.dedent(
-            """\
-            [andrea.attention_backends]
-            causal_only = zoo_plugin:CausalOnlyBackend
-
-            [andrea.attention_masks]
-            every_other = zoo_plugin:EveryOther
-            """
-        )
-    )
+    files_plugin(tmp_path, "zoo_plugin", [
+        ("andrea.attention_backends", "causal_only", "zoo_plugin:CausalOnlyBackend"),
+        ("andrea.attention_masks", "every_other", "zoo_plugin:EveryOther"),
+    ], {"zoo_plugin": PLUGIN})  # fmt: skip
     monkeypatch.syspath_prepend(str(tmp_path))
     backend_registry.refresh(), mask_registry.refresh()
     yield
@@ -128,10 +118,7 @@ def test_plugin_mask(plugin):
 
 
 def test_plugin_may_not_shadow_a_builtin(tmp_path, monkeypatch):
-    dist_info = tmp_path / "shadow-0.1.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: shadow\nVersion: 0.1\n")
-    (dist_info / "entry_points.txt").write_text("[andrea.attention_backends]\nsdpa = shadow:Fake\n")
+    files_plugin(tmp_path, "shadow", [("andrea.attention_backends", "sdpa", "shadow:Fake")])
     monkeypatch.syspath_prepend(str(tmp_path))
     backend_registry.refresh()
     try:
