@@ -8,7 +8,7 @@ window masks, forward and forward+backward. The mask reaches each backend as the
 block passes it (a static mask sliced from a buffer built once). Every cell
 times the raw SDPA call and each backend in interleaved rounds on the same
 tensors and reports the median, the ratio to the raw call, and the peak tensor
-memory created during one call (andrea.bench.PeakMemory). A backend that
+memory created during one call (andrea.bench.timing.peak_memory_mib). A backend that
 declares a pass unsupported is listed with its reason.
 """
 
@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from andrea.attention import Causal, SlidingWindow, backend_registry, get_backend
 from andrea.attention.masks import PrecomputedMask
-from andrea.bench import median_ms, paired_ratio, peak_memory_mib
+from andrea.bench.timing import median_ms, paired_ratio, peak_memory_mib
 
 RAW = "raw F.sdpa"
 

@@ -120,7 +120,7 @@ def table_masks(args: argparse.Namespace) -> dict[str, Mask]:
 def attention_table(args: argparse.Namespace) -> None:
     from triton.testing import do_bench
 
-    from andrea.torch_internals import raise_recompile_limit
+    from andrea.bench.torch_internals import raise_recompile_limit
 
     raise_recompile_limit(4 * len(args.seq_lens) * len(table_masks(args)))  # flex: once per shape, mask and pass
     print("\n| T | mask | pass | backend | ms | TFLOP/s | × peak |\n|---:|---|---|---|---:|---:|---:|")

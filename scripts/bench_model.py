@@ -19,7 +19,7 @@ greedy generation tokens/s with and without the KV cache, ours beside the
 peer's `generate`.
 
 Candidates of one table are timed in interleaved rounds, in a fresh random order
-each round (andrea.bench.round_ms); "× peer sdpa" is the median of the per-round
+each round (andrea.bench.timing.round_ms); "× peer sdpa" is the median of the per-round
 ratios, with their spread (half the interquartile range, in %). MFU is training FLOPs per token (nanoGPT's
 6·N + 12·L·d·T, the same formula for the peer) times tokens/s over a float32
 matmul peak measured at the start of the same run. Peak MiB is the most extra
@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea.attention import backend_registry, get_backend
-from andrea.bench import median_ms, peak_memory_mib, ratio_spread, round_ms
+from andrea.bench.timing import median_ms, peak_memory_mib, ratio_spread, round_ms
 from andrea.models.generate import generate
 from andrea.models.gpt import GPT
 
@@ -153,7 +153,7 @@ def bench_length(preset, T, ours, peers, peak, args):
             else:
                 calls[name] = forward_only(ours, idx, True, name)
         if args.compile:
-            compiled = torch.compile(ours)  # the sdpa backend, as the recipe compiles it
+            compiled = torch.compile(ours, dynamic=False)  # sdpa, as the recipe compiles it; a graph per length
             if mode == "train":
                 calls["sdpa+compile"] = train_step(ours.train(), adamw(ours), idx, labels, True, "sdpa", compiled)
             else:

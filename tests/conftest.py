@@ -8,9 +8,11 @@ import tempfile
 
 import pytest
 import torch
+from hydra.core.hydra_config import HydraConfig
 from hypothesis import settings
 
 from andrea.testing.report import pytest_terminal_summary  # noqa: F401  # the parity matrix, as the kit prints it
+from tests.compose import compose_train
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
@@ -104,3 +106,31 @@ def pytest_collection_modifyitems(config, items):
         other_heads = "-mha-" in item.name or "-mqa-" in item.name
         if triton_cell and ("-bfloat16-" in item.name or item.name.startswith("test_parity_with_alibi") or other_heads):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _forget_hydra_config():
+    """Each test composes its own config; none inherits the previous test's Hydra state."""
+    yield
+    HydraConfig.instance().cfg = None
+
+
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory):
+    """The default andrea-train run (repetition task, 3 epochs, wandb offline), run once."""
+    from andrea.train.pipeline import train
+
+    run_dir = tmp_path_factory.mktemp("default_run")
+    result = train(compose_train(run_dir))
+    return result, run_dir
+
+
+@pytest.fixture(scope="session")
+def induction_run(tmp_path_factory):
+    """experiment=induction on eager (two layers: a previous-token head, then induction heads), run once."""
+    from andrea.train.pipeline import train
+
+    run_dir = tmp_path_factory.mktemp("induction_run")
+    result = train(compose_train(run_dir, ["experiment=induction", "attention=eager", "logger=none"]))
+    HydraConfig.instance().cfg = None
+    return result, run_dir

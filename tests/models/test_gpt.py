@@ -112,7 +112,7 @@ def test_flops_per_token_matches_the_formula():
 def test_weight_decay_groups():
     from functools import partial
 
-    from andrea.lit import LanguageModelModule
+    from andrea.train.lit import LanguageModelModule
 
     module = LanguageModelModule(tiny("sdpa"), optimizer=partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.1))
     decay, no_decay = module.configure_optimizers().param_groups
@@ -124,7 +124,7 @@ def test_weight_decay_groups():
 def test_compiled_module_keeps_plain_weight_names():
     from functools import partial
 
-    from andrea.lit import LanguageModelModule
+    from andrea.train.lit import LanguageModelModule
 
     module = LanguageModelModule(tiny("sdpa"), optimizer=partial(torch.optim.AdamW), compile=True)
     assert all(key.startswith("net.") for key in module.state_dict() if "net" in key)

@@ -1,4 +1,4 @@
-"""GPT-2's weights as an ANDREA GPT (andrea.models.gpt2), against Hugging Face's GPT2LMHeadModel built
+"""GPT-2's weights as an ANDREA GPT (andrea.models.files.gpt2), against Hugging Face's GPT2LMHeadModel built
 here with random weights and saved with save_pretrained(safe_serialization=True): no network."""
 
 import json
@@ -10,10 +10,10 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from andrea.attention import backend_registry
-from andrea.models.export import load_any
+from andrea.models.files.gpt2 import GPT2FileError, load_gpt2
+from andrea.models.files.load import load_any
 from andrea.models.generate import generate
 from andrea.models.gpt import GPT
-from andrea.models.gpt2 import GPT2FileError, load_gpt2
 
 BACKENDS = backend_registry.names()  # every registered backend, plugins too
 SMALL = dict(vocab_size=101, n_positions=64, n_embd=48, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)

@@ -29,7 +29,7 @@ class MultiHeadSelfAttention(nn.Module):
 
     mask_buffer: Tensor  # (1, H or 1, L, L), registered only for a mask that does not depend on the batch
     # Called on the heads' outputs z (B, H, T, d) before W_O mixes them; returns the z to use:
-    # where interventions (andrea.interventions: zero, scale or mean-ablate a head) plug in.
+    # where interventions (andrea.lens.interventions: zero, scale or mean-ablate a head) plug in.
     hook_z: Callable[[Tensor], Tensor] | None = None
 
     def __init__(

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from andrea.attention import MultiHeadSelfAttention, UnsupportedAttentionError, backend_registry
 from andrea.cli.errors import run_app
-from andrea.viz import save_attention_grid, weights_as_text
+from andrea.lens.viz import save_attention_grid, weights_as_text
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="attention_demo")

@@ -40,8 +40,8 @@ def plugin_warnings() -> list[str]:
 
 
 def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
-    from andrea import sweep
-    from andrea.run_dir import DiskError, disk_error
+    from andrea.train import sweep
+    from andrea.train.run_dir import DiskError, disk_error
     from hydra_plugins import andrea_launchers
 
     # Hydra scans the hydra_plugins namespace, but not an editable install's part of it: register

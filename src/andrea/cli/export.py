@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"out={out} must end in .safetensors")
     if out.exists() and not args.force:
         fail(f"{out} exists; give another file, or --force to replace it")
-    from andrea.models.export import export_checkpoint, load
+    from andrea.models.files.checkpoint import export_checkpoint
+    from andrea.models.files.export import load
 
     try:
         written = export_checkpoint(checkpoint, out)

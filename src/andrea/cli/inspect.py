@@ -23,8 +23,9 @@ from torch import Tensor
 
 from andrea.cli.errors import run_app
 from andrea.cli.sample import SampleError, TokenIds, encode_prompt, pick_tokenizer
-from andrea.hydra_run import task_overrides
-from andrea.keys import check_added_keys, integer
+from andrea.train.hydra_run import task_overrides
+from andrea.train.keys import check_added_keys
+from andrea.utils.rules import integer
 
 COMMAND = "andrea-inspect"
 SETTINGS = {
@@ -92,9 +93,9 @@ def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
 def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
     """The head-importance table on the run's validation data, written beside the checkpoint."""
     from andrea.data.from_run import data_from_run
-    from andrea.interventions import head_importance, importance_table
-    from andrea.lit.module import next_token_loss
+    from andrea.lens.interventions import head_importance, importance_table
     from andrea.models.network import network
+    from andrea.train.lit.module import next_token_loss
 
     if run_dir is None:
         raise SampleError("importance=true needs the run's validation data: give run_dir=<the checkpoint's run>")
@@ -115,10 +116,10 @@ def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="inspect")
 def inspect_app(cfg: DictConfig) -> None:
-    from andrea.explorer import explorer_page
-    from andrea.interventions import head_means, intervene, parse_heads
-    from andrea.metrics.verdict import score_heads
-    from andrea.models.export import load_any
+    from andrea.lens.explorer import explorer_page
+    from andrea.lens.interventions import head_means, intervene, parse_heads
+    from andrea.lens.verdict import score_heads
+    from andrea.models.files.load import load_any
     from andrea.models.network import heads_shape, network
 
     try:

@@ -21,8 +21,9 @@ from torch import Tensor
 
 from andrea.cli.errors import run_app
 from andrea.data.tokenizers import TOKENIZERS, Tokenizer
-from andrea.hydra_run import task_overrides
-from andrea.keys import check_added_keys, integer, number, optional
+from andrea.train.hydra_run import task_overrides
+from andrea.train.keys import check_added_keys
+from andrea.utils.rules import integer, number, optional
 
 
 class SampleError(ValueError):
@@ -111,7 +112,7 @@ def encode_prompt(tokenizer: Tokenizer | TokenIds, prompt: str, vocab_size: int)
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="sample")
 def sample_app(cfg: DictConfig) -> None:
-    from andrea.models.export import load_any
+    from andrea.models.files.load import load_any
     from andrea.models.generate import stream
     from andrea.models.network import network
 

@@ -20,15 +20,15 @@ import hydra
 from omegaconf import DictConfig
 
 from andrea.cli.errors import fail, run_app
-from andrea.hydra_run import discard_new_run_dir, is_multirun, is_rank_zero_process
+from andrea.train.hydra_run import discard_new_run_dir, is_multirun, is_rank_zero_process
 
 COMMAND = "andrea-train"
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="train")
 def train_app(cfg: DictConfig) -> float | None:
-    from andrea.config import ConfigError, validate  # torch: imported once a job runs, not for --help
-    from andrea.run_dir import DiskError, RunDirInUse, hold
+    from andrea.train.config import ConfigError, validate  # torch: imported once a job runs, not for --help
+    from andrea.train.run_dir import DiskError, RunDirInUse, hold
 
     with ExitStack() as job:
         try:
@@ -42,9 +42,9 @@ def train_app(cfg: DictConfig) -> float | None:
                 discard_new_run_dir()  # refused before any work: nothing to keep
             fail(COMMAND, str(err), 2)
 
-        from andrea.lit.module import NonFiniteLossError
-        from andrea.lit.resume import CheckpointRestoreError
-        from andrea.pipeline import train
+        from andrea.train.lit.module import NonFiniteLossError
+        from andrea.train.lit.resume import CheckpointRestoreError
+        from andrea.train.pipeline import train
 
         warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # a deprecation inside Lightning itself
         # `import lightning` adds a console handler of its own; Hydra's root handlers already print

@@ -16,6 +16,7 @@ where nothing can be predicted), seeded and split into train and validation.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
@@ -24,9 +25,18 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
-from andrea.metrics.verdict import Pattern
 
 IGNORE_INDEX = -100
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """What a task's answer needs from attention: a head of `role` in a layer >= `min_layer`,
+    or (role None) no attention at all."""
+
+    what: str
+    role: str | None = None
+    min_layer: int = 0
 
 
 class TokenRows(Dataset):

@@ -12,7 +12,7 @@ By default every linear layer and LayerNorm is bias-free, so one attention layer
 exactly 4 · d_model² parameters (docs/spec.md §3), and the MLP's GELU is exact. GPT-2's
 own weights need `bias=True` (QKV, output projection, MLP and LayerNorm biases; the tied
 LM head has none) and `activation="gelu_tanh"` (GPT-2's tanh approximation):
-andrea.models.gpt2 loads them. The token embedding is tied to the LM head.
+andrea.models.files.gpt2 loads them. The token embedding is tied to the LM head.
 Initialisation follows GPT-2: N(0, 0.02), biases 0, with the projections that write
 into the residual stream scaled by 1/sqrt(2 · n_layer).
 """

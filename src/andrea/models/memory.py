@@ -18,8 +18,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from andrea.models.net_config import NetSpec, parameters
+if TYPE_CHECKING:
+    from andrea.models.files.schema import NetSpec
 
 GiB = 1024**3
 MATERIALISING_BACKENDS = ("naive", "eager")  # they hold (B, H, T, T) scores and weights
@@ -131,3 +133,18 @@ def count_text(n: int) -> str:
         if n >= scale:
             return f"{n / scale:,.1f} {unit}"
     return f"{n:,}"
+
+
+def parameters(spec: NetSpec) -> int:
+    """The network's parameter count, from its config alone (tests check it against the built model)."""
+    f = spec.fields
+    vocab, context, d_model, n_layer = f["vocab_size"], f["max_context"], f["d_model"], f["n_layer"]
+    positions = context * d_model if f["position"] == "learned" else 0
+    if spec.attention is None:  # the toy model's ablation: no blocks at all
+        return vocab * d_model + positions + 2 * d_model + vocab * d_model
+    head_dim = d_model // spec.n_head
+    attention = d_model * (spec.n_head + 2 * spec.n_kv_head) * head_dim + d_model * d_model  # fused QKV + W_O
+    if not spec.is_gpt:  # LayerNorm with bias before each block and at the end, untied LM head
+        return vocab * d_model + positions + n_layer * (2 * d_model + attention) + 2 * d_model + vocab * d_model
+    mlp = 2 * f["mlp_ratio"] * d_model * d_model  # bias-free fc and proj
+    return vocab * d_model + positions + n_layer * (2 * d_model + attention + mlp) + d_model  # tied LM head

@@ -5,12 +5,12 @@ process died (SIGKILL, the OOM killer, a node lost) raises there, and the sweep 
 in a traceback with the other jobs' results unread. These launchers settle each job
 on its own: a job whose process ended without a result gets a result.json with
 status `killed` and the path of its log (a job that raised reports `failed` and its
-exit code itself, through andrea.sweep.SweepSummary); then the sweep goes on to its
+exit code itself, through andrea.train.sweep.SweepSummary); then the sweep goes on to its
 summary and andrea-train's one-line report (andrea.cli.errors). submitit's local
 controller does not keep its tasks' exit codes, so a killed job's is left blank.
 
-The hook into the plugin lives in andrea.hydra_internals (`each_job_settled`; the slow test
-tests/pipeline/test_cli_train.py::test_local_launcher_keeps_a_row_for_a_killed_job fails
+The hook into the plugin lives in andrea.train.hydra_internals (`each_job_settled`; the slow test
+tests/cli/test_train.py::test_local_launcher_keeps_a_row_for_a_killed_job fails
 if the plugin stops calling it). Hydra takes launchers only from the `hydra_plugins`
 namespace, hence this module's place; andrea-train registers it (`register()`), since an
 editable install's namespace is not scanned. Without the `sweep` extra it defines nothing.
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from hydra.core.utils import JobReturn
 from omegaconf import DictConfig
 
-from andrea.hydra_internals import each_job_settled, failed_job
-from andrea.sweep import RESULT_FILE, job_failed, job_line
+from andrea.train.hydra_internals import each_job_settled, failed_job
+from andrea.train.sweep import RESULT_FILE, job_failed, job_line
 
 try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher

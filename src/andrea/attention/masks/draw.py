@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torch import Tensor
 
-from andrea.attention.masks.base import Mask
+if TYPE_CHECKING:
+    from andrea.attention.masks.base import Mask
 
 
 def _grid(mask: Mask, length: int, batch_index: int) -> Tensor:

@@ -1,0 +1,113 @@
+"""andrea-train's Lightning checkpoints, read with `torch.load(weights_only=True)`: plain tensors and
+containers, never code. `export_checkpoint` turns one into andrea's safetensors export."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from andrea.models.files.export import save
+from andrea.models.files.schema import build_network, load_problem, tokenizer_name
+
+CHECKPOINT_CONFIG_KEY = "andrea_net_config"  # where the LightningModule keeps them in a .ckpt
+CHECKPOINT_TOKENIZER_KEY = "andrea_tokenizer"
+
+
+def read_checkpoint(checkpoint: str | Path) -> dict:
+    """The contents of an andrea-train checkpoint, read with `torch.load(weights_only=True)`: plain
+    tensors and containers, never code (mmap: the weights are not copied). One-line errors for a
+    missing, corrupt, truncated, pickle-carrying or foreign file."""
+    checkpoint = Path(checkpoint)
+    if not checkpoint.exists():
+        raise FileNotFoundError(
+            f"ckpt_path={checkpoint} does not exist; give a .ckpt file such as <run dir>/checkpoints/last.ckpt"
+        )
+    if not checkpoint.is_file():
+        raise ValueError(
+            f"ckpt_path={checkpoint} is not a regular file; give a .ckpt file such as <run dir>/checkpoints/last.ckpt"
+        )
+    if checkpoint.suffix == ".safetensors":
+        raise ValueError(
+            f"ckpt_path={checkpoint} is a safetensors export: weights only, no training state to resume; "
+            "resume from a .ckpt (andrea-sample reads exports)"
+        )
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError:
+        raise ValueError(
+            f"ckpt_path={checkpoint} holds pickled objects beyond plain tensors and containers, refused unrun; "
+            "give a checkpoint written by andrea-train"
+        ) from None
+    except Exception:
+        raise ValueError(
+            f"ckpt_path={checkpoint} is truncated or corrupt (not a readable torch checkpoint), so it cannot be "
+            "read safely; use another one, e.g. an earlier checkpoint in the same folder"
+        ) from None
+    if not isinstance(state, dict) or CHECKPOINT_CONFIG_KEY not in state:
+        raise ValueError(
+            f"ckpt_path={checkpoint} was not written by andrea-train (no {CHECKPOINT_CONFIG_KEY}); give one of its "
+            "checkpoints"
+        )
+    _check_structure(state, f"ckpt_path={checkpoint}")
+    return state
+
+
+CALLBACK_PATHS = ("best_model_path", "kth_best_model_path", "last_model_path")  # what ModelCheckpoint restores
+
+
+def _check_structure(state: dict, where: str) -> None:
+    """What Lightning and andrea read from a checkpoint has the type they expect, and no callback state
+    names a file outside its own folder (Lightning would later delete it as a stale checkpoint)."""
+    weights = state.get("state_dict")
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+    ):
+        raise ValueError(
+            f"{where}: state_dict is missing or not a mapping of names to tensors; give a checkpoint written by "
+            "andrea-train"
+        )
+    for key, kind in (("callbacks", dict), ("loops", dict), ("optimizer_states", list), ("lr_schedulers", list)):
+        if key in state and not isinstance(state[key], kind):
+            raise ValueError(
+                f"{where}: {key} is a {type(state[key]).__name__}, not a {kind.__name__}; give a checkpoint written "
+                "by andrea-train"
+            )
+    tokenizer_name(state.get(CHECKPOINT_TOKENIZER_KEY), where, CHECKPOINT_TOKENIZER_KEY)
+    for name, callback in state.get("callbacks", {}).items():
+        if not isinstance(callback, dict):
+            continue
+        paths = [(field, callback.get(field)) for field in CALLBACK_PATHS]
+        paths += [("best_k_models", path) for path in callback.get("best_k_models") or {}]
+        named = [(field, path) for field, path in paths if path]
+        if not named:
+            continue
+        dirpath = callback.get("dirpath")
+        folder = Path(dirpath).resolve() if isinstance(dirpath, str) and dirpath else None
+        for field, path in named:
+            if folder is None or not isinstance(path, str) or not Path(path).resolve().is_relative_to(folder):
+                raise ValueError(
+                    f"{where}: callbacks[{name!r}].{field}={path!r} lies outside the callback's dirpath={dirpath!r}; "
+                    "refused, since resuming would let Lightning delete or overwrite it"
+                )
+
+
+def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
+    """A Lightning checkpoint of andrea-train -> its network (eval mode), config and tokenizer name."""
+    state = read_checkpoint(checkpoint)
+    config = state[CHECKPOINT_CONFIG_KEY]
+    net = build_network(config, f"ckpt_path={checkpoint}", CHECKPOINT_CONFIG_KEY, device)
+    weights = {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
+    try:
+        net.load_state_dict(weights)
+    except RuntimeError as err:
+        raise ValueError(f"ckpt_path={checkpoint}: weights do not fit its config ({load_problem(err)})") from None
+    return net.to(device).eval(), config, state.get(CHECKPOINT_TOKENIZER_KEY)  # checked by read_checkpoint
+
+
+def export_checkpoint(checkpoint: str | Path, out: str | Path) -> Path:
+    """A Lightning checkpoint of andrea-train -> a safetensors file of its network."""
+    net, config, tokenizer = load_checkpoint(checkpoint)
+    return save(net, config, out, tokenizer)

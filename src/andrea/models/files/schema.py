@@ -1,0 +1,244 @@
+"""What a model file may say about its network: plain fields, mapped onto andrea's own classes.
+
+A checkpoint (`andrea_net_config`) or a safetensors export (metadata `andrea.model.net`)
+stores the resolved `model.net` config. Reading it never hands it to `hydra.utils.instantiate`:
+`parse` checks it against a fixed schema and `build` constructs the network itself.
+
+    _target_           one of MODELS (andrea's model classes), nothing else
+    vocab_size, max_context, d_model, n_layer, mlp_ratio    positive integers
+    dropout            a number in [0, 1)
+    position           one of the position kinds (learned, rope, alibi, none)
+    bias, activation   GPT only: true or false; gelu or gelu_tanh
+    attention          null, or n_head, n_kv_head (integers), backend (a registered backend's
+                       name), backend_options (plain values), mask (below)
+    mask               null, an expression of registered mask names ("causal & sliding_window(window=8)",
+                       at most registry.MAX_EXPRESSION characters), or {_target_: a registered mask class, its
+                       fields as plain values}
+
+Anything else (another `_target_`, a key the schema lacks, a list where a config belongs)
+is refused in one line that names the file and the key, before anything is built. The only
+modules imported on a file's word are andrea's two model modules and registered masks and
+backends (installed plugins).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from andrea.models import memory
+from andrea.utils.rules import POSITIVE, number
+
+MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
+INTEGERS = ("vocab_size", "max_context", "d_model", "n_layer", "mlp_ratio")
+ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mask")
+PLAIN = (str, int, float, bool, type(None))
+POSITIVE_INT = POSITIVE[0]  # the value rules of andrea.utils.rules, for a file's fields as for a config's
+FRACTION = number(0.0, 1.0, high_open=True)[0]  # in [0, 1)
+
+
+class ModelFileError(ValueError):
+    """A model config that andrea will not build: one line naming where it came from and the key."""
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """A checked network config: which of andrea's models, and every field its constructor takes."""
+
+    target: str  # a key of MODELS
+    fields: dict[str, Any]  # vocab_size, max_context, d_model, n_layer, ...: the file's, else the defaults
+    attention: dict[str, Any] | None  # n_head, n_kv_head, backend, backend_options, mask (still plain)
+    mask_terms: int  # how many masks the mask combines (each is materialised once when the model is built)
+
+    @property
+    def is_gpt(self) -> bool:
+        return self.target == "andrea.models.gpt.GPT"
+
+    @property
+    def n_head(self) -> int:
+        return self.attention["n_head"] if self.attention else 0
+
+    @property
+    def n_kv_head(self) -> int:
+        if not self.attention:
+            return 0
+        return self.attention.get("n_kv_head") or self.attention["n_head"]
+
+
+def model_class(target: str) -> type[nn.Module]:
+    module, _, cls = MODELS[target].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def parse(config: Any, where: str, prefix: str) -> NetSpec:
+    """Check `config` (read from `where`, its keys shown as `prefix.key`) against the schema."""
+
+    def refuse(key: str, problem: str) -> ModelFileError:
+        gap = "" if problem.startswith("=") else " "
+        return ModelFileError(
+            f"{where}: {prefix}{key}{gap}{problem}; refused unbuilt, give a model file written by andrea"
+        )
+
+    if not isinstance(config, dict):
+        raise refuse("", f"is a {type(config).__name__}, not a model config")
+    target = config.get("_target_")
+    if target not in MODELS:
+        raise refuse("._target_", f"={target!r} is not one of andrea's models ({', '.join(sorted(MODELS))})")
+    parameters = inspect.signature(model_class(target)).parameters
+    fields = {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
+    for key, value in config.items():
+        if key in ("_target_", "_convert_"):
+            continue
+        if key not in parameters:
+            raise refuse(f".{key}", f"is not a setting of {target.rsplit('.', 1)[-1]}")
+        fields[key] = value
+    for key in ("vocab_size", "max_context"):
+        if key not in fields:
+            raise refuse(f".{key}", "is missing")
+    for key in INTEGERS:
+        if key in fields and not POSITIVE_INT(fields[key]):
+            raise refuse(f".{key}", f"={fields[key]!r} must be a positive integer")
+    dropout = fields.get("dropout", 0.0)
+    if not FRACTION(dropout):
+        raise refuse(".dropout", f"={dropout!r} must be a number in [0, 1)")
+    if not isinstance(fields.get("bias", False), bool):
+        raise refuse(".bias", f"={fields['bias']!r} must be true or false")
+    from andrea.models.gpt import ACTIVATIONS
+
+    if fields.get("activation", "gelu") not in ACTIVATIONS:
+        raise refuse(".activation", f"={fields['activation']!r} is not one of {', '.join(ACTIVATIONS)}")
+    from andrea.attention.positions import POSITIONS
+
+    if fields.get("position") not in POSITIONS:
+        raise refuse(".position", f"={fields.get('position')!r} is not one of {', '.join(POSITIONS)}")
+    attention, terms = None, 0
+    if fields.get("attention") is not None:
+        attention, terms = _parse_attention(fields["attention"], refuse)
+    elif target.endswith(".GPT"):
+        raise refuse(".attention", "is missing")
+    return NetSpec(target, fields, attention, terms)
+
+
+def _parse_attention(attention: Any, refuse: Callable[[str, str], ModelFileError]) -> tuple[dict, int]:
+    from andrea.attention import backend_registry, get_backend
+
+    if not isinstance(attention, dict):
+        raise refuse(".attention", f"is a {type(attention).__name__}, not a mapping")
+    for key in attention:
+        if key not in ATTENTION_FIELDS:
+            raise refuse(f".attention.{key}", f"is not an attention setting ({', '.join(ATTENTION_FIELDS)})")
+    if not POSITIVE_INT(attention.get("n_head")):
+        raise refuse(".attention.n_head", f"={attention.get('n_head')!r} must be a positive integer")
+    if attention.get("n_kv_head") is not None and not POSITIVE_INT(attention["n_kv_head"]):
+        raise refuse(".attention.n_kv_head", f"={attention['n_kv_head']!r} must be a positive integer")
+    backend = attention.get("backend", "sdpa")
+    if not isinstance(backend, str) or backend not in backend_registry.names():
+        raise refuse(
+            ".attention.backend", f"={backend!r} is not a registered backend ({', '.join(backend_registry.names())})"
+        )
+    options = attention.get("backend_options") or {}
+    if not isinstance(options, dict) or not all(isinstance(v, PLAIN) for v in options.values()):
+        raise refuse(".attention.backend_options", "must map option names to plain values")
+    try:  # the options the backend declares, each checked by the backend itself (nothing is run)
+        get_backend(backend, **options)
+    except ValueError as err:
+        raise refuse(
+            ".attention.backend_options", f"are not options of {backend} ({str(err).splitlines()[0]})"
+        ) from None
+    return attention, _mask_terms(attention.get("mask"), refuse)
+
+
+def _mask_terms(mask: Any, refuse: Callable[[str, str], ModelFileError]) -> int:
+    """How many masks `mask` combines, refusing anything but registered masks with plain fields."""
+    from andrea.attention import parse_mask
+
+    if mask is None:
+        return 0
+    if isinstance(mask, str):
+        try:
+            parse_mask(mask)  # registered names, literal values, & and |: nothing is evaluated
+        except ValueError as err:
+            raise refuse(".attention.mask", f"cannot be read ({str(err).splitlines()[0]})") from None
+        return mask.count("&") + mask.count("|") + 1
+    if not isinstance(mask, dict):
+        raise refuse(".attention.mask", f"is a {type(mask).__name__}, not a mask")
+    names = mask_targets()
+    if mask.get("_target_") not in names:
+        registered = ", ".join(sorted(set(names.values())))
+        raise refuse(".attention.mask._target_", f"={mask.get('_target_')!r} is not a registered mask ({registered})")
+    for key, value in mask.items():
+        if key != "_target_" and not isinstance(value, PLAIN):
+            raise refuse(f".attention.mask.{key}", f"is a {type(value).__name__}, not a plain value")
+    return 1
+
+
+def mask_targets() -> dict[str, str]:
+    """Every dotted class path that names a registered mask -> its registry name.
+
+    A built-in mask answers to `andrea.attention.<Class>` (what conf/mask/ writes) and to its
+    module path; a plugin's to its entry point's `module.Class`."""
+    from andrea.attention import mask_registry
+
+    paths = {}
+    for name, spec in mask_registry.builtins.items():
+        module, _, cls = spec.partition(":")
+        paths.update({f"{module}.{cls}": name, f"andrea.attention.{cls}": name, f"andrea.attention.masks.{cls}": name})
+    for name, entry_point in mask_registry._discover().items():
+        module, _, cls = entry_point.value.partition(":")
+        paths[f"{module}.{cls}"] = name
+    return paths
+
+
+def build(spec: NetSpec) -> nn.Module:
+    """The network `spec` describes, constructed by andrea (no instantiate: the class comes from MODELS,
+    the mask and backend from the registries)."""
+    from andrea.attention import get_mask, parse_mask
+
+    fields = dict(spec.fields)
+    if spec.attention is not None:
+        attention = dict(spec.attention)
+        mask = attention.get("mask")
+        if isinstance(mask, dict):
+            name = mask_targets()[mask["_target_"]]
+            attention["mask"] = get_mask(name, **{k: v for k, v in mask.items() if k != "_target_"})
+        elif isinstance(mask, str):
+            attention["mask"] = parse_mask(mask)
+        fields["attention"] = attention
+    return model_class(spec.target)(**fields)
+
+
+def build_network(config: Any, where: str, prefix: str, device: str = "cpu") -> nn.Module:
+    """The network a file's config describes, checked against the schema and the machine's memory
+    before anything is allocated; every refusal is one line naming `where` and the key."""
+    spec = parse(config, where, prefix)
+    keys = {name: f"{prefix}.{name}" for name in memory.REFERENCE}
+    for memory_of in dict.fromkeys(("cpu", device)):  # built on the CPU, then moved to `device`
+        problem = memory.too_big(memory.loading(spec), spec.fields, keys, memory_of, "loading")
+        if problem:
+            raise ModelFileError(f"{where}: {problem}; refused before allocating, use a smaller model")
+    try:
+        return build(spec)
+    except ValueError as err:  # the model's own check (heads that do not divide d_model, ...)
+        raise ModelFileError(f"{where}: {prefix}: {str(err).splitlines()[0]}") from None
+
+
+def tokenizer_name(name: object, where: str, key: str) -> str | None:
+    """The tokenizer a file names: one of andrea's, or None (token ids)."""
+    from andrea.data.tokenizers import TOKENIZERS
+
+    if name is None:
+        return None
+    if not isinstance(name, str) or name not in TOKENIZERS:
+        raise ModelFileError(f"{where}: {key}={name!r} is not one of andrea's tokenizers ({', '.join(TOKENIZERS)})")
+    return name
+
+
+def load_problem(err: Exception) -> str:
+    """The line of torch's load_state_dict error that names a key (its first line only says it failed)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading") else lines[0]

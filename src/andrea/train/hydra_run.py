@@ -1,0 +1,124 @@
+"""What this Hydra run is: its mode, the user's overrides, its names and folders, this process's rank.
+
+Read by the config's resolvers (andrea.train.resolvers), the validation step and the pipeline; nothing
+here builds or checks anything. The one write: a refused job's fresh run dir is removed again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+
+def _hydra() -> DictConfig | None:
+    try:
+        return HydraConfig.get()  # type: ignore[return-value]  # typed HydraConf: it is its DictConfig
+    except ValueError:  # composed without a Hydra run (tests, notebooks)
+        return None
+
+
+def is_multirun() -> bool:
+    hydra = _hydra()
+    return hydra is not None and hydra.mode == RunMode.MULTIRUN
+
+
+RANK_VARIABLES = ("LOCAL_RANK", "NODE_RANK", "RANK", "SLURM_PROCID")  # Lightning's launcher, torchrun, SLURM
+
+
+def is_rank_zero_process() -> bool:
+    """Whether this process is the first of a distributed run (or the only one): the one that owns
+    the run dir. Read from the environment, before Lightning has set anything up."""
+    return all(os.environ.get(name, "0") == "0" for name in RANK_VARIABLES)
+
+
+def task_overrides() -> list[str]:
+    """The overrides the user gave this run (a multirun job's own), [] outside a Hydra run."""
+    hydra = _hydra()
+    return list(hydra.overrides.task) if hydra else []
+
+
+def job_number() -> int | None:
+    """This multirun job's number (its folder in the sweep dir), None outside a multirun."""
+    hydra = _hydra()
+    return int(hydra.job.num) if hydra is not None and is_multirun() else None
+
+
+def launcher_target() -> str:
+    """The multirun's launcher `_target_`, "" outside a multirun."""
+    hydra = _hydra()
+    return str(OmegaConf.select(hydra, "launcher._target_", default="")) if hydra is not None and is_multirun() else ""
+
+
+def sweep_group() -> str | None:
+    """The sweep's folder name in a multirun (one logger group per sweep), else None."""
+    hydra = _hydra()
+    return Path(hydra.sweep.dir).name if hydra is not None and is_multirun() else None
+
+
+def run_name() -> str | None:
+    """A logger run name: the job's overrides in a multirun, else the run folder's name."""
+    hydra = _hydra()
+    if hydra is None:
+        return None
+    if is_multirun():
+        return f"{hydra.job.num}:{hydra.job.override_dirname or 'defaults'}"
+    output_dir = OmegaConf.select(hydra, "runtime.output_dir", throw_on_missing=False)
+    return Path(output_dir).name if output_dir else None
+
+
+def run_id(ckpt_path: str | None = None) -> str | None:
+    """The logger run id: a new one for a fresh run, the run folder's own when resuming from a
+    checkpoint, so a resumed run continues its wandb run and a reused folder starts a new one."""
+    hydra = _hydra()
+    output_dir = OmegaConf.select(hydra, "runtime.output_dir", throw_on_missing=False) if hydra else None
+    if not output_dir:
+        return None
+    saved = Path(output_dir) / ".run_id"
+    if ckpt_path and saved.exists():
+        return saved.read_text().strip()
+    if not is_rank_zero_process():
+        return None  # a DDP child: only rank 0's logger writes, and rank 0 owns the file
+    if output_dir not in _NEW_RUN_IDS:  # one id per run, however often the config is resolved
+        _NEW_RUN_IDS[output_dir] = uuid.uuid4().hex[:16]
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(_NEW_RUN_IDS[output_dir])
+    return _NEW_RUN_IDS[output_dir]
+
+
+_NEW_RUN_IDS: dict[str, str] = {}
+
+
+def config_subdir(output_dir: str) -> str:
+    """Where Hydra writes the run's composed config: `.hydra`, or, for a later attempt in the same
+    run dir (a resume), `.hydra/attempt-<n>`, so the first attempt's config is never overwritten."""
+    if output_dir not in _CONFIG_SUBDIRS:  # Hydra resolves it more than once per job
+        first = Path(output_dir) / ".hydra"
+        n = 2
+        while (first / f"attempt-{n}").exists():
+            n += 1
+        _CONFIG_SUBDIRS[output_dir] = f".hydra/attempt-{n}" if (first / "config.yaml").exists() else ".hydra"
+    return _CONFIG_SUBDIRS[output_dir]
+
+
+_CONFIG_SUBDIRS: dict[str, str] = {}
+
+
+def discard_new_run_dir() -> None:
+    """Remove this run's dir when Hydra made it for this very job and it holds nothing else (the composed
+    config and the log): a refused config leaves no run dir behind. A dir that was there before (a resume)
+    or holds anything more is kept."""
+    hydra = _hydra()
+    if hydra is None:
+        return
+    output_dir = str(hydra.runtime.output_dir)
+    run_dir = Path(output_dir)
+    if _CONFIG_SUBDIRS.get(output_dir) != ".hydra" or not run_dir.is_dir():
+        return  # a later attempt in an existing run dir
+    if all(entry.name == ".hydra" or entry.suffix == ".log" for entry in run_dir.iterdir()):
+        shutil.rmtree(run_dir, ignore_errors=True)

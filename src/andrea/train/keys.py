@@ -1,0 +1,146 @@
+"""Keys and values of a composed training config, checked before anything is built.
+
+added keys   `+key=value` appends any key, typos included (Hydra does not check). A key
+             that the class of its node does not take (or, for a node without a
+             `_target_`, that the node did not have) is refused with the closest valid one.
+numbers      every number README documents has a type and a range (RANGES); a value
+             outside it (`nan`, `abc`, an empty string, `1e9` epochs) is refused.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Mapping
+from importlib.resources import files
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+
+from andrea.utils.rules import POSITIVE, Rule, duration, either, integer, number, optional
+
+HYDRA_KEYWORDS = ("_target_", "_partial_", "_convert_", "_recursive_", "_args_")
+
+BATCHES = optional(
+    either("a number of batches (an integer >= 0) or a fraction of the epoch in [0, 1]", integer(0), number(0.0, 1.0))
+)
+RANGES: dict[str, Rule] = {  # data first: the presets interpolate model.net from it
+    "seed": integer(0, 2**32 - 1),  # numpy's seed range (Lightning seeds numpy too)
+    "data.vocab_size": POSITIVE,
+    "data.seq_len": POSITIVE,
+    "data.batch_size": POSITIVE,
+    "data.num_train": POSITIVE,
+    "data.num_val": POSITIVE,
+    "data.samples_per_epoch": POSITIVE,
+    "data.val_fraction": number(0.0, 1.0, low_open=True, high_open=True),
+    "data.num_workers": integer(0),
+    "data.max_bytes": POSITIVE,
+    "model.optimizer.lr": number(0.0, low_open=True),
+    "model.optimizer.weight_decay": number(0.0),
+    "model.optimizer.eps": number(0.0, low_open=True),
+    "model.net.vocab_size": POSITIVE,
+    "model.net.max_context": POSITIVE,
+    "model.net.d_model": POSITIVE,
+    "model.net.n_layer": POSITIVE,
+    "model.net.mlp_ratio": POSITIVE,
+    "model.net.dropout": number(0.0, 1.0, high_open=True),
+    "model.net.bias": ((lambda v: isinstance(v, bool)), "true or false"),
+    "model.net.activation": ((lambda v: v in ("gelu", "gelu_tanh")), "gelu or gelu_tanh"),
+    "trainer.max_epochs": optional(integer(1, also=(-1,))),
+    "trainer.min_epochs": optional(integer(0)),
+    "trainer.max_steps": integer(1, also=(-1,)),
+    "trainer.min_steps": optional(integer(0)),
+    "trainer.max_time": duration(),
+    "trainer.limit_train_batches": BATCHES,
+    "trainer.limit_val_batches": BATCHES,
+    "trainer.val_check_interval": optional(
+        either(
+            "a number of batches (an integer >= 1) or a fraction of the epoch in (0, 1]",
+            POSITIVE,
+            number(0.0, 1.0, low_open=True),
+        )
+    ),
+    "trainer.check_val_every_n_epoch": optional(POSITIVE),
+    "trainer.accumulate_grad_batches": POSITIVE,
+    "trainer.log_every_n_steps": POSITIVE,
+    "trainer.num_sanity_val_steps": integer(0, also=(-1,)),
+    "trainer.gradient_clip_val": optional(number(0.0)),
+    "trainer.num_nodes": POSITIVE,
+    "callbacks.last_checkpoint.every_n_train_steps": POSITIVE,
+    "callbacks.attention_maps.every_n_steps": POSITIVE,
+    "callbacks.attention_maps.probe_rows": POSITIVE,
+    "callbacks.attention_maps.row": integer(0),
+    "callbacks.attention_maps.max_pending": POSITIVE,
+    "callbacks.attention_maps.schedule": ((lambda v: v in ("log", "linear")), "log or linear"),
+    "callbacks.attention_maps.window": optional(integer(2)),
+    "callbacks.attention_maps.scale": ((lambda v: v in ("log", "row", "linear")), "log, row or linear"),
+    "callbacks.run_stats.peak_tflops": optional(number(0.0, low_open=True)),
+}
+
+
+def check_ranges(cfg: DictConfig) -> str | None:
+    """The first documented number out of its type or range, as a one-line message (None: all fine)."""
+    missing = object()
+    for key, (test, words) in RANGES.items():
+        value = OmegaConf.select(cfg, key, default=missing)
+        if value is not missing and not test(value):
+            return f"{key}={value!r} must be {words}"
+    return None
+
+
+def check_added_keys(cfg: DictConfig, overrides: list[str]) -> str | None:
+    """The first `+key=value` (or `++key=value`) override whose key nothing takes, with the closest valid key.
+
+    A new object (`+callbacks.stop={_target_: ...}`) is always welcome: it says itself what takes it.
+    `++` may also set a key that exists, so it is checked only against a class's signature."""
+    for override in OverridesParser.create().parse_overrides(overrides):
+        key = override.key_or_group
+        adds = override.is_add() or override.is_force_add()
+        if not adds or override.package is not None or _is_group(key) or _is_object(override.value()):
+            continue
+        parent_key, _, leaf = key.rpartition(".")
+        if leaf in HYDRA_KEYWORDS or parent_key == "attention.options":  # options: the backend's own check
+            continue
+        parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
+        if not isinstance(parent, DictConfig) or override.is_force_add() and "_target_" not in parent:
+            continue
+        accepted, owner = _accepted(parent, leaf, parent_key)
+        if accepted is None or leaf in accepted:
+            continue
+        match = difflib.get_close_matches(leaf, accepted, n=1, cutoff=0.6)
+        hint = f" (did you mean {'.'.join(filter(None, (parent_key, match[0])))}?)" if match else ""
+        return f"{key} is not a setting of {owner}{hint}; drop the override, or check its spelling"
+    return None
+
+
+def _accepted(node: DictConfig, added: str, node_key: str) -> tuple[list[str] | None, str]:
+    """The keys `node` may hold (None: any, a class taking **kwargs) and who takes them."""
+    target = node.get("_target_")
+    if target is None:
+        return [str(k) for k in node if k != added and not str(k).startswith("_")], node_key or "the config"
+    try:
+        cls = get_class(target)
+        signature = inspect.signature(cls)
+    except Exception:  # a target that does not import is the constructor check's to report
+        return None, target
+    params = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None, cls.__name__
+    return [p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL], cls.__name__
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, Mapping) and "_target_" in value
+
+
+def _is_group(key: str) -> bool:
+    """Whether `key` names a config group (`+experiment=...` appends a choice, not a key)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    if "/" in key:
+        return True
+    if GlobalHydra.instance().is_initialized():
+        return bool(GlobalHydra.instance().config_loader().get_group_options(key))
+    return (files("andrea.conf") / key.replace(".", "/")).is_dir()

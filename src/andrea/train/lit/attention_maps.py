@@ -1,0 +1,286 @@
+"""AttentionMaps: what the heads do, on the dashboard, off the training thread.
+
+At a record the training thread runs the probe forward (a few validation rows, no grad) and the
+head-role metrics (milliseconds: torch ops, which stay on the training thread so that no second
+thread pool competes with it for the cores), and hands the weights, as numpy arrays, to one
+background worker that draws the PNGs (numpy and Pillow only); the training thread gives finished
+maps to the loggers at its next step. The queue is bounded: when the worker falls behind, a record
+is skipped and counted, never the training step delayed. Pending maps are finished before a
+checkpoint is written and before the run ends.
+
+Records come at step 0, then `every_n_steps` apart with schedule=linear, or log-spaced with
+schedule=log (the default): each gap doubles, never below `every_n_steps` (0, 50, 100, 200, 400,
+... and the last step), so a long run draws tens of maps, not thousands.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities.types import STEP_OUTPUT
+from torch import Tensor, nn
+
+from andrea.data.tasks import Pattern
+from andrea.lens import verdict as verdicts
+from andrea.lens.head_roles import HEAD_ROLES
+from andrea.lens.viz import SCALES, save_attention_grid
+from andrea.models.network import heads_shape, network
+
+if TYPE_CHECKING:
+    from andrea.train.lit.module import LanguageModelModule
+
+SCHEDULES = ("log", "linear")
+
+
+@dataclass
+class Probe:
+    """What the training thread hands the worker: the drawn row's weights and how to draw them."""
+
+    step: int
+    maps: dict[int, np.ndarray]  # layer -> (H, T, T) weights of the drawn row (the window's)
+    start: int  # the window's first position
+    tokens: list[str] | None  # the drawn row's decoded tokens (text data)
+    masks: list[str]  # each layer's mask name
+
+
+@dataclass
+class Drawn:
+    """What the worker hands back: the step and its PNGs."""
+
+    step: int
+    pngs: list[tuple[int, Path]] = field(default_factory=list)  # (layer, path)
+
+
+class AttentionMaps(L.Callback):
+    """Draw each chosen layer's heads for probe row `row` as a heatmap grid (PNG in
+    `<run dir>/attention_maps/`, and to every logger that shows images), and log the head-role
+    metrics of every layer and head, at step 0, on the schedule, and at the end of training.
+
+    window: draw only the last `window` positions of a long context (null: all of them).
+    scale:  the colour scale, named in the colour bar: log (weights near 1/T stay visible),
+            row (each query row divided by its largest weight) or linear.
+    Text models get their decoded tokens on both axes (up to 48 positions), others position ticks.
+    On TensorBoard the head-role scalars are laid out one chart per role and layer, every head a
+    line (the Custom Scalars tab); on wandb the same charts are logged at the end of training.
+    """
+
+    def __init__(
+        self,
+        every_n_steps: int = 50,
+        layers: list[int] | None = None,
+        probe_rows: int = 8,
+        dirname: str = "attention_maps",
+        row: int = 0,
+        window: int | None = None,
+        scale: str = "log",
+        schedule: str = "log",
+        max_pending: int = 2,
+    ) -> None:
+        if every_n_steps <= 0:
+            raise ValueError(f"callbacks.attention_maps.every_n_steps={every_n_steps} must be a positive integer")
+        if not isinstance(row, int) or not 0 <= row < probe_rows:
+            raise ValueError(f"callbacks.attention_maps.row={row!r} must be an integer in [0, probe_rows={probe_rows})")
+        if window is not None and (not isinstance(window, int) or window < 2):
+            raise ValueError(f"callbacks.attention_maps.window={window!r} must be an integer >= 2, or null")
+        if scale not in SCALES:
+            raise ValueError(f"callbacks.attention_maps.scale={scale!r} must be one of {', '.join(SCALES)}")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"callbacks.attention_maps.schedule={schedule!r} must be one of {', '.join(SCHEDULES)}")
+        self.every_n_steps, self.layers, self.probe_rows, self.dirname = every_n_steps, layers, probe_rows, dirname
+        self.row, self.window, self.scale, self.schedule = row, window, scale, schedule
+        self.max_pending = max_pending
+        self.out_dir: Path | None = None
+        self.last_step, self.next_step = -1, 0
+        self.written: list[str] = []
+        self.skipped = 0  # records dropped because the worker was behind
+        self.scores: dict[str, float] = {}  # "heads/<role>/L<l>H<h>" -> score, the applicable ones
+        self.roles: dict[str, dict] = {}  # role -> its best head (andrea.lens.verdict.summary)
+        self.verdict: dict | None = None  # whether the head the task needs appeared
+        self.history: list[tuple[int, dict[str, float]]] = []  # (step, scores) of every record, for grouped charts
+        self._worker: ThreadPoolExecutor | None = None
+        self._pending: list[Future[Drawn]] = []
+        self._skipped_step = -1
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self.out_dir = Path(trainer.default_root_dir) / self.dirname
+        n_layer = getattr(pl_module.net, "n_layer", 0)
+        bad = [layer for layer in self.layers or [] if not 0 <= layer < n_layer]
+        if bad:
+            raise ValueError(
+                f"callbacks.attention_maps.layers={self.layers} names layers {bad}; the model has {n_layer}"
+            )
+        if stage == "fit" and trainer.is_global_zero and n_layer:
+            _, n_head = heads_shape(network(cast(nn.Module, pl_module.net)))
+            pattern = _pattern(trainer)
+            roles = list(dict.fromkeys([*HEAD_ROLES, *_task_roles(pattern)]))
+            for logger in trainer.loggers:
+                if isinstance(logger, TensorBoardLogger):
+                    logger.experiment.add_custom_scalars(grouped_layout(roles, n_layer, n_head))
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.next_step = trainer.global_step  # a resumed run records where it starts
+        self.record(trainer, pl_module)  # the untrained heads, to compare against
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
+    ) -> None:
+        if trainer.global_step >= self.next_step:
+            self.record(trainer, pl_module)
+        self.deliver(trainer)
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        self.deliver(trainer, wait=True)  # the maps and scalars up to this step are on disk with it
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.record(trainer, pl_module, always=True)
+        self.deliver(trainer, wait=True)  # the summary reads the last record's roles and verdict
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """wandb: one chart per role and layer, every head a line, from every record of the run."""
+        self.deliver(trainer, wait=True)
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger) and trainer.is_global_zero and self.history:
+                logger.experiment.log(grouped_charts(self.history))
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self.deliver(trainer, wait=True)
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
+
+    def next_record(self, step: int) -> int:
+        """The step of the record after one at `step`: every_n_steps on, or (log) as far again, at least that."""
+        gap = max(self.every_n_steps, step) if self.schedule == "log" else self.every_n_steps
+        return step + gap
+
+    @torch.no_grad()
+    def record(self, trainer: L.Trainer, pl_module: L.LightningModule, always: bool = False) -> None:
+        """The probe forward, here; everything else on the worker (or skipped, if it is behind)."""
+        step = trainer.global_step
+        if step == self.last_step or not trainer.is_global_zero:
+            return
+        self.next_step = self.next_record(step)
+        if not always and len([f for f in self._pending if not f.done()]) >= self.max_pending:
+            self.skipped += 1
+            self._skipped_step = step
+            return
+        if step == self._skipped_step:
+            self.skipped -= 1  # skipped at its last batch, recorded after all at the end of training
+        self.last_step = step
+        probe = trainer.datamodule.probe_batch(self.probe_rows)  # type: ignore[attr-defined]  # Lightning sets it
+        input_ids = probe["input_ids"].to(pl_module.device)
+        net = network(cast("LanguageModelModule", pl_module).net)  # the module this callback is written for
+        was_training = pl_module.training
+        pl_module.eval()
+        _, weights = net(input_ids, return_weights=True)  # one (B, H, T, T) per layer
+        pl_module.train(was_training)
+        if not weights:  # a model without attention (the ablation): nothing to draw
+            return
+        self._score(trainer, weights, input_ids, step)
+        tokenizer = getattr(trainer.datamodule, "tokenizer", None)  # type: ignore[attr-defined]  # text data only
+        row_ids = input_ids[self.row].tolist()
+        tokens = [tokenizer.decode([i]).replace("\n", "⏎") for i in row_ids] if tokenizer is not None else None
+        T = weights[0].shape[-1]
+        start = max(0, T - self.window) if self.window else 0
+        layers = range(len(weights)) if self.layers is None else self.layers
+        maps = {layer: weights[layer][self.row, :, start:, start:].float().cpu().numpy() for layer in layers}
+        job = Probe(step, maps, start, tokens, [layer.mask.name for layer in net.attention])
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="andrea-maps")
+        self._pending.append(self._worker.submit(self._draw, job))
+
+    def _score(self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int) -> None:
+        """The head-role metrics and the verdict of this record, logged at once."""
+        pattern = _pattern(trainer)
+        scores = verdicts.score_heads(weights, input_ids, _task_roles(pattern))
+        self.scores = {
+            f"heads/{role}/L{layer}H{head}": float(s.values[layer, head])
+            for role, s in scores.items()
+            for layer in range(s.values.shape[0])
+            for head in range(s.values.shape[1])
+            if not s.values[layer, head].isnan()  # not applicable to the probe: nothing to plot
+        }
+        self.roles = verdicts.summary(scores)
+        self.verdict = verdicts.verdict(pattern, scores) if pattern is not None else None
+        self.history.append((step, self.scores))
+        for logger in trainer.loggers:
+            logger.log_metrics(self.scores, step=step)
+
+    def _draw(self, job: Probe) -> Drawn:
+        """On the worker: a PNG per chosen layer (numpy and Pillow: no torch op off the training thread)."""
+        drawn = Drawn(job.step)
+        assert self.out_dir is not None  # set in setup(), before any training hook
+        for layer, shown in job.maps.items():
+            title = f"layer {layer} · step {job.step} · {job.masks[layer]} · probe row {self.row}"
+            path = self.out_dir / f"layer{layer}_step{job.step:06d}.png"
+            save_attention_grid(shown, path, title=title, scale=self.scale, start=job.start, tokens=job.tokens)
+            drawn.pngs.append((layer, path))
+        return drawn
+
+    def deliver(self, trainer: L.Trainer, wait: bool = False) -> None:
+        """Hand every finished map (all of them, with wait) to the loggers, in step order."""
+        while self._pending and (wait or self._pending[0].done()):
+            drawn = self._pending.pop(0).result()
+            for layer, path in drawn.pngs:
+                self.written.append(str(path))
+                for logger in trainer.loggers:
+                    _log_image(logger, f"attention/layer{layer}", path, drawn.step)
+
+
+def _pattern(trainer: L.Trainer) -> Pattern | None:
+    return getattr(trainer.datamodule, "attention_pattern", None)  # type: ignore[attr-defined]  # set by Lightning
+
+
+def _task_roles(pattern: Pattern | None) -> tuple[str, ...]:
+    """The role the task's pattern needs, scored beside HEAD_ROLES (lookback_k for k > 1 is not among them)."""
+    return (pattern.role,) if pattern is not None and pattern.role else ()
+
+
+def grouped_layout(roles: list[str], n_layer: int, n_head: int) -> dict:
+    """TensorBoard's custom-scalar layout: a "head roles" category, one multi-line chart per role and
+    layer whose lines are that layer's heads (tags heads/<role>/L<l>H<h>)."""
+    charts = {
+        f"{role} · layer {layer}": ["Multiline", [rf"heads/{role}/L{layer}H\d+$"]]
+        for role in roles
+        for layer in range(n_layer)
+    }
+    return {"head roles": charts}
+
+
+def grouped_charts(history: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:
+    """wandb line-series charts, key head_roles/<role>_L<l>: x = the step, a line per head."""
+    import wandb
+
+    series: dict[tuple[str, int], dict[int, list[tuple[int, float]]]] = {}
+    for step, scores in history:
+        for key, value in scores.items():
+            _, role, head = key.split("/")
+            layer, h = (int(x) for x in head[1:].split("H"))
+            series.setdefault((role, layer), {}).setdefault(h, []).append((step, value))
+    charts = {}
+    for (role, layer), heads in sorted(series.items()):
+        steps = sorted({step for points in heads.values() for step, _ in points})
+        ys = [[dict(points).get(step, float("nan")) for step in steps] for _, points in sorted(heads.items())]
+        keys = [f"H{h}" for h in sorted(heads)]
+        title = f"{role} · layer {layer}"
+        charts[f"head_roles/{role}_L{layer}"] = wandb.plot.line_series(steps, ys, keys=keys, title=title, xname="step")
+    return charts
+
+
+def _log_image(logger: Logger, key: str, path: Path, step: int) -> None:
+    if isinstance(logger, WandbLogger):
+        logger.log_image(key=key, images=[str(path)], step=step)
+    elif isinstance(logger, TensorBoardLogger):
+        from matplotlib.image import imread
+
+        image = imread(path)[..., :3]  # (H, W, 3) floats in [0, 1]
+        logger.experiment.add_image(key, image, global_step=step, dataformats="HWC")

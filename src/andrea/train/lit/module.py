@@ -1,0 +1,142 @@
+"""LanguageModelModule: next-token (or per-position) cross-entropy for any model of the zoo."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.utilities.types import OptimizerLRScheduler
+from torch import Tensor, nn
+from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
+from torchmetrics.text import Perplexity
+
+from andrea.data.tasks import IGNORE_INDEX
+from andrea.lens.interventions import install, parse_heads
+from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
+from andrea.models.network import heads_shape, network
+
+
+def next_token_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Cross-entropy of logits (B, T, V) against labels (B, T), IGNORE_INDEX positions left out."""
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite (model.nonfinite=stop)."""
+
+
+class LanguageModelModule(L.LightningModule):
+    """Wraps `net` (idx (B, T) -> logits (B, T, V), weights) with loss, metrics and optimisation.
+
+    optimizer: a partial taking `params` (Hydra `_partial_: true`), e.g. AdamW with its lr.
+    scheduler: an optional partial taking `optimizer`, stepped every optimisation step.
+    compile:   run the network's forward through torch.compile (the saved weights keep their names).
+    nonfinite: what a NaN or infinite training loss does: "stop" (raise NonFiniteLossError; the
+               last checkpoint, written before, stays the last good one) or "skip" (no update
+               for that batch, counted in train/skipped_steps).
+    ablate:    heads zeroed in every forward, training and evaluation alike (["L0H1", "L1H3"]:
+               andrea.lens.interventions), to see what the network does without them.
+    Weight decay applies to matrices only; norms and biases are left undecayed (nanoGPT's groups).
+    """
+
+    _forward_net: Callable[[Tensor], tuple[Tensor, list[Tensor]]]  # `net`, or its torch.compile wrapper
+
+    def __init__(
+        self,
+        net: nn.Module,
+        optimizer: Callable,
+        scheduler: Callable | None = None,
+        net_config: dict | None = None,
+        compile: bool = False,
+        nonfinite: str = "stop",
+        ablate: list[str] | None = None,
+    ) -> None:
+        super().__init__()
+        if nonfinite not in ("stop", "skip"):
+            raise ValueError(f"model.nonfinite={nonfinite!r} must be stop or skip")
+        self.nonfinite, self.skipped_steps = nonfinite, 0
+        self.net = net
+        if ablate:
+            zeroed = parse_heads(ablate, *heads_shape(network(net)), key="model.ablate")
+            install(network(net), dict.fromkeys(zeroed, 0.0))
+        # Not registered as a submodule: checkpoints keep the plain `net.*` names.
+        object.__setattr__(self, "_forward_net", torch.compile(net) if compile else net)
+        self.net_config = net_config  # the resolved model.net config, saved in every checkpoint
+        self.tokenizer: str | None = None  # the data's tokenizer name, saved too (andrea-sample reads it)
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self._matrices = {f"net.{n}" for n, p in net.named_parameters() if p.dim() >= 2}  # weight decay
+        vocab_size = network(net).vocab_size
+        # The training step's inputs are ours (argmax ids, labels): no per-step input validation, which
+        # costs torchmetrics a pass over the labels every step.
+        self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX, validate_args=False)
+        self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
+        self.val_loss = MeanMetric()
+        self.val_perplexity = Perplexity(ignore_index=IGNORE_INDEX)
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        return self._forward_net(input_ids)[0]
+
+    def _loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        logits = self(batch["input_ids"])  # (B, T, V)
+        labels = batch["labels"]  # (B, T), IGNORE_INDEX where nothing is predicted
+        loss = next_token_loss(logits, labels)
+        return loss, logits, labels
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor] | None:
+        loss, logits, labels = self._loss(batch)
+        finite = self.trainer.strategy.reduce_boolean_decision(bool(torch.isfinite(loss)), all=True)
+        if not finite:  # every process takes the same branch
+            if self.nonfinite == "stop":
+                raise NonFiniteLossError(
+                    f"train/loss is {loss.item()} at step {self.global_step}; training stopped with the last "
+                    "checkpoint kept; lower model.optimizer.lr, or set model.nonfinite=skip to skip such batches"
+                )
+            self.skipped_steps += 1
+            self.log("train/skipped_steps", float(self.skipped_steps), on_step=True)
+            return None  # Lightning makes no backward and no optimizer step for this batch
+        preds, labels = logits.detach().argmax(dim=-1).flatten(), labels.flatten()
+        self.train_acc.update(preds, labels)  # the epoch's accuracy over every scored token (micro), at its end
+        scored = labels != IGNORE_INDEX
+        step_acc = (preds == labels)[scored].float().mean() if bool(scored.any()) else torch.zeros(())
+        # DDP: the global mean over the processes (one all-reduce; the loss itself for one process), for the loggers
+        # and for RunStats' curves and summary alike
+        global_loss = self.trainer.strategy.reduce(loss.detach(), reduce_op="mean")
+        self.log("train/loss", global_loss, on_step=True, on_epoch=True, prog_bar=True)
+        self.log("train/acc_step", step_acc, on_step=True, on_epoch=False, prog_bar=True)
+        # computed (and synced across processes) by Lightning at the epoch's end, with the other epoch metrics
+        self.log("train/acc_epoch", self.train_acc, on_step=False, on_epoch=True)
+        return {"loss": loss, "global_loss": global_loss}
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        loss, logits, labels = self._loss(batch)
+        self.val_loss(loss, weight=(labels != IGNORE_INDEX).sum())
+        self.val_acc(logits.flatten(0, 1), labels.flatten())
+        self.val_perplexity(logits.float(), labels)
+        self.log("val/loss", self.val_loss, on_epoch=True, prog_bar=True)
+        self.log("val/acc", self.val_acc, on_epoch=True, prog_bar=True)
+        self.log("val/perplexity", self.val_perplexity, on_epoch=True)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.net_config is not None:
+            checkpoint[CHECKPOINT_CONFIG_KEY] = self.net_config  # plain containers only: weights_only loads
+        if self.tokenizer is not None:
+            checkpoint[CHECKPOINT_TOKENIZER_KEY] = self.tokenizer
+        checkpoint["andrea_skipped_steps"] = self.skipped_steps
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.skipped_steps = checkpoint.get("andrea_skipped_steps", 0)
+
+    def configure_optimizers(self) -> OptimizerLRScheduler:
+        # By the names of the matrices, taken before any wrapping: FSDP flattens every parameter to 1-D.
+        named = [(n.replace("_fsdp_wrapped_module.", ""), p) for n, p in self.named_parameters() if p.requires_grad]
+        decay = [p for n, p in named if n in self._matrices]
+        no_decay = [p for n, p in named if n not in self._matrices]
+        groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]  # decay: the optimizer's own
+        optimizer = self.optimizer_factory(params=groups)
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = self.scheduler_factory(optimizer=optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -1,0 +1,230 @@
+"""train(cfg): validate, build, fit, validate, summarise. The Hydra app in cli/train.py wraps it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import time
+import warnings
+from pathlib import Path
+
+import lightning as L
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import Callback, LearningRateMonitor
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from torch.nn import Module
+
+from andrea.data.sampler import ResumableTrainData
+from andrea.lens.verdict import describe, verdict
+from andrea.train.config import training_estimate, validate
+from andrea.train.hydra_run import is_multirun, job_number, task_overrides
+from andrea.train.lit.attention_maps import AttentionMaps
+from andrea.train.lit.module import NonFiniteLossError
+from andrea.train.lit.progress import progress_callbacks
+from andrea.train.lit.resume import LAST, RESTORE_ERRORS, RestoreWatch, ResumeData, StopOnSignal
+from andrea.train.lit.run_stats import RunStats
+from andrea.train.sweep import RESULT_FILE, done_line, job_line
+
+log = logging.getLogger(__name__)
+
+
+def _instantiate_all(group: DictConfig | None) -> list:
+    """Every entry of a group of named objects (callbacks, loggers) that has a `_target_`."""
+    if not group:
+        return []
+    return [instantiate(node) for node in group.values() if node is not None and "_target_" in node]
+
+
+def train(cfg: DictConfig, validated: bool = False) -> dict:
+    """Run one training job; returns (and writes to <run dir>/result.json) its summary."""
+    start = time.perf_counter()
+    if not validated:
+        validate(cfg)  # before anything is built
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule = instantiate(cfg.data)
+    module = instantiate(cfg.model)
+    if cfg.get("init_from") and not cfg.get("ckpt_path"):  # fine-tuning: start from GPT-2's weights
+        _load_init_from(module.net, cfg.init_from)
+    module.net_config = OmegaConf.to_container(cfg.model.net, resolve=True)  # for checkpoints and export
+    module.tokenizer = cfg.data.get("tokenizer")  # text data only; andrea-sample reads it back
+    loggers = _instantiate_all(cfg.get("logger"))
+    callbacks = _instantiate_all(cfg.get("callbacks"))
+    if not loggers:  # logger=none: Lightning refuses a LearningRateMonitor with nothing to log to
+        callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
+    stop, restore = StopOnSignal(Path(cfg.paths.output_dir) / "checkpoints"), RestoreWatch()
+    callbacks, console = progress_callbacks(callbacks, is_multirun())
+    trainer = instantiate(
+        cfg.trainer, callbacks=[*callbacks, ResumeData(), stop, restore], logger=loggers or False, **console
+    )
+    run_dir = Path(trainer.default_root_dir)
+    status = "failed"
+    try:
+        try:
+            with warnings.catch_warnings():
+                # Lightning cannot see that our data resume mid-epoch exactly (ResumableTrainData keeps
+                # the sampler's position in the checkpoint), and warns that the loader is not resumable.
+                if isinstance(datamodule, ResumableTrainData):
+                    warnings.filterwarnings(
+                        "ignore",
+                        message=".*checkpoint that ended before the epoch ended and your dataloader is not resumable",
+                    )
+                trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        except RESTORE_ERRORS as err:
+            refused = restore.failure(err, cfg.get("ckpt_path"))
+            if refused is None:
+                raise
+            raise refused from None
+        except NonFiniteLossError as err:
+            last = run_dir / "checkpoints" / LAST
+            raise NonFiniteLossError(f"{err}: {last if last.exists() else 'no checkpoint written yet'}") from None
+        if stop.received is not None:
+            status = "interrupted"
+            return _interrupted(stop, trainer, run_dir)
+        fitted = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if cfg.get("validate") else {}
+        result = _summary(cfg, trainer, {**fitted, **final}, time.perf_counter() - start, run_dir)
+        if trainer.is_global_zero:
+            _result_path(run_dir, restore.trained_steps(trainer)).write_text(json.dumps(result, indent=2))
+            _print_summary(result)
+        status = "success"
+        return result
+    finally:
+        _finish_loggers(loggers, status)
+
+
+def _result_path(run_dir: Path, trained_steps: int) -> Path:
+    """result.json; but a finished run resumed, training no step, keeps its results: this attempt's go to
+    result-attempt-<n>.json beside them."""
+    path = run_dir / RESULT_FILE
+    if trained_steps > 0 or not path.exists():
+        return path
+    n = 2
+    while (run_dir / f"result-attempt-{n}.json").exists():
+        n += 1
+    return run_dir / f"result-attempt-{n}.json"
+
+
+def _load_init_from(net: Module, folder: str) -> None:
+    """GPT-2's weights into the network validate() shaped after them (andrea.models.files.gpt2)."""
+    from andrea.models.files.gpt2 import load_weights
+    from andrea.models.network import network
+
+    load_weights(net, folder, len(network(net).attention))
+
+
+def resume_command(run_dir: Path) -> str:
+    """The andrea-train command that continues the run in `run_dir` from its last.ckpt."""
+    kept = [o for o in task_overrides() if not o.startswith(("ckpt_path=", "hydra.run.dir="))]
+    resume = [f"hydra.run.dir={run_dir}", f"ckpt_path={run_dir / 'checkpoints' / LAST}"]
+    return " ".join(["andrea-train", *map(shlex.quote, kept + resume)])
+
+
+def _interrupted(stop: StopOnSignal, trainer: L.Trainer, run_dir: Path) -> dict:
+    assert stop.received is not None  # called once a signal came
+    result = {
+        "status": "interrupted",
+        "signal": int(stop.received),
+        "exit_code": 128 + int(stop.received),
+        "global_step": trainer.global_step,
+        "checkpoint": str(stop.checkpoint),
+        "resume": resume_command(run_dir),
+        "run_dir": str(run_dir),
+    }
+    if trainer.is_global_zero:
+        (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
+        Console(stderr=True).print(
+            f"stopped by signal {result['signal']} at step {result['global_step']}; saved {result['checkpoint']}\n"
+            f"resume with: {result['resume']}",
+            soft_wrap=True,
+        )
+    return result
+
+
+def _summary(cfg: DictConfig, trainer: L.Trainer, metrics: dict[str, float], wall_s: float, run_dir: Path) -> dict:
+    callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]  # set by Lightning, undeclared
+    stats = next((c for c in callbacks if isinstance(c, RunStats)), None)
+    maps = next((c for c in callbacks if isinstance(c, AttentionMaps)), None)
+    return {
+        "status": "completed",
+        "exit_code": 0,
+        "overrides": task_overrides(),
+        "train_loss": stats.final_train_loss if stats and stats.train_curve else metrics.get("train/loss_epoch"),
+        "train_acc": metrics.get("train/acc_epoch"),
+        "val_loss": metrics.get("val/loss"),
+        "val_acc": metrics.get("val/acc"),
+        "val_perplexity": metrics.get("val/perplexity"),
+        "tokens_per_s": stats.tokens_per_s if stats else None,
+        "tokens_per_s_steps": stats.rate_summary() if stats else None,  # median, p25, p75 over the steps
+        "parameters": sum(p.numel() for p in trainer.lightning_module.parameters()),
+        "curves": {"train": stats.train_curve, "val": stats.val_curve} if stats else None,
+        "wall_s": wall_s,
+        "memory_estimate": _memory_estimate(cfg),
+        "global_step": trainer.global_step,
+        "epochs": trainer.current_epoch,
+        "run_dir": str(run_dir),
+        "attention_maps": str(maps.out_dir) if maps and maps.written else None,
+        "attention_maps_skipped": maps.skipped if maps else 0,  # records dropped while the drawing worker was busy
+        "head_roles": maps.scores if maps else {},
+        "roles": maps.roles if maps else {},
+        "verdict": _verdict(trainer, maps),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }
+
+
+def _verdict(trainer: L.Trainer, maps: AttentionMaps | None) -> dict | None:
+    """Whether the head the task needs appeared (from the maps' last probe), or that it needs none."""
+    if maps is not None and maps.verdict is not None:
+        return maps.verdict
+    pattern = getattr(trainer.datamodule, "attention_pattern", None)  # type: ignore[attr-defined]  # set by Lightning
+    if pattern is not None and pattern.role is None:
+        return verdict(pattern, {})
+    return None
+
+
+def _memory_estimate(cfg: DictConfig) -> dict | None:
+    """The training memory andrea.models.memory estimated for this config before the run."""
+    found = training_estimate(cfg)
+    if found is None:
+        return None
+    _, need = found
+    return {"bytes": need.total_bytes, "parameters": need.parameters, "text": need.describe()}
+
+
+def _print_summary(result: dict) -> None:
+    """The run's summary: on the console for a single run; in a multirun job, one line on the
+    console and the whole summary in the job's log."""
+
+    lines = [done_line(result)]
+    if result["memory_estimate"]:
+        lines.append(f"estimated training memory: {result['memory_estimate']['text']}")
+    lines.append(f"run dir: {result['run_dir']}")
+    if result["roles"]:
+        lines.append(f"best head per role: {describe(result['roles'])}")
+    if result["verdict"]:
+        lines.append(f"verdict: {result['verdict']['text']}")
+    if result["attention_maps"]:
+        skipped = result["attention_maps_skipped"]
+        behind = f" ({skipped} records skipped: the drawing worker was behind)" if skipped else ""
+        lines.append(f"attention maps: {result['attention_maps']}{behind}")
+    console = Console(soft_wrap=True, highlight=False)  # a path or a summary line never wraps, piped or not
+    if not is_multirun():
+        for line in lines:
+            console.print(line, markup=False)
+        return
+    for line in lines:
+        log.info(line)  # the job's log file: in a multirun the console shows warnings and this one line
+    console.print(job_line(result, job_number()), markup=False)
+
+
+def _finish_loggers(loggers: list, status: str) -> None:
+    """Close every logger run, so the next job in this process starts a run of its own."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    for logger in loggers:
+        logger.finalize(status)
+    if any(isinstance(logger, WandbLogger) for logger in loggers):
+        import wandb
+
+        wandb.finish(exit_code=0 if status == "success" else 1)

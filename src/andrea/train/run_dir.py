@@ -1,0 +1,101 @@
+"""One run per run dir, and disk trouble said in one line.
+
+hold(run_dir)   an exclusive OS lock on <run dir>/.lock for as long as the run lives; the
+                kernel releases it when the process ends, however it ends (SIGKILL too), so
+                a killed run never blocks its own resume. A second andrea-train in the same
+                dir is refused with the owner's pid. Once held, the partial files a process
+                killed mid-write left (`.<file>.<pid>.partial`) are removed.
+DiskError       a write that failed (disk full, read-only, quota): what, where, and the
+                space left, raised in place of the bare OSError.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+LOCK_FILE = ".lock"
+
+
+class RunDirInUse(ValueError):
+    """Another live process holds the run dir."""
+
+
+class DiskError(OSError):
+    """A write into the run dir failed; the message is one line."""
+
+
+@contextmanager
+def hold(run_dir: str | Path) -> Iterator[None]:
+    run_dir = Path(run_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise disk_error(err, "creating the run dir's lock file", run_dir / LOCK_FILE) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise RunDirInUse(
+                f"hydra.run.dir={run_dir} is in use by another andrea-train (pid {owner}); wait for it to end, "
+                "or give this run its own hydra.run.dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        remove_stale_partials(run_dir)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def remove_stale_partials(run_dir: Path) -> list[Path]:
+    """Remove the partial files (`.<file>.<pid>.partial`, andrea.train.lit.resume.AtomicCheckpointIO) whose
+    writer is no longer alive: a SIGKILL mid-write leaves one behind. Returns what was removed."""
+    removed = []
+    for partial in run_dir.rglob(".*.partial"):
+        pid = partial.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            partial.unlink(missing_ok=True)
+            removed.append(partial)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # no signal sent: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def disk_error(err: OSError, what: str, path: str | Path) -> DiskError:
+    """`err` (raised while `what` on `path`) as one line: the reason and the space left there."""
+    path = Path(path)
+    folder = next((p for p in (path, *path.parents) if p.is_dir()), Path("/"))
+    try:
+        free = f"{shutil.disk_usage(folder).free / 1024**2:,.0f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    reason = err.strerror or str(err)
+    fixes: dict[int | None, str] = {  # err.errno may be None
+        errno.ENOSPC: "free some space",
+        errno.EDQUOT: "free some space",
+        errno.EROFS: "give a writable hydra.run.dir",
+        errno.EACCES: "give a writable hydra.run.dir",
+        errno.EPERM: "give a writable hydra.run.dir",
+        errno.ENOENT: "give a hydra.run.dir that can be created",
+        errno.ENOTDIR: "give a hydra.run.dir that can be created",
+    }
+    fix = fixes.get(err.errno, "check the disk")
+    error = DiskError(f"{what} failed at {path}: {reason} ({free} on {folder}); {fix}")
+    error.errno = err.errno
+    return error

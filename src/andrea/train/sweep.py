@@ -1,0 +1,183 @@
+"""The sweep summary: one row per job of a multirun, as markdown and CSV in the sweep dir, and the
+sweep report beside them (andrea.train.sweep_report: curves.png, report.html).
+
+Rewritten after every job (so a sweep that stops part-way still has its rows)
+and once more when the sweep ends. Every job gets a row, whatever became of it:
+`completed`, `interrupted` (a signal; it can be resumed), `failed` (an error, named in
+`error`) or `killed` (its process died: only a launcher with a process per job sees
+that, hydra_plugins.andrea_launchers), with the exit code the job's process had or
+would have had (blank where the launcher cannot know it).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from andrea.train.hydra_internals import job_error
+from andrea.train.hydra_run import is_multirun
+from andrea.train.sweep_report import CURVES, REPORT, differing_overrides, heads_cell, plot_curves, write_html
+
+RESULT_FILE = "result.json"  # what every job writes into its run dir
+
+COLUMNS = [
+    "job",
+    "overrides",  # the job's own, in full
+    "differs",  # those whose value differs between the sweep's jobs: the job's label
+    "status",
+    "exit_code",
+    "error",
+    "parameters",
+    "train_loss",  # the mean of the last steps (andrea.train.lit.RunStats), not the epoch mean
+    "val_loss",
+    "val_acc",
+    "tokens_per_s",  # the median over the steps...
+    "tokens_per_s_p25_p75",  # ...and its spread
+    "heads",  # the best head per role
+    "verdict",
+    "wall_s",
+    "run_dir",
+]
+current_sweep_dir: str | None = None  # the sweep this process runs, for the one line that ends a failed one
+
+
+def job_failed(
+    run_dir: Path,
+    overrides: Sequence[str],
+    error: BaseException | None,
+    exit_code: int | str | None,
+    status: str = "failed",
+) -> None:
+    """The result.json of a job that did not complete, so the summary has its row."""
+    if exit_code is None:  # what the job would have exited with on its own
+        from andrea.train.config import ConfigError  # torch comes with it: not on andrea-train --help's path
+
+        exit_code = 2 if isinstance(error, ConfigError) else 1
+    result = {"status": status, "exit_code": exit_code, "error": _error_text(error) if error is not None else ""}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / RESULT_FILE).write_text(
+        json.dumps({**result, "overrides": list(overrides), "run_dir": str(run_dir)}, indent=2)
+    )
+
+
+def _error_text(error: BaseException) -> str:
+    """`Type: first line of the message`."""
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
+def failure_line(sweep_dir: str | Path, error: BaseException) -> str:
+    """One line for a sweep that ended with jobs not completed: which, and where their rows are."""
+    rows = write_summary(sweep_dir) if Path(sweep_dir).is_dir() else []
+    bad = [row for row in rows if row["status"] != "completed"]
+    if not bad:  # the sweep itself failed (a launcher, a sweeper), not one of its jobs
+        return f"the sweep {sweep_dir} stopped: {_error_text(error)}"
+    jobs = "; ".join(
+        f"job {row['job']} ({row['overrides'] or 'defaults'}) {row['status']}, exit "
+        f"{row['exit_code'] if row['exit_code'] not in (None, '') else 'code unknown'}"
+        for row in bad
+    )
+    return f"{len(bad)} of {len(rows)} jobs did not complete: {jobs}; every job's row is in {Path(sweep_dir) / REPORT}"
+
+
+def write_summary(sweep_dir: str | Path) -> list[dict]:
+    """summary.md, summary.csv, curves.png and report.html in the sweep dir; returns the rows."""
+    sweep_dir = Path(sweep_dir)
+    paths = sorted(sweep_dir.glob(f"*/{RESULT_FILE}"), key=lambda p: _job_number(p.parent.name))
+    results = [json.loads(path.read_text()) for path in paths]
+    labels = differing_overrides([result.get("overrides") or [] for result in results])
+    rows = [_row(path.parent.name, result, label) for path, result, label in zip(paths, results, labels, strict=True)]
+    with open(sweep_dir / "summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_cell(row[k]) for k in COLUMNS) + " |" for row in rows]
+    (sweep_dir / "summary.md").write_text("\n".join(lines) + "\n")
+    plot_curves(results, labels, sweep_dir / CURVES)
+    write_html(sweep_dir, rows, [c for c in COLUMNS if c not in ("overrides", "error")] + ["error"])
+    return rows
+
+
+def _row(job: str, result: dict, label: str) -> dict:
+    rate = result.get("tokens_per_s_steps")
+    verdict = result.get("verdict")
+    return {
+        **{k: result.get(k) for k in COLUMNS},
+        "job": job,
+        "overrides": " ".join(result.get("overrides") or []),
+        "differs": label,
+        "tokens_per_s": rate["median"] if rate else result.get("tokens_per_s"),
+        "tokens_per_s_p25_p75": f"{rate['p25']:,.0f}-{rate['p75']:,.0f}" if rate else None,
+        "heads": heads_cell(result.get("roles")),
+        "verdict": _verdict_cell(verdict),
+    }
+
+
+def _verdict_cell(verdict: dict | None) -> str:
+    if not verdict:
+        return ""
+    if verdict["role"] is None:
+        return "needs no attention"
+    return {True: f"found ({verdict['best']})", False: "NOT found", None: "cannot tell"}[verdict["appeared"]]
+
+
+def _cell(value: object) -> str:
+    """A markdown table cell: its text escaped (HTML from an override stays text; a `|` or a newline cannot
+    break the table)."""
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.4f}"
+    text = "" if value is None else html.escape(" ".join(str(value).split()), quote=False)
+    return text.replace("|", "\\|")
+
+
+def done_line(result: dict) -> str:
+    """A finished run in one line: its time, losses, accuracy and speed."""
+
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.4f}"
+
+    rate = result["tokens_per_s_steps"]
+    speed = f"{rate['median']:,.0f} tokens/s (p25-p75 {rate['p25']:,.0f}-{rate['p75']:,.0f})" if rate else ""
+    return (
+        f"done in {result['wall_s']:.1f} s: train loss {fmt(result['train_loss'])} (last steps), "
+        f"val loss {fmt(result['val_loss'])}, val acc {fmt(result['val_acc'])}, {speed}"
+    )
+
+
+def job_line(result: dict, number: int | str | None) -> str:
+    """The one console line of a multirun job, whichever launcher ran it."""
+    verdict = f"; {result['verdict']['text']}" if result.get("verdict") else ""
+    return f"job {number} ({' '.join(result.get('overrides') or []) or 'defaults'}): {done_line(result)}{verdict}"
+
+
+def _job_number(name: str) -> int:
+    return int(name) if name.isdigit() else 1 << 30
+
+
+class SweepSummary(Callback):
+    """Hydra callback (hydra.callbacks in conf/hydra/default.yaml)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global current_sweep_dir
+        current_sweep_dir = str(config.hydra.sweep.dir)
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if not is_multirun():
+            return
+        if job_return.status == JobStatus.FAILED:
+            job_failed(Path(config.hydra.runtime.output_dir), job_return.overrides or [], job_error(job_return), None)
+        write_summary(config.hydra.sweep.dir)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        rows = write_summary(config.hydra.sweep.dir)
+        done = sum(row["status"] == "completed" for row in rows)
+        report = Path(config.hydra.sweep.dir) / REPORT
+        print(f"sweep report: {report} ({done} of {len(rows)} jobs completed)", flush=True)

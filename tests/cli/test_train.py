@@ -1,0 +1,236 @@
+"""andrea-train as a user runs it: the console script, from another folder."""
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.compose import QUICK, group_options
+from tests.train.wandb_reader import run_info
+
+SCRIPT = str(Path(sys.executable).with_name("andrea-train"))
+
+
+def run(args, cwd, env=None, timeout=240):
+    return subprocess.run(
+        [SCRIPT, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+
+
+def test_help_lists_every_group(tmp_path):
+    result = run(["--help"], tmp_path)
+    assert result.returncode == 0
+    assert "andrea-train: train any model of the andrea attention zoo" in result.stdout
+    groups = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
+    for group in ("attention", "mask"):  # andrea's own options; an installed plugin's join them
+        assert set(groups[group].split(", ")) >= set(group_options(group)), groups[group]
+    for line in (
+        "heads: gqa, mha, mqa",
+        "model: andrea-120m, andrea-12m, andrea-tiny, toy",
+        "logger: csv, many_loggers, none, tensorboard, wandb",
+        "trainer: cpu, ddp, ddp_cpu, default, fsdp, gpu",
+        "experiment: andrea-120m, andrea-12m-shakespeare, induction, lookback, repetition, repetition_no_attention",
+    ):
+        assert line in result.stdout
+
+
+def test_cfg_job_shows_the_composed_config(tmp_path):
+    result = run(["--cfg", "job", "attention=eager", "heads=mqa"], tmp_path)
+    assert result.returncode == 0
+    assert "backend: eager" in result.stdout and "n_kv_head: 1" in result.stdout
+    assert not (tmp_path / "logs").exists()  # printing a config runs nothing
+
+
+def test_shell_completion(tmp_path):
+    result = run(["-sc", "query=bash"], tmp_path, env={"COMP_LINE": "andrea-train attention="})
+    assert result.returncode == 0
+    assert set(result.stdout.split()) >= {f"attention={name}" for name in group_options("attention")}
+
+
+def test_bad_config_is_one_line_and_exit_2(tmp_path):
+    result = run(["heads.n_kv_head=3"], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "andrea-train: error: heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 "
+        "= MQA)"
+    ]
+    assert not list(tmp_path.glob("logs/train/runs/*"))  # refused before any work: no run dir left behind
+
+
+def test_a_refused_resume_keeps_its_run_dir(tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "config.yaml").write_text("the first attempt's config\n")
+    result = run(["heads.n_kv_head=3", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert result.returncode == 2
+    assert (run_dir / ".hydra" / "config.yaml").read_text() == "the first attempt's config\n"
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model.net.width=3", "Could not override 'model.net.width'. To append to your config use +model.net.width=3"),
+        (
+            "attention=fast",
+            "In 'train': Could not find 'attention/fast' Available options in 'attention': ",  # + plugins
+        ),
+        (
+            "experiment=nope",
+            "In 'train': Could not find 'experiment/nope' Available options in 'experiment': andrea-120m "
+            "andrea-12m-shakespeare induction lookback repetition repetition_no_attention",
+        ),
+        ("trainer.max_epochs=[1", "trainer.max_epochs=[1: no viable alternative at input '[1'"),
+    ],
+)
+def test_hydra_s_own_refusals_are_one_line_and_exit_2(override, message, tmp_path):
+    result = run([override], tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"andrea-train: error: {message}")
+    assert not (tmp_path / "logs").exists()
+
+
+def test_run_from_another_folder_with_csv_logger(tmp_path):
+    result = run([*QUICK, "logger=csv", "callbacks.attention_maps.every_n_steps=2"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = tmp_path.glob("logs/train/runs/*")
+    lines = result.stdout.splitlines()  # piped: whole lines, never wrapped at 80 columns, no live bar
+    assert f"run dir: {run_dir}" in lines and any(line.startswith("done in ") for line in lines)
+    progress = [line for line in lines if line.startswith("step ")]
+    assert progress and all("train/loss_step=" in line for line in progress) and "it/s" not in result.stdout
+    with open(run_dir / "csv" / "version_0" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    losses = [float(r["train/loss_step"]) for r in rows if r.get("train/loss_step")]
+    assert len(losses) == 4 and all(0 < loss < 10 for loss in losses)  # 256 rows / batch 64, one per step
+    assert any(r.get("lr-AdamW/pg1") for r in rows)  # one learning rate per parameter group
+    assert sorted(p.name for p in (run_dir / "attention_maps").glob("*.png")) == [
+        "layer0_step000000.png", "layer0_step000002.png", "layer0_step000004.png"
+    ]  # fmt: skip
+
+
+def test_multirun_sweep_summary_and_wandb_groups(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run(["-m", "attention=naive,eager", "heads=mha,gqa", *[o for o in QUICK if o != "logger=none"],
+                  f"hydra.sweep.dir={sweep_dir}"], tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    with open(sweep_dir / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["job"] for r in rows] == ["0", "1", "2", "3"]
+    assert [r["overrides"].split()[:2] for r in rows] == [
+        ["attention=naive", "heads=mha"], ["attention=naive", "heads=gqa"],
+        ["attention=eager", "heads=mha"], ["attention=eager", "heads=gqa"],
+    ]  # fmt: skip
+    for row in rows:
+        assert row["status"] == "completed"
+        assert 0 < float(row["val_loss"]) < 10 and float(row["tokens_per_s"]) > 0 and float(row["wall_s"]) > 0
+        info = run_info(row["run_dir"])  # one offline wandb run per job, grouped by the sweep
+        assert info.run_group == sweep_dir.name and info.display_name.startswith(row["job"] + ":")
+    assert [r["differs"] for r in rows] == [
+        "attention=naive heads=mha", "attention=naive heads=gqa",
+        "attention=eager heads=mha", "attention=eager heads=gqa",
+    ]  # fmt: skip
+    assert [int(r["parameters"]) for r in rows] == [9344, 8320, 9344, 8320]  # GQA: half the k and v weights
+    summary = (sweep_dir / "summary.md").read_text().splitlines()
+    assert summary[0].startswith("| job | overrides | differs | status | exit_code | error | parameters |")
+    assert len(summary) == 2 + 4
+    # the sweep's console: a line per job and one line with the report, never the jobs' tables and bars
+    assert result.stdout.splitlines()[-1] == f"sweep report: {sweep_dir / 'report.html'} (4 of 4 jobs completed)"
+    assert len(result.stdout.splitlines()) < 20 and "Trainable params" not in result.stdout
+    assert (sweep_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow(reason="a two-job sweep through andrea-train (~9 s); the default run keeps the six-job one")
+def test_multirun_marks_a_failed_job(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run(["-m", "heads.n_kv_head=1,3", *QUICK, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    assert result.returncode == 1  # the sweep reports the failure in one line...
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"andrea-train: error: 1 of 2 jobs did not complete: job 1 (heads.n_kv_head=3 {' '.join(QUICK)}) failed, "
+        "exit 2; "
+        f"every job's row is in {sweep_dir / 'report.html'}"
+    )
+    assert "Traceback" not in result.stderr
+    with open(sweep_dir / "summary.csv") as f:
+        rows = {r["job"]: r for r in csv.DictReader(f)}
+    assert rows["0"]["status"] == "completed" and float(rows["0"]["val_loss"]) > 0  # ...the good job keeps its row
+    assert (rows["1"]["status"], rows["1"]["exit_code"]) == ("failed", "2")
+    assert (
+        rows["1"]["error"]
+        == "ConfigError: heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 = MQA)"
+    )
+    assert (sweep_dir / "0" / "checkpoints" / "last.ckpt").exists()
+
+
+@pytest.mark.slow  # reason: every job is a fresh process that imports torch and Lightning (~10 s each)
+def test_local_launcher_keeps_a_row_for_a_killed_job(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the optional `sweep` extra is not installed")
+    sweep_dir = tmp_path / "sweep"
+    # job 0 adds a no-op callback; job 1's "callback" is os.abort: its process dies of SIGABRT
+    result = run(
+        [
+            "-m",
+            "hydra/launcher=local",
+            "+callbacks.extra._target_=lightning.pytorch.callbacks.Callback,os.abort",
+            *QUICK,
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        tmp_path,
+        timeout=600,
+    )
+    assert result.returncode == 1
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("andrea-train: error:")]
+    assert line.startswith(
+        "andrea-train: error: 1 of 2 jobs did not complete: job 1 (+callbacks.extra._target_=os.abort"
+    )
+    assert line.endswith(f"killed, exit code unknown; every job's row is in {sweep_dir / 'report.html'}")
+    assert "Traceback" not in result.stderr
+    # the completed job's one line reaches the console, as under the default launcher
+    (job_line,) = [line for line in result.stdout.splitlines() if line.startswith("job ")]
+    assert job_line.startswith("job 0 (+callbacks.extra._target_=lightning.pytorch.callbacks.Callback")
+    assert ": done in " in job_line
+    with open(sweep_dir / "summary.csv") as f:
+        rows = {r["job"]: r for r in csv.DictReader(f)}
+    assert (rows["0"]["status"], rows["0"]["exit_code"]) == ("completed", "0") and float(rows["0"]["val_loss"]) > 0
+    assert (rows["1"]["status"], rows["1"]["exit_code"]) == ("killed", "")  # submitit's controller keeps no exit code
+    assert (
+        rows["1"]["error"].startswith("JobDied: its process ended without a result")
+        and "_log.err" in rows["1"]["error"]
+    )
+
+
+@pytest.mark.slow  # reason: an Optuna study of several training jobs
+def test_optuna_hparams_search(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the optional `sweep` extra is not installed")
+    sweep_dir = tmp_path / "sweep"
+    result = run(["hparams_search=optuna", "hydra.sweeper.n_trials=3", "hydra.sweeper.sampler.n_startup_trials=2",
+                  *QUICK, f"hydra.sweep.dir={sweep_dir}"], tmp_path, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    with open(sweep_dir / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 and all(r["status"] == "completed" for r in rows)
+    assert "best_value" in (sweep_dir / "optimization_results.yaml").read_text()
+
+
+@pytest.mark.slow  # reason: builds a wheel and installs it into a folder of its own
+def test_non_editable_install(tmp_path):
+    """A wheel install (no source tree) finds conf/ as the package andrea.conf."""
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "dist"), str(root)], check=True, timeout=300)  # fmt: skip
+    (wheel,) = (tmp_path / "dist").glob("andrea-*.whl")
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+                   check=True, timeout=300)  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    result = subprocess.run([str(target / "bin" / "andrea-train"), "--cfg", "job", "attention=naive"], cwd=elsewhere,
+                            env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "backend: naive" in result.stdout
+    import_path = subprocess.run([sys.executable, "-c", "import andrea.conf; print(andrea.conf.__file__)"],
+                                 cwd=elsewhere, env=env, capture_output=True, text=True).stdout  # fmt: skip
+    assert import_path.startswith(str(target))

@@ -1,0 +1,164 @@
+"""Interventions on heads (zero, scale, mean) and the head-importance table: on hand-checked
+outputs, on a trained induction model, and from andrea-inspect."""
+
+import json
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from andrea.cli import inspect as inspect_cli
+from andrea.data.from_run import data_from_run
+from andrea.data.tasks import IGNORE_INDEX
+from andrea.lens.interventions import head_importance, head_means, intervene, parse_heads
+from andrea.models.files.checkpoint import load_checkpoint
+from andrea.models.toy import ToyModel
+from andrea.train.lit.module import LanguageModelModule
+
+
+def toy():
+    torch.manual_seed(0)
+    return ToyModel(16, 8, d_model=16, n_layer=2, attention={"n_head": 4, "backend": "eager"}).eval()
+
+
+def z_of(net, layer, idx):
+    """Layer `layer`'s head outputs z (B, H, T, d), as the block hands them to W_O."""
+    seen = []
+    with intervene(net, {}):
+        net.attention[layer].hook_z = lambda z: seen.append(z) or z
+        net(idx)
+    return seen[0]
+
+
+def test_zero_scale_and_mean_change_only_the_named_head():
+    net, idx = toy(), torch.randint(16, (2, 8))
+    z = z_of(net, 1, idx)
+    with intervene(net, {(1, 2): 0.0}):
+        zero = z_of_after_hook(net, 1, idx)
+    assert (zero[:, 2] == 0).all() and torch.equal(zero[:, [0, 1, 3]], z[:, [0, 1, 3]])
+    with intervene(net, {(1, 2): 0.5}):
+        torch.testing.assert_close(z_of_after_hook(net, 1, idx)[:, 2], 0.5 * z[:, 2])
+    means = head_means(net, [idx])
+    torch.testing.assert_close(means[1], z.mean(dim=(0, 2)))  # (H, d): over every position
+    with intervene(net, {(1, 2): None}, means):
+        torch.testing.assert_close(z_of_after_hook(net, 1, idx)[:, 2], means[1][2].expand(2, 8, -1))
+    with intervene(net, {(1, 2): 1.0}):
+        assert torch.equal(net(idx)[0], toy()(idx)[0])  # scale 1 changes nothing
+    assert all(layer.hook_z is None for layer in net.attention)  # every hook removed after the block
+
+
+def z_of_after_hook(net, layer, idx):
+    """z after the installed intervention: wrap the layer's hook to see what it returns."""
+    installed, seen = net.attention[layer].hook_z, []
+    net.attention[layer].hook_z = lambda z: seen.append(installed(z)) or seen[-1]
+    net(idx)
+    net.attention[layer].hook_z = installed
+    return seen[0]
+
+
+def test_head_names_are_checked():
+    assert parse_heads(["L0H1", "L1H3"], 2, 4) == [(0, 1), (1, 3)]
+    with pytest.raises(ValueError, match="ablate: 'H1' is not a head; name heads L<layer>H<head>"):
+        parse_heads(["H1"], 2, 4)
+    with pytest.raises(ValueError, match=r"ablate: L2H0 is not in this network \(layers 0..1, heads 0..3\)"):
+        parse_heads(["L2H0"], 2, 4)
+
+
+def test_the_model_option_zeroes_heads_in_every_forward():
+    net, idx = toy(), torch.randint(16, (2, 8))
+    LanguageModelModule(net, optimizer=torch.optim.AdamW, ablate=["L0H1"])
+    assert (z_of_after_hook(net, 0, idx)[:, 1] == 0).all()
+
+
+def test_head_importance_ranks_the_previous_token_head_of_induction_first(induction_run):
+    result, run_dir = induction_run
+    net, _, _ = load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    data = data_from_run(run_dir)
+    data.setup("validate")
+    batches = [(b["input_ids"], b["labels"]) for b in data.val_dataloader()][:4]
+
+    def loss(logits, labels):
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+
+    rows = head_importance(net, batches, loss)
+    layer0 = {k: v for k, v in result["head_roles"].items() if k.startswith("heads/previous_token/L0")}
+    previous_token_head = max(layer0, key=layer0.get).rsplit("/", 1)[1]
+    # the induction heads of layer 1 read "what came before" from layer 0's previous-token head: one head
+    # that all of them need, while they back each other up
+    assert rows[0]["head"] == previous_token_head
+    assert rows[0]["zero_rise"] > 1.0 and rows[0]["zero_rise"] > 20 * rows[1]["zero_rise"]
+    assert rows[0]["mean_rise"] > 1.0
+
+
+def run_inspect(args, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["andrea-inspect", *args])
+    try:
+        inspect_cli.main()
+        code = 0
+    except SystemExit as exit:
+        code = exit.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_andrea_inspect_writes_the_page_and_the_table(induction_run, monkeypatch, capsys):
+    _, run_dir = induction_run
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    code, out, err = run_inspect([str(ckpt), "importance=true", "importance_batches=2"], monkeypatch, capsys)
+    assert code == 0, err
+    assert out.splitlines()[-1] == f"explorer: {ckpt.with_suffix('.inspect.html')}"
+    assert "| head | zero-ablated loss | rise | mean-ablated loss | rise |" in out
+    rows = json.loads((run_dir / "checkpoints" / "last.head_importance.json").read_text())
+    assert len(rows) == 8 and rows[0]["zero_rise"] > 1.0
+    page = ckpt.with_suffix(".inspect.html").read_text()
+    assert page.count('class="head"') == 8 and "Across training" in page and "http" not in page.split("<body>")[1]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "a checkpoint is required: andrea-inspect <run dir>/checkpoints/last.ckpt [input]"),
+        (["{ckpt}", "ablate=[L5H0]"], "ablate: L5H0 is not in this network (layers 0..1, heads 0..3)"),
+        (["{ckpt}", "ablation=half"], "ablation='half' must be zero or mean"),
+        (["{ckpt}", "70 71"], "prompt holds token id 70, outside the model's vocabulary 0..63"),
+        (["{ckpt}", "+colour=red"], "colour is not a setting of the config"),
+    ],
+)
+def test_andrea_inspect_refuses_in_one_line(induction_run, monkeypatch, capsys, args, message):
+    _, run_dir = induction_run
+    ckpt = str(run_dir / "checkpoints" / "last.ckpt")
+    code, _, err = run_inspect([a.format(ckpt=ckpt) for a in args], monkeypatch, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("andrea-inspect: error: ") and message in err
+
+
+@pytest.mark.slow  # reason: starts a browser (Debian's Chromium, installed by .ci/run)
+def test_the_explorer_reacts_to_a_hover_in_a_browser(induction_run, monkeypatch, capsys, browser, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    _, run_dir = induction_run
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    page = tmp_path / "explorer.html"
+    assert run_inspect([str(ckpt), f"out={page}"], monkeypatch, capsys)[0] == 0
+    net, _, _ = load_checkpoint(ckpt)
+    ids = data_from_run(run_dir).probe_batch(1)["input_ids"]
+    with torch.no_grad():
+        _, weights = net(ids, return_weights=True)
+
+    browser.get(page.as_uri())
+    heads = browser.find_elements(By.CSS_SELECTOR, ".head")
+    assert len(heads) == 8
+    assert browser.execute_script("return document.querySelector('.head canvas').toDataURL().length") > 500
+    heads[6].click()  # L1H2
+    assert browser.find_element(By.ID, "selected").text == "L1H2"
+    t = 20  # a query in the second repeat of the block: an induction head looks one past its earlier twin
+    ActionChains(browser).move_to_element(browser.find_elements(By.CSS_SELECTOR, "#queries .tok")[t]).perform()
+    readout = browser.find_element(By.ID, "readout").text
+    row = weights[1][0, 2, t]  # (S,): what L1H2's query t attends to
+    top = int(row.argmax())
+    assert readout.startswith(f'L1H2: query "{int(ids[0, t])}" ({t}) attends to "{int(ids[0, top])}" ({top})')
+    shown = [float(s.get_attribute("data-weight")) for s in browser.find_elements(By.CSS_SELECTOR, "#keys .tok")]
+    assert shown == pytest.approx(row.tolist(), abs=0.0025)  # the page carries round(255 · weight)
+    browser.save_screenshot(str(tmp_path / "explorer.png"))

@@ -1,0 +1,62 @@
+"""The attention-map PNGs: a near-square grid, position ticks or tokens, a named colour scale."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from andrea.lens import viz
+
+
+def weights(H, T):
+    return torch.softmax(torch.randn(H, T, T), dim=-1).tril()
+
+
+@pytest.mark.parametrize("n_head, grid", [(4, (2, 2)), (12, (3, 4)), (1, (1, 1)), (6, (2, 3))])
+def test_a_near_square_grid_of_heads(tmp_path, n_head, grid):
+    layout = viz.grid_layout(n_head, 8, 8)
+    assert (layout.rows, layout.columns) == grid
+    image = Image.open(viz.save_attention_grid(weights(n_head, 8), tmp_path / "map.png"))
+    assert 0.5 < image.height / image.width < 2  # readable at a dashboard card's width, not a strip
+
+
+def test_position_ticks_in_a_window_and_the_named_scale():
+    layout = viz.grid_layout(2, 40, 40, scale="row", start=100)
+    assert [label for _, label in layout.x_ticks][:3] == ["100", "105", "110"]  # absolute positions of the window
+    assert layout.colour_label == viz.SCALE_LABELS["row"] and not layout.tokens
+
+
+def test_tokens_on_both_axes():
+    tokens = [f"w{i}" for i in range(10)]
+    layout = viz.grid_layout(1, 6, 6, start=4, tokens=tokens)
+    assert [label for _, label in layout.x_ticks] == tokens[4:] == [label for _, label in layout.y_ticks]
+    assert not viz.grid_layout(1, 60, 60, tokens=[str(i) for i in range(60)]).tokens  # too many: positions
+
+
+def test_a_log_scale_shows_weights_near_one_over_t(tmp_path):
+    """On a linear 0-1 scale uniform weights over 256 keys are 0.4% of the colour range: one dark square.
+    On the log scale they sit well inside it, and a sharp head stands out from them."""
+    uniform = torch.full((1, 256, 256), 1 / 256)
+    log = viz.colour_values(uniform, viz.grid_layout(1, 256, 256, scale="log"))
+    linear = viz.colour_values(uniform, viz.grid_layout(1, 256, 256, scale="linear"))
+    assert linear.max() < 0.01 and 0.25 < log.min() < 0.75
+    path = viz.save_attention_grid(uniform, tmp_path / "uniform.png")
+    pixels = np.asarray(Image.open(path).convert("RGB"))
+    assert (pixels == viz._viridis(np.array([log[0, 0, 0]]))[0]).all(-1).sum() > 256 * 256 * 0.9  # the map's colour
+
+
+def test_row_normalised_puts_every_row_s_largest_at_the_top():
+    values = viz.colour_values(weights(2, 12), viz.grid_layout(2, 12, 12, scale="row"))
+    assert np.allclose(values.max(axis=-1), 1.0)
+
+
+def test_the_colour_bar_marks_decades_on_the_log_scale():
+    layout = viz.grid_layout(1, 256, 256, scale="log")
+    assert math.isclose(layout.floor, 0.1 / 256)  # below 1/T: uniform weights are not the floor's colour
+
+
+def test_an_unknown_scale_is_refused():
+    with pytest.raises(ValueError, match="scale='viridis' must be one of log, row, linear"):
+        viz.grid_layout(1, 4, 4, scale="viridis")

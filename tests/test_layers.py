@@ -1,0 +1,52 @@
+"""The house's layers as a user meets them: the zoo, the kit and the model files import without Hydra or
+Lightning (in a fresh interpreter: this suite has imported both long ago), andrea.train registers what
+Hydra needs, and a module's old import path still works, with a DeprecationWarning, for one release."""
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+LIGHT = ["andrea", "andrea.attention", "andrea.testing", "andrea.models.gpt", "andrea.models.generate",
+         "andrea.models.files.load", "andrea.bench.timing", "andrea.data.tokenizers"]  # fmt: skip
+HEAVY = {"hydra", "omegaconf", "lightning", "pytorch_lightning", "torchmetrics"}
+
+
+def test_the_lower_layers_import_neither_hydra_nor_lightning():
+    code = f"import sys\nfor m in {LIGHT!r}: __import__(m)\nprint(*sorted({{m.split('.')[0] for m in sys.modules}}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    assert "andrea" in loaded and "torch" in loaded
+    assert loaded.isdisjoint(HEAVY), f"{', '.join(LIGHT)} pulled in {', '.join(sorted(loaded & HEAVY))}"
+
+
+def test_the_training_application_registers_andrea_s_resolvers():
+    from omegaconf import OmegaConf
+
+    import andrea.train  # noqa: F401
+
+    assert OmegaConf.has_resolver("andrea.run_name") and OmegaConf.has_resolver("andrea.package_data")
+
+
+@pytest.mark.parametrize(
+    ("old", "name", "new"),
+    [
+        ("andrea.config", "ConfigError", "andrea.train.config"),
+        ("andrea.lit.module", "LanguageModelModule", "andrea.train.lit.module"),
+        ("andrea.metrics", "InductionScore", "andrea.lens.head_roles"),
+        ("andrea.models.export", "load_any", "andrea.models.files.load"),
+        ("andrea.models.export", "save", "andrea.models.files.export"),
+        ("andrea.models.net_config", "parse", "andrea.models.files.schema"),
+    ],
+)
+def test_an_old_import_path_warns_and_gives_the_same_object(old, name, new):
+    import importlib
+
+    sys.modules.pop(old, None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        moved = getattr(importlib.import_module(old), name)
+    assert moved is getattr(importlib.import_module(new), name)
+    assert any(issubclass(w.category, DeprecationWarning) and f"{old} moved to" in str(w.message) for w in caught)

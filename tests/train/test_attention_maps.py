@@ -1,0 +1,57 @@
+"""The maps callback off the training thread: its schedule, a slow drawer skipped not waited for,
+pending work finished before a checkpoint and at the end, and training unchanged by it."""
+
+import threading
+import time
+
+import pytest
+
+from andrea.train.lit.attention_maps import AttentionMaps
+from andrea.train.pipeline import train
+from tests.compose import QUICK, compose_train
+
+
+def recorded_steps(maps, last):
+    steps, step = [0], 0
+    while (step := maps.next_record(step)) < last:
+        steps.append(step)
+    return steps + [last]
+
+
+def test_log_spaced_records_a_long_run_tens_of_times_not_thousands():
+    assert recorded_steps(AttentionMaps(every_n_steps=50), 2000) == [0, 50, 100, 200, 400, 800, 1600, 2000]
+    assert recorded_steps(AttentionMaps(every_n_steps=50, schedule="linear"), 2000)[:4] == [0, 50, 100, 150]
+    assert len(recorded_steps(AttentionMaps(every_n_steps=50), 100_000)) == 13
+    with pytest.raises(ValueError, match="schedule='often' must be one of log, linear"):
+        AttentionMaps(schedule="often")
+
+
+def test_a_slow_drawer_is_skipped_never_waited_for_and_finished_at_the_end(tmp_path, monkeypatch):
+    """Each drawing takes 1 s; training does not wait for them: records are skipped and counted, the
+    ones taken are finished before every checkpoint and before the summary."""
+    draw, threads = AttentionMaps._draw, set()
+
+    def slow(self, job):
+        threads.add(threading.current_thread().name)
+        time.sleep(1.0)
+        return draw(self, job)
+
+    monkeypatch.setattr(AttentionMaps, "_draw", slow)
+    overrides = [*QUICK, "trainer.max_epochs=2", "callbacks.attention_maps.every_n_steps=1",
+                 "callbacks.attention_maps.schedule=linear", "callbacks.attention_maps.max_pending=1"]  # fmt: skip
+    started = time.perf_counter()
+    result = train(compose_train(tmp_path, overrides))
+    seconds = time.perf_counter() - started
+    assert threads == {"andrea-maps_0"}  # drawn on the worker, not the training thread
+    assert result["attention_maps_skipped"] > 0 and result["global_step"] == 8
+    drawn = sorted(p.name for p in (tmp_path / "attention_maps").glob("*.png"))
+    assert len(drawn) + result["attention_maps_skipped"] == 9  # steps 0..8: drawn or skipped, each once
+    assert "layer0_step000008.png" in drawn  # the end of training is always drawn, and waited for
+    assert seconds < 1.0 * 9  # not one second per record: the training thread did not wait for each
+    assert result["roles"] and result["verdict"]  # the last record's results reached the summary
+
+
+def test_the_dashboard_does_not_change_training(tmp_path):
+    with_maps = train(compose_train(tmp_path / "a", [*QUICK, "callbacks.attention_maps.every_n_steps=1"]))
+    without = train(compose_train(tmp_path / "b", [*QUICK, "~callbacks.attention_maps"]))
+    assert with_maps["val_loss"] == without["val_loss"] and with_maps["train_loss"] == without["train_loss"]

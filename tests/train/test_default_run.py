@@ -1,0 +1,144 @@
+"""The default run end to end, read back from what it wrote: wandb's offline run, PNGs, checkpoints."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from tests.compose import compose_train
+from tests.train.wandb_reader import history, run_info
+
+
+def test_loss_falls_below_one_within_three_epochs(default_run):
+    result, _ = default_run
+    assert result["status"] == "completed" and result["epochs"] == 3
+    assert result["val_loss"] < 1.0 and result["train_loss"] < 1.0
+    assert result["val_acc"] > 0.9
+    assert result["val_perplexity"] == pytest.approx(math.exp(result["val_loss"]), rel=1e-3)
+    estimate = result["memory_estimate"]  # made from the config before the run, kept in the summary
+    assert (
+        estimate["parameters"] == 4 * 32 * 32 + 2 * 64 * 32 + 32 * 32 + 4 * 32
+    )  # QKV + W_O, token + LM head, positions, 2 norms
+    assert estimate["bytes"] > 16 * estimate["parameters"] and estimate["text"].startswith("about ")
+
+
+def test_wandb_history_has_every_step(default_run):
+    result, run_dir = default_run
+    rows = history(run_dir)
+    losses = [row["train/loss_step"] for row in rows if "train/loss_step" in row]
+    rates = [row for row in rows if any(key.startswith("lr-") for key in row)]
+    accuracies = [row["train/acc_step"] for row in rows if "train/acc_step" in row]
+    assert len(losses) == len(accuracies) == len(rates) == result["global_step"] == 3 * 4096 // 64
+    assert abs(losses[0] - math.log(64)) < 0.5  # starts near chance
+    assert losses[-1] < 1.0
+    assert sum(losses[-10:]) < sum(losses[:10])
+    val_losses = [row["val/loss"] for row in rows if "val/loss" in row]
+    assert len(val_losses) >= 3 and val_losses[-1] == pytest.approx(result["val_loss"], rel=1e-5)
+
+
+def test_wandb_run_is_offline_and_finished(default_run):
+    import wandb
+
+    _, run_dir = default_run
+    assert run_info(run_dir).project == "andrea"
+    assert wandb.run is None  # wandb.finish() was called, the next job gets a run of its own
+
+
+def test_attention_maps_as_png_and_on_the_dashboard(default_run):
+    result, run_dir = default_run
+    pngs = sorted((run_dir / "attention_maps").glob("layer0_step*.png"))
+    steps = [int(p.stem.split("step")[1]) for p in pngs]
+    assert steps[0] == 0 and steps[-1] == result["global_step"] and 50 in steps
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    logged = [row for row in history(run_dir) if "attention/layer0/filenames" in row]
+    assert len(logged) == len(pngs)
+    media = run_dir.glob("wandb/offline-run-*/files/" + logged[-1]["attention/layer0/filenames"][0])
+    assert next(media).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_head_role_metrics_are_logged(default_run):
+    result, run_dir = default_run
+    last = [row for row in history(run_dir) if "heads/first_token/L0H0" in row][-1]
+    for head in range(4):
+        assert f"heads/entropy/L0H{head}" in last and f"heads/first_token/L0H{head}" in last
+        # every token of a row is the same: previous-token and induction are not applicable, never a number
+        assert f"heads/previous_token/L0H{head}" not in last and f"heads/induction/L0H{head}" not in last
+    assert result["head_roles"]["heads/entropy/L0H0"] == pytest.approx(last["heads/entropy/L0H0"])
+    assert result["roles"]["induction"] == {"best": None, "score": None, "queries": 0, "transformer_lens": None}
+    assert result["verdict"]["text"].startswith("this task needs no attention")
+
+
+def test_checkpoints_last_and_best(default_run):
+    _, run_dir = default_run
+    names = sorted(p.name for p in (run_dir / "checkpoints").glob("*.ckpt"))
+    assert "last.ckpt" in names and len(names) == 2
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)  # plain data
+    assert checkpoint["global_step"] == 192
+
+
+def test_result_file(default_run):
+    result, run_dir = default_run
+    written = json.loads((run_dir / "result.json").read_text())
+    assert written["val_loss"] == result["val_loss"] and written["tokens_per_s"] > 0
+    assert written["config"]["attention"]["backend"] == "sdpa"
+
+
+def test_resume_from_last_checkpoint(default_run, tmp_path):
+    from andrea.train.pipeline import train
+
+    _, run_dir = default_run
+    overrides = ["logger=none", "trainer.max_epochs=4", f"ckpt_path={run_dir}/checkpoints/last.ckpt"]
+    resumed = train(compose_train(tmp_path, overrides))
+    assert resumed["epochs"] == 4 and resumed["global_step"] == 4 * 4096 // 64  # one more epoch, not four
+
+
+def test_wandb_gets_one_chart_per_role_and_layer(default_run):
+    """wandb's line-series charts: head_roles/<role>_L<layer>, a line per head, every recorded step."""
+    _, run_dir = default_run
+    rows = history(run_dir)
+    charts = {k.split("_table/")[0]: row[k] for row in rows for k in row if k.endswith("_table/nrows")}
+    assert sorted(charts) == ["head_roles/entropy_L0", "head_roles/first_token_L0"]  # the applicable roles only
+    records = len([row for row in rows if "heads/entropy/L0H0" in row])
+    assert charts["head_roles/entropy_L0"] == 4 * records  # (step, head, value) rows: 4 heads at every record
+
+
+def test_a_finished_run_resumed_keeps_its_results(default_run, tmp_path):
+    """Resumed with nothing left to train, a finished run's result.json stays as it was; the attempt's own
+    summary goes beside it."""
+    import json
+    import shutil
+
+    from andrea.train.pipeline import train
+
+    _, finished = default_run
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished, run_dir)
+    before = (run_dir / "result.json").read_text()
+    overrides = ["logger=none", f"ckpt_path={run_dir}/checkpoints/last.ckpt"]
+    train(compose_train(run_dir, overrides))
+    assert (run_dir / "result.json").read_text() == before
+    attempt = json.loads((run_dir / "result-attempt-2.json").read_text())
+    assert attempt["global_step"] == json.loads(before)["global_step"]
+
+
+@pytest.mark.parametrize(
+    "key, inside",
+    [("loops", {"fit_loop": 3}), ("optimizer_states", [{"state": 1, "param_groups": "all"}])],
+    ids=["loops", "optimizer_states"],
+)
+def test_a_checkpoint_whose_training_state_is_wrong_inside_is_one_line(default_run, tmp_path, key, inside):
+    import torch
+
+    from andrea.train.lit.resume import CheckpointRestoreError
+    from andrea.train.pipeline import train
+
+    _, run_dir = default_run
+    state = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    bad = tmp_path / "bad.ckpt"
+    torch.save({**state, key: inside}, bad)
+    with pytest.raises(CheckpointRestoreError) as err:
+        train(compose_train(tmp_path / "run", ["logger=none", "trainer.max_epochs=4", f"ckpt_path={bad}"]))
+    message = str(err.value)
+    assert message.startswith(f"ckpt_path={bad}: its training state cannot be restored (") and "\n" not in message
+    assert message.endswith("give a checkpoint written by andrea-train, e.g. an earlier one in the same folder")

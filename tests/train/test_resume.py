@@ -1,0 +1,105 @@
+"""A killed run loses nothing: SIGKILL mid-run, resume from last.ckpt in the same run dir and
+wandb run, and the per-step losses continue exactly as an unbroken run's; SIGTERM saves first."""
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.train.wandb_reader import records
+
+TRAIN = [sys.executable, "-m", "andrea.cli.train"]
+RUN = ["logger=many_loggers", "trainer.max_epochs=3", "callbacks.last_checkpoint.every_n_train_steps=10", "seed=7"]
+
+
+def start(run_dir: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*TRAIN, *RUN, f"hydra.run.dir={run_dir}", *extra], cwd=run_dir.parent,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert process.poll() is None, f"the run ended before {path.name} appeared: {process.communicate()[1][-2000:]}"
+        assert time.monotonic() < deadline, f"no {path} after {timeout} s"
+        time.sleep(0.01)
+
+
+def interrupt(run_dir: Path, signum: int) -> tuple[int, str]:
+    """Start a run, send it `signum` once its first last.ckpt exists; its exit code and stderr."""
+    process = start(run_dir)
+    wait_for(run_dir / "checkpoints" / "last.ckpt", process)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=120)
+    return process.returncode, err
+
+
+def losses(run_dir: Path, version: int) -> dict[int, str]:
+    """step -> train/loss_step as logged (the exact decimal string Lightning wrote)."""
+    with open(run_dir / "csv" / f"version_{version}" / "metrics.csv") as f:
+        return {int(r["step"]): r["train/loss_step"] for r in csv.DictReader(f) if r.get("train/loss_step")}
+
+
+def resume(run_dir: Path, args: list[str]) -> dict[int, str]:
+    """Run andrea-train with `args` to the end; the losses its attempt logged (the run's second)."""
+    done = subprocess.run([*TRAIN, *args], cwd=run_dir.parent, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (
+        "not resumable" not in done.stderr + done.stdout
+    )  # andrea's resume is exact: Lightning's warning is not shown
+    return losses(run_dir, 1)  # the resumed attempt logs beside, never over, the first one
+
+
+def wandb_ids(run_dir: Path) -> set[str]:
+    ids = set()
+    for run_file in (run_dir / "wandb").glob("offline-run-*/run-*.wandb"):
+        ids |= {r.run.run_id for r in records(run_file) if r.WhichOneof("record_type") == "run"}
+    return ids
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory) -> dict[int, str]:
+    run_dir = tmp_path_factory.mktemp("unbroken") / "run"
+    done = start(run_dir)
+    _, err = done.communicate(timeout=300)
+    assert done.returncode == 0, err[-2000:]
+    return losses(run_dir, 0)
+
+
+@pytest.mark.slow(reason="three andrea-train processes, ~40 s")
+def test_sigkill_then_resume_continues_the_same_curve(unbroken, tmp_path):
+    run_dir = tmp_path / "run"
+    interrupt(run_dir, signal.SIGKILL)
+    resumed_from = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
+    assert 0 < resumed_from < max(unbroken)
+    after = resume(run_dir, [*RUN, f"hydra.run.dir={run_dir}", f"ckpt_path={run_dir}/checkpoints/last.ckpt"])
+    assert min(after) == resumed_from and max(after) == max(unbroken)
+    assert after == {step: loss for step, loss in unbroken.items() if step >= resumed_from}  # bitwise: same strings
+    assert len(wandb_ids(run_dir)) == 1  # both attempts wrote to the same wandb run
+    first, second = (run_dir / ".hydra" / "overrides.yaml", run_dir / ".hydra" / "attempt-2" / "overrides.yaml")
+    assert "ckpt_path" not in first.read_text() and "ckpt_path" in second.read_text()  # each attempt's config kept
+    assert not list((run_dir / "checkpoints").glob(".*.partial"))
+
+
+@pytest.mark.slow(reason="two andrea-train processes, ~30 s")
+def test_sigterm_saves_prints_the_resume_command_and_exits_143(unbroken, tmp_path):
+    run_dir = tmp_path / "run"
+    returncode, err = interrupt(run_dir, signal.SIGTERM)
+    assert returncode == 128 + signal.SIGTERM, err[-2000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "interrupted" and "Traceback" not in err
+    with open(run_dir / "csv" / "version_0" / "metrics.csv") as f:
+        assert not [r for r in csv.DictReader(f) if r.get("val/loss")]  # no validation pass on the way out...
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["last.ckpt"]  # ...and no new "best"
+    assert f"resume with: {result['resume']}" in " ".join(err.split())
+    after = resume(run_dir, result["resume"].split()[1:])  # andrea-train <overrides> hydra.run.dir=... ckpt_path=...
+    assert min(after) == result["global_step"]
+    assert after == {step: loss for step, loss in unbroken.items() if step >= result["global_step"]}
