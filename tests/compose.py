@@ -1,14 +1,14 @@
-"""Compose the training config as andrea-train would, with the run dir in a temporary folder."""
+"""Compose the training config as andrea-train would, with the run dir in a temporary folder; and a
+user's shell environment for the tests that run andrea's commands."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from hydra import compose, initialize_config_module
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
-
-import andrea.train  # noqa: F401  # registers the ${andrea.*} resolvers and plugin config groups
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -29,3 +29,9 @@ def compose_train(run_dir: Path | str, overrides=()) -> DictConfig:
 
 def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def plain_env(home: Path) -> dict[str, str]:
+    """A user's shell: the suite's own variables removed, a HOME of its own (wandb writes its settings there)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("WANDB_", "TRITON_"))}
+    return {**env, "HOME": str(home)}

@@ -22,12 +22,18 @@ def test_the_lower_layers_import_neither_hydra_nor_lightning():
     assert loaded.isdisjoint(HEAVY), f"{', '.join(LIGHT)} pulled in {', '.join(sorted(loaded & HEAVY))}"
 
 
-def test_the_training_application_registers_andrea_s_resolvers():
-    from omegaconf import OmegaConf
-
-    import andrea.train  # noqa: F401
-
-    assert OmegaConf.has_resolver("andrea.run_name") and OmegaConf.has_resolver("andrea.package_data")
+def test_composing_andrea_s_configs_anywhere_registers_its_resolvers():
+    """A notebook's compose() of pkg://andrea.conf, with nothing of andrea imported first."""
+    code = (
+        "from hydra import compose, initialize_config_module\n"
+        "from omegaconf import OmegaConf\n"
+        "with initialize_config_module(config_module='andrea.conf', version_base='1.3'):\n"
+        "    cfg = compose('train', overrides=['experiment=shakespeare-chars'])\n"
+        "print(OmegaConf.has_resolver('andrea.run_name'), OmegaConf.to_container(cfg.data, resolve=True)['tokenizer'])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "bytes"]
 
 
 @pytest.mark.parametrize(

@@ -74,8 +74,9 @@ def resolve(command: str, folder: Path, appended: str) -> str:
 
 @pytest.mark.slow(reason="every runnable README block, in order, shortened where its marker says (~6 min)")
 def test_the_readme_runs_as_written(tmp_path):
+    from tests.compose import plain_env
+
     from .readme_blocks import blocks
-    from .test_console_scripts import plain_env
 
     (tmp_path / "home").mkdir()
     env = plain_env(tmp_path / "home")

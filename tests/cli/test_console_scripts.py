@@ -2,20 +2,15 @@
 folder, in a plain environment (no variable the suite sets for itself: no TRITON_INTERPRET, no WANDB_*,
 a fresh HOME), with the README's arguments, shortened only through documented overrides."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.compose import plain_env
+
 BIN = Path(sys.executable).parent
-
-
-def plain_env(home: Path) -> dict[str, str]:
-    """A user's shell: the suite's own variables removed, a HOME of its own (wandb writes its settings there)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("WANDB_", "TRITON_"))}
-    return {**env, "HOME": str(home)}
 
 
 def run(script: str, *args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -117,7 +117,7 @@ REJECTED = [
     (["position=none", "position.kind=rotary"], "position.kind='rotary' is not one of learned, rope, alibi, none"),
     (
         ["position=rope", "heads.n_head=32"],
-        "position=rope needs an even head_dim, got model.net.d_model / heads.n_head = 1",
+        "position.kind=rope needs an even head_dim, got 1 (model.net.d_model / heads.n_head)",
     ),
     (["model.optimizer.lr=0"], "model.optimizer.lr=0 must be a finite number > 0"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0 trains nothing"),

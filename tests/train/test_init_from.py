@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-from hydra.utils import instantiate
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from andrea.models.files.checkpoint import read_checkpoint
@@ -21,7 +20,7 @@ def hf_folder(folder):
 def test_fine_tuning_starts_from_gpt2_s_weights(tmp_path):
     hf = hf_folder(tmp_path / "gpt2")
     cfg = compose_train(tmp_path / "run", [*QUICK, f"init_from={tmp_path / 'gpt2'}", "attention=eager"])
-    validate(cfg)
+    parts = validate(cfg)
     net = cfg.model.net
     assert (net._target_, net.bias, net.activation, net.d_model, net.n_layer) == (
         "andrea.models.gpt.GPT",
@@ -35,12 +34,12 @@ def test_fine_tuning_starts_from_gpt2_s_weights(tmp_path):
         4,
         4,
     )  # the run's backend
-    module = instantiate(cfg.model)
+    module = parts.module
     _load_init_from(module.net, cfg.init_from)
     idx = torch.randint(64, (2, 16))
     with torch.no_grad():
         torch.testing.assert_close(module.net.eval()(idx)[0], hf(idx).logits, atol=1e-4, rtol=1e-4)
-    result = train(cfg, validated=True)
+    result = train(cfg, parts)
     assert result["status"] == "completed"
     saved = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")["andrea_net_config"]
     assert saved["bias"] is True and saved["activation"] == "gelu_tanh"  # the checkpoint describes itself

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -71,12 +72,13 @@ def test_the_report_renders_every_job_and_the_curves(tmp_path, browser):
 @pytest.mark.slow  # reason: a 6-job sweep through andrea-train, then a browser
 def test_a_six_job_sweep_leaves_a_report_a_browser_shows(tmp_path, browser):
     import subprocess
+    import sys
 
     from selenium.webdriver.common.by import By
 
     from tests.compose import QUICK
 
-    from .test_cli_train import SCRIPT
+    SCRIPT = str(Path(sys.executable).with_name("andrea-train"))
 
     sweep = tmp_path / "sweep"
     done = subprocess.run(

@@ -17,6 +17,17 @@ from andrea.attention.positions import POSITIONS, ALiBi, Rotary
 from andrea.attention.registry import get_backend, parse_mask
 
 
+def shared_parts(attention: dict[str, Any]) -> dict[str, Any]:
+    """A block's settings with the backend and mask built once, for every layer of a network to share
+    (a backend name and its `backend_options` become the backend; a mask expression, the Mask)."""
+    parts = dict(attention)
+    backend, options = parts.get("backend", "sdpa"), parts.pop("backend_options", None)
+    parts["backend"] = get_backend(backend, **(options or {})) if isinstance(backend, str) else backend
+    mask = parts.get("mask", "causal")
+    parts["mask"] = parse_mask(mask) if isinstance(mask, str) else mask
+    return parts
+
+
 class MultiHeadSelfAttention(nn.Module):
     """Fused QKV projection -> attention backend -> output projection W_O.
 
@@ -86,7 +97,7 @@ class MultiHeadSelfAttention(nn.Module):
         if self.max_context < T:
             raise ValueError(f"sequence length {T} exceeds max_context={self.max_context}; raise max_context")
         full_mask = self._mask() if mask is None else self._mask() & mask
-        # The contract's own __call__ checks too, but only after the QKV projection: check first.
+        # refused before any tensor work; the backend then computes without checking again
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.qkv.weight.requires_grad)
         self.backend.check(mask=full_mask, device=x.device, needs_grad=needs_grad, score_mod=self.score_mod)
 
@@ -97,7 +108,7 @@ class MultiHeadSelfAttention(nn.Module):
             q, k = self.rope(q, start), self.rope(k, start)
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
-        y, weights = self.backend(q, k, v, full_mask, None, return_weights, self.score_mod)  # (B, H, T, d)
+        y, weights = self.backend.compute(q, k, v, full_mask, None, return_weights, self.score_mod)  # (B, H, T, d)
         if cache is not None:
             cache.trim()
         if self.hook_z is not None:

@@ -135,7 +135,7 @@ class AttentionBackend(ABC):
             score_mod=score_mod,
             head_dim=q.shape[-1],
         )
-        return self._run(q, k, v, mask, scale, need_weights, score_mod)
+        return self.compute(q, k, v, mask, scale, need_weights, score_mod)
 
     def check(
         self,
@@ -183,7 +183,7 @@ class AttentionBackend(ABC):
             return str(refused)
         return None
 
-    def _run(
+    def compute(
         self,
         q: Tensor,
         k: Tensor,
@@ -193,7 +193,8 @@ class AttentionBackend(ABC):
         need_weights: bool,
         score_mod: ScoreMod | None,
     ) -> tuple[Tensor, Tensor | None]:
-        """The backend's forward, with what the contract supplies around it."""
+        """The backend's forward, with what the contract supplies around it (the scale, grouped heads, the
+        probe's weights), unchecked: for a caller that made the checks of `__call__` itself."""
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
         n_head = q.shape[1]
         if k.shape[1] != n_head and not self.capabilities.native_gqa:

@@ -45,7 +45,7 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     from hydra_plugins import andrea_launchers
 
     # Hydra scans the hydra_plugins namespace, but not an editable install's part of it: register
-    # hydra/launcher=local and slurm by hand (plugin config groups: andrea/__init__.py).
+    # hydra/launcher=local and slurm by hand (plugin config groups: andrea/train/__init__.py).
     andrea_launchers.register()
 
     if "--help" in sys.argv[1:]:  # a plugin whose options are missing from the help says why

@@ -32,7 +32,7 @@ def train_app(cfg: DictConfig) -> float | None:
 
     with ExitStack() as job:
         try:
-            validate(cfg)  # a bad config is refused before Lightning (seconds to import) is even loaded
+            parts = validate(cfg)  # the run's parts, built once; a bad config refused before any file is written
             if is_rank_zero_process():  # the other processes of a DDP or SLURM run share its run dir
                 job.enter_context(hold(cfg.paths.output_dir))  # one live run per run dir, until this job ends
         except (ConfigError, RunDirInUse) as err:
@@ -56,7 +56,7 @@ def train_app(cfg: DictConfig) -> float | None:
             quiet_console()
 
         try:
-            result = train(cfg, validated=True)
+            result = train(cfg, parts)
         except (NonFiniteLossError, DiskError) as err:
             if is_multirun():
                 raise

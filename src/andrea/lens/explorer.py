@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from andrea.lens.heads import head_name
+
 ROLE_LABELS = {"previous_token": "prev", "induction": "ind", "first_token": "first", "entropy": "entropy"}
 
 SCRIPT = """
@@ -149,7 +151,7 @@ def _head_card(layer: int, head: int, T: int, scores: dict[str, Tensor]) -> str:
         parts.append(f"{ROLE_LABELS.get(role, role)} {'n/a' if math.isnan(value) else f'{value:.2f}'}")
     return (
         f'<div class="head" data-layer="{layer}" data-head="{head}">'
-        f'<div class="name">L{layer}H{head}</div><canvas width="{T}" height="{T}"></canvas>'
+        f'<div class="name">{head_name(layer, head)}</div><canvas width="{T}" height="{T}"></canvas>'
         f'<div class="scores">{html.escape(" · ".join(parts))}</div></div>'
     )
 

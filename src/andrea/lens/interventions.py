@@ -12,27 +12,24 @@ intervention acts on a head's output z (B, H, T, d) before W_O mixes the heads
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor
 
+from andrea.lens.heads import head_name, parse_head
 from andrea.models.network import Network, heads_shape
-
-HEAD = re.compile(r"L(\d+)H(\d+)")
-MODES = ("zero", "mean")
 
 
 def parse_heads(names: Iterable[str], n_layer: int, n_head: int, key: str = "ablate") -> list[tuple[int, int]]:
     """["L0H1", "L1H3"] -> [(0, 1), (1, 3)], each checked against the network's layers and heads."""
     heads = []
     for name in names:
-        found = HEAD.fullmatch(str(name).strip())
-        if not found:
-            raise ValueError(f"{key}: {name!r} is not a head; name heads L<layer>H<head>, e.g. L0H1")
-        layer, head = int(found[1]), int(found[2])
+        try:
+            layer, head = parse_head(name)
+        except ValueError as err:
+            raise ValueError(f"{key}: {err}") from None
         if layer >= n_layer or head >= n_head:
             raise ValueError(f"{key}: {name} is not in this network (layers 0..{n_layer - 1}, heads 0..{n_head - 1})")
         heads.append((layer, head))
@@ -137,7 +134,7 @@ def head_importance(
                 zero = mean_loss()
             with intervene(net, {(layer, head): None}, means):
                 mean = mean_loss()
-            rows.append({"head": f"L{layer}H{head}", "zero_loss": zero, "zero_rise": zero - base,
+            rows.append({"head": head_name(layer, head), "zero_loss": zero, "zero_rise": zero - base,
                          "mean_loss": mean, "mean_rise": mean - base, "base_loss": base})  # fmt: skip
     return sorted(rows, key=lambda row: -row["zero_rise"])
 

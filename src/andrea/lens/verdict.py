@@ -11,6 +11,7 @@ from torch import Tensor
 
 from andrea.lens import transformer_lens
 from andrea.lens.head_roles import HEAD_ROLES, role_metric
+from andrea.lens.heads import head_name, parse_head
 
 if TYPE_CHECKING:
     from andrea.data.tasks import Pattern
@@ -34,7 +35,7 @@ class RoleScores:
             for head in range(self.values.shape[1]):
                 value = float(self.values[layer, head])
                 if not math.isnan(value) and (found is None or value > found[1]):
-                    found = (f"L{layer}H{head}", value, int(self.queries[layer, head]))
+                    found = (head_name(layer, head), value, int(self.queries[layer, head]))
         return found
 
 
@@ -83,7 +84,7 @@ def summary(scores: dict[str, RoleScores]) -> dict[str, dict]:
             out[role] = {"best": None, "score": None, "queries": 0, "transformer_lens": None}
             continue
         head, value, queries = best
-        layer, h = (int(x) for x in head[1:].split("H"))
+        layer, h = parse_head(head)
         tl = float(s.transformer_lens[layer, h]) if s.transformer_lens is not None else None
         out[role] = {"best": head, "score": float(s.values[layer, h]), "queries": queries, "transformer_lens": tl}
     return out

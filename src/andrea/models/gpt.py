@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from andrea.attention import MultiHeadSelfAttention
+from andrea.attention.block import shared_parts
 from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
 
@@ -100,6 +101,7 @@ class GPT(nn.Module):
         if activation not in ACTIVATIONS:
             raise ValueError(f"model.net.activation={activation!r} must be one of {', '.join(ACTIVATIONS)}")
         attention = {"n_head": 12, "backend": "sdpa", "mask": "causal", **(attention or {}), "position": position}
+        attention = shared_parts(attention)  # one backend and one mask for every layer
         self.vocab_size, self.max_context, self.n_layer = vocab_size, max_context, n_layer
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         self.dropout = nn.Dropout(dropout)

@@ -14,6 +14,7 @@ from typing import Any, cast
 from torch import Tensor, nn
 
 from andrea.attention import MultiHeadSelfAttention
+from andrea.attention.block import shared_parts
 from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
 
@@ -34,9 +35,10 @@ class ToyModel(nn.Module):
         self.vocab_size, self.max_context = vocab_size, max_context
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         blocks = [] if attention is None else range(n_layer)
+        shared = {} if attention is None else shared_parts(attention)  # one backend and one mask for every layer
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in blocks)
         self.attention = nn.ModuleList(
-            MultiHeadSelfAttention(d_model, max_context=max_context, **(attention or {}), position=position)
+            MultiHeadSelfAttention(d_model, max_context=max_context, **shared, position=position)
             for _ in blocks  # none when attention is None
         )
         self.final_norm = nn.LayerNorm(d_model)

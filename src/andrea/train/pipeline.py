@@ -18,7 +18,8 @@ from torch.nn import Module
 
 from andrea.data.sampler import ResumableTrainData
 from andrea.lens.verdict import describe, verdict
-from andrea.train.config import training_estimate, validate
+from andrea.models.memory import Estimate
+from andrea.train.config import Parts, validate
 from andrea.train.hydra_run import is_multirun, job_number, task_overrides
 from andrea.train.lit.attention_maps import AttentionMaps
 from andrea.train.lit.module import NonFiniteLossError
@@ -37,18 +38,15 @@ def _instantiate_all(group: DictConfig | None) -> list:
     return [instantiate(node) for node in group.values() if node is not None and "_target_" in node]
 
 
-def train(cfg: DictConfig, validated: bool = False) -> dict:
-    """Run one training job; returns (and writes to <run dir>/result.json) its summary."""
+def train(cfg: DictConfig, parts: Parts | None = None) -> dict:
+    """Run one training job on the parts `validate(cfg)` built (it is called here when not given: the
+    command line calls it first, to refuse a config before it locks the run dir); returns (and writes
+    to <run dir>/result.json) its summary."""
     start = time.perf_counter()
-    if not validated:
-        validate(cfg)  # before anything is built
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = instantiate(cfg.data)
-    module = instantiate(cfg.model)
+    parts = parts or validate(cfg)
+    datamodule, module = parts.datamodule, parts.module
     if cfg.get("init_from") and not cfg.get("ckpt_path"):  # fine-tuning: start from GPT-2's weights
         _load_init_from(module.net, cfg.init_from)
-    module.net_config = OmegaConf.to_container(cfg.model.net, resolve=True)  # for checkpoints and export
-    module.tokenizer = cfg.data.get("tokenizer")  # text data only; andrea-sample reads it back
     loggers = _instantiate_all(cfg.get("logger"))
     callbacks = _instantiate_all(cfg.get("callbacks"))
     if not loggers:  # logger=none: Lightning refuses a LearningRateMonitor with nothing to log to
@@ -84,7 +82,7 @@ def train(cfg: DictConfig, validated: bool = False) -> dict:
             return _interrupted(stop, trainer, run_dir)
         fitted = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if cfg.get("validate") else {}
-        result = _summary(cfg, trainer, {**fitted, **final}, time.perf_counter() - start, run_dir)
+        result = _summary(cfg, trainer, {**fitted, **final}, time.perf_counter() - start, run_dir, parts.memory)
         if trainer.is_global_zero:
             _result_path(run_dir, restore.trained_steps(trainer)).write_text(json.dumps(result, indent=2))
             _print_summary(result)
@@ -142,7 +140,14 @@ def _interrupted(stop: StopOnSignal, trainer: L.Trainer, run_dir: Path) -> dict:
     return result
 
 
-def _summary(cfg: DictConfig, trainer: L.Trainer, metrics: dict[str, float], wall_s: float, run_dir: Path) -> dict:
+def _summary(
+    cfg: DictConfig,
+    trainer: L.Trainer,
+    metrics: dict[str, float],
+    wall_s: float,
+    run_dir: Path,
+    memory: Estimate | None,
+) -> dict:
     callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]  # set by Lightning, undeclared
     stats = next((c for c in callbacks if isinstance(c, RunStats)), None)
     maps = next((c for c in callbacks if isinstance(c, AttentionMaps)), None)
@@ -160,7 +165,7 @@ def _summary(cfg: DictConfig, trainer: L.Trainer, metrics: dict[str, float], wal
         "parameters": sum(p.numel() for p in trainer.lightning_module.parameters()),
         "curves": {"train": stats.train_curve, "val": stats.val_curve} if stats else None,
         "wall_s": wall_s,
-        "memory_estimate": _memory_estimate(cfg),
+        "memory_estimate": _memory_estimate(memory),
         "global_step": trainer.global_step,
         "epochs": trainer.current_epoch,
         "run_dir": str(run_dir),
@@ -183,12 +188,10 @@ def _verdict(trainer: L.Trainer, maps: AttentionMaps | None) -> dict | None:
     return None
 
 
-def _memory_estimate(cfg: DictConfig) -> dict | None:
+def _memory_estimate(need: Estimate | None) -> dict | None:
     """The training memory andrea.models.memory estimated for this config before the run."""
-    found = training_estimate(cfg)
-    if found is None:
+    if need is None:
         return None
-    _, need = found
     return {"bytes": need.total_bytes, "parameters": need.parameters, "text": need.describe()}
 
 

@@ -19,7 +19,8 @@ class Rotary(nn.Module):
         super().__init__()
         if head_dim % 2:
             raise ValueError(
-                f"position.kind=rope needs an even head_dim, got {head_dim}; change heads.n_head or d_model"
+                f"position.kind=rope needs an even head_dim, got {head_dim} (model.net.d_model / heads.n_head); "
+                "change heads.n_head or model.net.d_model"
             )
         inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # (d/2,)
         self.register_buffer("inv_freq", inv_freq, persistent=False)

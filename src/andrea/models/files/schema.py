@@ -75,8 +75,9 @@ def model_class(target: str) -> type[nn.Module]:
     return getattr(importlib.import_module(module), cls)
 
 
-def parse(config: Any, where: str, prefix: str) -> NetSpec:
-    """Check `config` (read from `where`, its keys shown as `prefix.key`) against the schema."""
+def parse(config: Any, where: str, prefix: str, build_backend: bool = True) -> NetSpec:
+    """Check `config` (read from `where`, its keys shown as `prefix.key`) against the schema. Without
+    `build_backend` the backend's options are left to the backend itself, when a network builds it."""
 
     def refuse(key: str, problem: str) -> ModelFileError:
         gap = "" if problem.startswith("=") else " "
@@ -118,13 +119,15 @@ def parse(config: Any, where: str, prefix: str) -> NetSpec:
         raise refuse(".position", f"={fields.get('position')!r} is not one of {', '.join(POSITIONS)}")
     attention, terms = None, 0
     if fields.get("attention") is not None:
-        attention, terms = _parse_attention(fields["attention"], refuse)
+        attention, terms = _parse_attention(fields["attention"], refuse, build_backend)
     elif target.endswith(".GPT"):
         raise refuse(".attention", "is missing")
     return NetSpec(target, fields, attention, terms)
 
 
-def _parse_attention(attention: Any, refuse: Callable[[str, str], ModelFileError]) -> tuple[dict, int]:
+def _parse_attention(
+    attention: Any, refuse: Callable[[str, str], ModelFileError], build_backend: bool
+) -> tuple[dict, int]:
     from andrea.attention import backend_registry, get_backend
 
     if not isinstance(attention, dict):
@@ -145,7 +148,8 @@ def _parse_attention(attention: Any, refuse: Callable[[str, str], ModelFileError
     if not isinstance(options, dict) or not all(isinstance(v, PLAIN) for v in options.values()):
         raise refuse(".attention.backend_options", "must map option names to plain values")
     try:  # the options the backend declares, each checked by the backend itself (nothing is run)
-        get_backend(backend, **options)
+        if build_backend:
+            get_backend(backend, **options)
     except ValueError as err:
         raise refuse(
             ".attention.backend_options", f"are not options of {backend} ({str(err).splitlines()[0]})"

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from andrea.data.tasks import Pattern
 from andrea.lens import verdict as verdicts
 from andrea.lens.head_roles import HEAD_ROLES
+from andrea.lens.heads import head_name, parse_head
 from andrea.lens.viz import SCALES, save_attention_grid
 from andrea.models.network import heads_shape, network
 
@@ -203,7 +204,7 @@ class AttentionMaps(L.Callback):
         pattern = _pattern(trainer)
         scores = verdicts.score_heads(weights, input_ids, _task_roles(pattern))
         self.scores = {
-            f"heads/{role}/L{layer}H{head}": float(s.values[layer, head])
+            f"heads/{role}/{head_name(layer, head)}": float(s.values[layer, head])
             for role, s in scores.items()
             for layer in range(s.values.shape[0])
             for head in range(s.values.shape[1])
@@ -264,7 +265,7 @@ def grouped_charts(history: list[tuple[int, dict[str, float]]]) -> dict[str, Any
     for step, scores in history:
         for key, value in scores.items():
             _, role, head = key.split("/")
-            layer, h = (int(x) for x in head[1:].split("H"))
+            layer, h = parse_head(head)
             series.setdefault((role, layer), {}).setdefault(h, []).append((step, value))
     charts = {}
     for (role, layer), heads in sorted(series.items()):

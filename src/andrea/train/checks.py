@@ -1,0 +1,255 @@
+"""What a composed training config says on its own, checked before anything is built (andrea.train.config
+builds the run's parts next). Every refusal is one line that names the config key and how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from hydra.utils import get_class, instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from andrea.attention import HeadConfig, backend_registry
+from andrea.lens.interventions import parse_heads
+from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
+from andrea.train.keys import check_added_keys, check_ranges
+
+if TYPE_CHECKING:
+    from andrea.models.files.schema import NetSpec
+    from andrea.models.memory import Estimate
+
+
+class ConfigError(ValueError):
+    """A composed config that cannot run."""
+
+
+def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    return OmegaConf.select(cfg, key, default=default)
+
+
+def check_config(cfg: DictConfig) -> Estimate | None:
+    """What the config alone says: refuse an impossible one with a one-line ConfigError naming the key,
+    building nothing; returns the training memory it needs (None for a model andrea does not know). With
+    `init_from` (GPT-2 weights to fine-tune), model.net first becomes the network those weights need."""
+    _apply_init_from(cfg)
+    net = _get(cfg, "model.net")
+    if net is None:
+        raise ConfigError("model.net is missing: choose a model, e.g. model=toy")
+    position, supported = _get(cfg, "position.kind"), getattr(get_class(net._target_), "positions", None)
+    if position is not None and supported is not None and position not in supported:
+        raise ConfigError(
+            f"position.kind={position!r} is not one of {', '.join(supported)} for model.net={net._target_}"
+        )
+    for key in ("trainer.max_epochs", "trainer.max_steps"):
+        if _get(cfg, key) == 0 and not isinstance(_get(cfg, key), bool):
+            raise ConfigError(f"{key}=0 trains nothing; give a positive number (-1 for no limit on max_steps)")
+    problem = check_added_keys(cfg, task_overrides()) or check_ranges(cfg)
+    if problem:
+        raise ConfigError(problem)
+    estimate = _validate_memory(cfg)
+    _validate_trainer(cfg)
+    _validate_checkpoint(cfg)
+    mode = _get(cfg, "logger.wandb.mode")
+    if mode is not None and mode not in ("online", "offline", "disabled"):
+        raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
+    if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
+        _validate_attention(cfg)
+    _validate_ablate(cfg)
+    if _get(cfg, "model.scheduler") is not None:  # built once on a stand-in optimizer: its own checks refuse
+        instantiate(cfg.model.scheduler)(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0))
+    row, rows = _get(cfg, "callbacks.attention_maps.row"), _get(cfg, "callbacks.attention_maps.probe_rows")
+    if isinstance(row, int) and isinstance(rows, int) and row >= rows:
+        raise ConfigError(
+            f"callbacks.attention_maps.row={row} must be below callbacks.attention_maps.probe_rows={rows}; "
+            "pick a row in range, or draw more probe rows"
+        )
+    _validate_distributed(cfg)
+    return estimate
+
+
+def training_estimate(cfg: DictConfig) -> tuple[NetSpec, Estimate] | None:
+    """What training this config needs in memory (andrea.models.memory), None for a model andrea
+    does not know (a user's own `_target_`) or data without a fixed window."""
+    from andrea.models import memory
+    from andrea.models.files import schema as net_config
+
+    batch_size, seq_len = _get(cfg, "data.batch_size"), _get(cfg, "data.seq_len")
+    if not (isinstance(batch_size, int) and isinstance(seq_len, int)):
+        return None
+    try:
+        # sizes only: the backend checks its options once, as the network builds it
+        config = OmegaConf.to_container(cfg.model.net, resolve=True)
+        spec = net_config.parse(config, "model.net", "model.net", build_backend=False)
+    except ValueError:  # not one of andrea's models: its constructor checks it
+        return None
+    maps = _get(cfg, "callbacks.attention_maps")
+    probe_rows = _get(cfg, "callbacks.attention_maps.probe_rows", 8) if maps is not None else 0
+    return spec, memory.training(spec, batch_size, seq_len, probe_rows)
+
+
+def _validate_memory(cfg: DictConfig) -> Estimate | None:
+    """Refuse a run whose estimated training memory exceeds the device's, before allocating any of it."""
+    from andrea.models import memory
+
+    found = training_estimate(cfg)
+    if found is None:
+        return None
+    spec, need = found
+    data = {"batch_size": cfg.data.batch_size, "seq_len": cfg.data.seq_len, "vocab_size": _get(cfg, "data.vocab_size")}
+    keys = {name: f"model.net.{name}" for name in memory.REFERENCE} | {
+        "batch_size": "data.batch_size",
+        "seq_len": "data.seq_len",
+    }
+    if spec.fields["max_context"] == data["seq_len"]:  # presets take it from data.*: name the key a user sets
+        keys["max_context"] = "data.seq_len"
+    if spec.fields["vocab_size"] == data["vocab_size"]:
+        keys["vocab_size"] = "data.vocab_size"
+    device = "cpu" if on_cpu(cfg) or not torch.cuda.is_available() else "cuda"
+    problem = memory.too_big(need, {**spec.fields, **data}, keys, device, "training")
+    if problem:
+        raise ConfigError(f"{problem}; lower {problem.split('=')[0]}")
+    return need
+
+
+def _apply_init_from(cfg: DictConfig) -> None:
+    """init_from=<GPT-2 folder>: model.net takes the sizes, biases and activation of its config.json
+    (read as data: andrea.models.files.gpt2); the attention backend and mask stay the run's own."""
+    folder = cfg.get("init_from")
+    if folder is None:
+        return
+    from andrea.models.files import gpt2
+
+    if not isinstance(folder, str):
+        raise ConfigError(f"init_from={folder!r} must be the path of a Hugging Face GPT-2 folder")
+    try:
+        weights = gpt2.weights_file(folder)
+        config = gpt2.net_config(weights.parent / "config.json")
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(f"init_from={folder}: {str(err).splitlines()[0]}") from None
+    if _get(cfg, "position.kind", "learned") != "learned":
+        raise ConfigError(
+            f"init_from={folder}: GPT-2's weights need learned positions; drop position={cfg.position.kind}"
+        )
+    attention = config.pop("attention")
+    with open_dict(cfg):
+        net = cfg.model.net
+        for key, value in config.items():
+            net[key] = value
+        net.attention.n_head = attention["n_head"]
+        net.attention.n_kv_head = attention["n_head"]  # GPT-2 has a key/value head per query head
+
+
+def _validate_checkpoint(cfg: DictConfig) -> None:
+    """ckpt_path: a readable andrea-train checkpoint of this very model, loaded with no pickled code."""
+    from andrea.models.files import schema as net_config
+    from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint
+
+    if cfg.get("ckpt_path") is None:
+        return
+    path = Path(cfg.ckpt_path)
+    try:
+        saved = read_checkpoint(path)[CHECKPOINT_CONFIG_KEY]
+        net_config.parse(saved, f"ckpt_path={path}", CHECKPOINT_CONFIG_KEY)  # data only: nothing it names is built
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(str(err)) from None
+    current = OmegaConf.to_container(cfg.model.net, resolve=True)
+    for key, was, now in _differences(saved, current, "model.net"):
+        if key.endswith((".backend", ".backend_options")) or ".backend_options." in key:
+            continue  # another backend computes the same function of the same weights
+        raise ConfigError(
+            f"ckpt_path={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; "
+            "resume with the overrides the run was started with"
+        )
+
+
+def _differences(a: Any, b: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:
+    """(key, a's value, b's value) for every leaf where two nested configs differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            yield from _differences(a.get(key), b.get(key), f"{prefix}.{key}")
+    elif a != b:
+        yield prefix, a, b
+
+
+def _validate_ablate(cfg: DictConfig) -> None:
+    ablate = _get(cfg, "model.ablate")
+    if not ablate:
+        return
+    if isinstance(ablate, str) or not OmegaConf.is_list(ablate):
+        raise ConfigError(f"model.ablate={ablate!r} must be a list of heads, e.g. model.ablate=[L0H1,L1H3]")
+    n_layer = _get(cfg, "model.net.n_layer", 1)
+    n_head = _get(cfg, "model.net.attention.n_head", 0) if _get(cfg, "model.net.attention") is not None else 0
+    parse_heads(list(ablate), n_layer if _get(cfg, "model.net.attention") is not None else 0, n_head, "model.ablate")
+
+
+def _validate_distributed(cfg: DictConfig) -> None:
+    """What a data- or model-parallel run cannot do."""
+    strategy = str(_get(cfg, "trainer.strategy", "") or "").lower()
+    if not ("ddp" in strategy or "fsdp" in strategy):
+        return
+    if _get(cfg, "model.nonfinite") == "skip":
+        raise ConfigError(
+            "model.nonfinite=skip: Lightning cannot skip a step in distributed training; use model.nonfinite=stop"
+        )
+    if "fsdp" in strategy and _get(cfg, "callbacks.attention_maps") is not None:
+        raise ConfigError(
+            "callbacks.attention_maps runs the network outside FSDP's forward, where its weights are sharded; "
+            "add ~callbacks.attention_maps, or use trainer=ddp"
+        )
+    launcher = launcher_target()
+    devices = _get(cfg, "trainer.devices")
+    if "Slurm" in launcher and not (isinstance(devices, int) and devices > 0):
+        raise ConfigError(
+            f"trainer.devices={devices} with hydra/launcher=slurm: give the number of GPUs per node, e.g. "
+            "trainer.devices=4"
+        )
+
+
+def check_accelerator(cfg: DictConfig) -> None:
+    """A GPU run where torch sees none (checked last: the parts' own refusals for a GPU come first)."""
+    accelerator = _get(cfg, "trainer.accelerator", "cpu")
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(
+            f"trainer.accelerator={accelerator} but torch sees no GPU here; train with trainer=cpu (or trainer=ddp_cpu)"
+        )
+
+
+def on_cpu(cfg: DictConfig) -> bool:
+    accelerator = _get(cfg, "trainer.accelerator", "cpu")
+    return accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+
+
+def _validate_trainer(cfg: DictConfig) -> None:
+    strategy = str(_get(cfg, "trainer.strategy", "") or "").lower()
+    launcher = launcher_target()
+    if ("ddp" in strategy or "fsdp" in strategy) and is_multirun() and "Slurm" not in launcher:
+        raise ConfigError(
+            "trainer.strategy=ddp in a multirun: each DDP process would start its own sweep; "
+            "run DDP jobs one at a time (no -m), or sweep with hydra/launcher=slurm (one SLURM task per GPU)"
+        )
+    precision = str(_get(cfg, "trainer.precision", ""))
+    if precision in ("16-mixed", "16") and on_cpu(cfg):
+        raise ConfigError(
+            f"trainer.precision={precision}: float16 mixed precision needs a GPU; on CPU use "
+            "trainer.precision=bf16-mixed or 32-true"
+        )
+    if (
+        precision.startswith("bf16")
+        and not on_cpu(cfg)
+        and torch.cuda.is_available()
+        and not torch.cuda.is_bf16_supported()
+    ):
+        raise ConfigError(f"trainer.precision={precision} needs a GPU with bfloat16; use trainer.precision=16-mixed")
+
+
+def _validate_attention(cfg: DictConfig) -> None:
+    """The names and numbers the network's attention is built from; the backend and the mask check
+    themselves when the network builds them (andrea.train.config)."""
+    heads = HeadConfig(cfg.heads.n_head, cfg.heads.n_kv_head)  # heads.n_kv_head must divide heads.n_head
+    heads.head_dim(_get(cfg, "model.net.d_model"), key="model.net.d_model")
+    name = cfg.attention.backend
+    if name not in backend_registry.names():
+        raise ConfigError(f"attention.backend={name!r} is unknown; available: {', '.join(backend_registry.names())}")
