@@ -25,7 +25,7 @@ TRAINABLE = [
 
 
 def best(result, role, layer=None):
-    scores = {k: v for k, v in result["head_roles"].items() if k.startswith(f"heads/{role}/")}
+    scores = {k: v for k, v in result.head_roles.items() if k.startswith(f"heads/{role}/")}
     if layer is not None:
         scores = {k: v for k, v in scores.items() if f"/L{layer}H" in k}
     return max(scores.values())
@@ -34,15 +34,15 @@ def best(result, role, layer=None):
 @pytest.mark.parametrize("backend", TRAINABLE)
 def test_lookback_grows_a_previous_token_head(backend, tmp_path):
     result = train(compose_train(tmp_path, ["experiment=lookback", f"attention={backend}", "logger=none"]))
-    assert result["val_loss"] < 0.1
+    assert result.val_loss < 0.1
     assert best(result, "previous_token") > 0.8
-    assert result["verdict"]["appeared"] is True and result["verdict"]["role"] == "previous_token"
+    assert result.verdict["appeared"] is True and result.verdict["role"] == "previous_token"
 
 
 @pytest.mark.parametrize("backend", TRAINABLE)
 def test_induction_grows_an_induction_head(backend, tmp_path):
     result = train(compose_train(tmp_path, ["experiment=induction", f"attention={backend}", "logger=none"]))
-    assert result["val_loss"] < 0.1
+    assert result.val_loss < 0.1
     assert best(result, "induction", layer=1) > 0.8
     assert best(result, "induction", layer=1) > 3 * best(result, "induction", layer=0)  # it is layer 1's job
-    assert result["verdict"]["appeared"] is True and result["verdict"]["best"].startswith("L1")
+    assert result.verdict["appeared"] is True and result.verdict["best"].startswith("L1")

@@ -66,7 +66,7 @@ def test_bad_text_is_refused(tmp_path, setup, message):
     path = target.with_suffix(".txt") if target.with_suffix(".txt").exists() else target
     with pytest.raises((ValueError, FileNotFoundError), match=message):
         module(tmp_path, path=str(path)).setup()
-    assert not list((tmp_path / "cache").glob("*.tmp*"))  # nothing half-written left behind
+    assert not list((tmp_path / "cache").glob(".*.partial"))  # nothing half-written left behind
 
 
 def test_bad_parameters(tmp_path):

@@ -82,7 +82,7 @@ def test_head_importance_ranks_the_previous_token_head_of_induction_first(induct
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
 
     rows = head_importance(net, batches, loss)
-    layer0 = {k: v for k, v in result["head_roles"].items() if k.startswith("heads/previous_token/L0")}
+    layer0 = {k: v for k, v in result.head_roles.items() if k.startswith("heads/previous_token/L0")}
     previous_token_head = max(layer0, key=layer0.get).rsplit("/", 1)[1]
     # the induction heads of layer 1 read "what came before" from layer 0's previous-token head: one head
     # that all of them need, while they back each other up

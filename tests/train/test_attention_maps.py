@@ -43,15 +43,15 @@ def test_a_slow_drawer_is_skipped_never_waited_for_and_finished_at_the_end(tmp_p
     result = train(compose_train(tmp_path, overrides))
     seconds = time.perf_counter() - started
     assert threads == {"andrea-maps_0"}  # drawn on the worker, not the training thread
-    assert result["attention_maps_skipped"] > 0 and result["global_step"] == 8
+    assert result.attention_maps_skipped > 0 and result.global_step == 8
     drawn = sorted(p.name for p in (tmp_path / "attention_maps").glob("*.png"))
-    assert len(drawn) + result["attention_maps_skipped"] == 9  # steps 0..8: drawn or skipped, each once
+    assert len(drawn) + result.attention_maps_skipped == 9  # steps 0..8: drawn or skipped, each once
     assert "layer0_step000008.png" in drawn  # the end of training is always drawn, and waited for
     assert seconds < 1.0 * 9  # not one second per record: the training thread did not wait for each
-    assert result["roles"] and result["verdict"]  # the last record's results reached the summary
+    assert result.roles and result.verdict  # the last record's results reached the summary
 
 
 def test_the_dashboard_does_not_change_training(tmp_path):
     with_maps = train(compose_train(tmp_path / "a", [*QUICK, "callbacks.attention_maps.every_n_steps=1"]))
     without = train(compose_train(tmp_path / "b", [*QUICK, "~callbacks.attention_maps"]))
-    assert with_maps["val_loss"] == without["val_loss"] and with_maps["train_loss"] == without["train_loss"]
+    assert with_maps.val_loss == without.val_loss and with_maps.train_loss == without.train_loss

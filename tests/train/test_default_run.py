@@ -12,11 +12,11 @@ from tests.train.wandb_reader import history, run_info
 
 def test_loss_falls_below_one_within_three_epochs(default_run):
     result, _ = default_run
-    assert result["status"] == "completed" and result["epochs"] == 3
-    assert result["val_loss"] < 1.0 and result["train_loss"] < 1.0
-    assert result["val_acc"] > 0.9
-    assert result["val_perplexity"] == pytest.approx(math.exp(result["val_loss"]), rel=1e-3)
-    estimate = result["memory_estimate"]  # made from the config before the run, kept in the summary
+    assert result.status == "completed" and result.epochs == 3
+    assert result.val_loss < 1.0 and result.train_loss < 1.0
+    assert result.val_acc > 0.9
+    assert result.val_perplexity == pytest.approx(math.exp(result.val_loss), rel=1e-3)
+    estimate = result.memory_estimate  # made from the config before the run, kept in the summary
     assert (
         estimate["parameters"] == 4 * 32 * 32 + 2 * 64 * 32 + 32 * 32 + 4 * 32
     )  # QKV + W_O, token + LM head, positions, 2 norms
@@ -29,12 +29,12 @@ def test_wandb_history_has_every_step(default_run):
     losses = [row["train/loss_step"] for row in rows if "train/loss_step" in row]
     rates = [row for row in rows if any(key.startswith("lr-") for key in row)]
     accuracies = [row["train/acc_step"] for row in rows if "train/acc_step" in row]
-    assert len(losses) == len(accuracies) == len(rates) == result["global_step"] == 3 * 4096 // 64
+    assert len(losses) == len(accuracies) == len(rates) == result.global_step == 3 * 4096 // 64
     assert abs(losses[0] - math.log(64)) < 0.5  # starts near chance
     assert losses[-1] < 1.0
     assert sum(losses[-10:]) < sum(losses[:10])
     val_losses = [row["val/loss"] for row in rows if "val/loss" in row]
-    assert len(val_losses) >= 3 and val_losses[-1] == pytest.approx(result["val_loss"], rel=1e-5)
+    assert len(val_losses) >= 3 and val_losses[-1] == pytest.approx(result.val_loss, rel=1e-5)
 
 
 def test_wandb_run_is_offline_and_finished(default_run):
@@ -49,7 +49,7 @@ def test_attention_maps_as_png_and_on_the_dashboard(default_run):
     result, run_dir = default_run
     pngs = sorted((run_dir / "attention_maps").glob("layer0_step*.png"))
     steps = [int(p.stem.split("step")[1]) for p in pngs]
-    assert steps[0] == 0 and steps[-1] == result["global_step"] and 50 in steps
+    assert steps[0] == 0 and steps[-1] == result.global_step and 50 in steps
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
     logged = [row for row in history(run_dir) if "attention/layer0/filenames" in row]
     assert len(logged) == len(pngs)
@@ -64,9 +64,9 @@ def test_head_role_metrics_are_logged(default_run):
         assert f"heads/entropy/L0H{head}" in last and f"heads/first_token/L0H{head}" in last
         # every token of a row is the same: previous-token and induction are not applicable, never a number
         assert f"heads/previous_token/L0H{head}" not in last and f"heads/induction/L0H{head}" not in last
-    assert result["head_roles"]["heads/entropy/L0H0"] == pytest.approx(last["heads/entropy/L0H0"])
-    assert result["roles"]["induction"] == {"best": None, "score": None, "queries": 0, "transformer_lens": None}
-    assert result["verdict"]["text"].startswith("this task needs no attention")
+    assert result.head_roles["heads/entropy/L0H0"] == pytest.approx(last["heads/entropy/L0H0"])
+    assert result.roles["induction"] == {"best": None, "score": None, "queries": 0, "transformer_lens": None}
+    assert result.verdict["text"].startswith("this task needs no attention")
 
 
 def test_checkpoints_last_and_best(default_run):
@@ -80,7 +80,7 @@ def test_checkpoints_last_and_best(default_run):
 def test_result_file(default_run):
     result, run_dir = default_run
     written = json.loads((run_dir / "result.json").read_text())
-    assert written["val_loss"] == result["val_loss"] and written["tokens_per_s"] > 0
+    assert written["val_loss"] == result.val_loss and written["tokens_per_s"] > 0
     assert written["config"]["attention"]["backend"] == "sdpa"
 
 
@@ -90,7 +90,7 @@ def test_resume_from_last_checkpoint(default_run, tmp_path):
     _, run_dir = default_run
     overrides = ["logger=none", "trainer.max_epochs=4", f"ckpt_path={run_dir}/checkpoints/last.ckpt"]
     resumed = train(compose_train(tmp_path, overrides))
-    assert resumed["epochs"] == 4 and resumed["global_step"] == 4 * 4096 // 64  # one more epoch, not four
+    assert resumed.epochs == 4 and resumed.global_step == 4 * 4096 // 64  # one more epoch, not four
 
 
 def test_wandb_gets_one_chart_per_role_and_layer(default_run):

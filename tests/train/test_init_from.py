@@ -40,7 +40,7 @@ def test_fine_tuning_starts_from_gpt2_s_weights(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(module.net.eval()(idx)[0], hf(idx).logits, atol=1e-4, rtol=1e-4)
     result = train(cfg, parts)
-    assert result["status"] == "completed"
+    assert result.status == "completed"
     saved = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")["andrea_net_config"]
     assert saved["bias"] is True and saved["activation"] == "gelu_tanh"  # the checkpoint describes itself
 

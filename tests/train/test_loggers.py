@@ -19,7 +19,7 @@ def test_tensorboard_scalars_and_images(tmp_path):
     events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0, "scalars": 0})
     events.Reload()
     losses = events.Scalars("train/loss_step")
-    assert [e.step for e in losses] == [0, 1, 2, 3] and result["global_step"] == 4
+    assert [e.step for e in losses] == [0, 1, 2, 3] and result.global_step == 4
     assert all(0 < e.value < 10 for e in losses)
     assert "heads/first_token/L0H0" in events.Tags()["scalars"]
     images = events.Images("attention/layer0")
@@ -68,16 +68,16 @@ def test_attention_maps_layer_out_of_range(tmp_path):
 def test_no_attention_ablation_learns_repetition(tmp_path):
     """The repetition task needs no attention: the ablation reaches the same low loss."""
     result = train(compose_train(tmp_path, ["experiment=repetition_no_attention", "logger=none"]))
-    assert result["val_loss"] < 1.0
-    assert result["attention_maps"] is None and result["head_roles"] == {}
+    assert result.val_loss < 1.0
+    assert result.attention_maps is None and result.head_roles == {}
 
 
 def test_tiny_gpt_trains_in_the_pipeline(tmp_path):
     result = quick(tmp_path, "model=andrea-tiny", "heads=gqa", "trainer.max_epochs=2")
-    assert result["config"]["model"]["net"]["_target_"] == "andrea.models.gpt.GPT"
-    assert result["config"]["model"]["net"]["attention"]["n_kv_head"] == 2
+    assert result.config["model"]["net"]["_target_"] == "andrea.models.gpt.GPT"
+    assert result.config["model"]["net"]["attention"]["n_kv_head"] == 2
     assert (
-        result["val_loss"] < 4.0 and len([k for k in result["head_roles"] if k.startswith("heads/entropy/")]) == 2 * 4
+        result.val_loss < 4.0 and len([k for k in result.head_roles if k.startswith("heads/entropy/")]) == 2 * 4
     )
 
 
@@ -96,10 +96,10 @@ def test_tiny_gpt_on_text(tmp_path):
     with open(tmp_path / "csv" / "version_0" / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     mfu = [float(r["train/mfu"]) for r in rows if r.get("train/mfu")]
-    assert len(mfu) == result["global_step"] and all(0 < m < 1 for m in mfu)
+    assert len(mfu) == result.global_step and all(0 < m < 1 for m in mfu)
     assert any(r.get("val/perplexity") for r in rows)
-    assert result["global_step"] == 2 * 64 // 8
-    assert result["val_loss"] < 10.0 and result["config"]["data"]["tokenizer"] == "gpt2"
+    assert result.global_step == 2 * 64 // 8
+    assert result.val_loss < 10.0 and result.config["data"]["tokenizer"] == "gpt2"
     assert list((tmp_path / "token_cache").glob("gpt2-*.uint16.bin"))
 
 
@@ -109,7 +109,7 @@ def test_andrea_12m_shakespeare_smoke(tmp_path):
     overrides = ["experiment=andrea-12m-shakespeare", "trainer.max_steps=3", "model.scheduler.warmup_steps=1",
                  "data.samples_per_epoch=48", "trainer.limit_val_batches=2", "logger=none"]  # fmt: skip
     result = train(compose_train(tmp_path, overrides))
-    assert result["global_step"] == 3 and 5.0 < result["val_loss"] < 11.5  # from ~log(50257) = 10.8
+    assert result.global_step == 3 and 5.0 < result.val_loss < 11.5  # from ~log(50257) = 10.8
 
 
 @pytest.mark.slow  # reason: builds the full 124M-parameter ANDREA-120M and runs it on CPU
@@ -130,5 +130,5 @@ def test_andrea_120m_recipe_smoke_on_cpu(tmp_path):
         "logger=none",
     ]
     result = train(compose_train(tmp_path, overrides))
-    assert result["global_step"] == 2 and 9.0 < result["val_loss"] < 11.5  # ~log(50257) = 10.8 at the start
-    assert result["config"]["model"]["net"]["n_layer"] == 12
+    assert result.global_step == 2 and 9.0 < result.val_loss < 11.5  # ~log(50257) = 10.8 at the start
+    assert result.config["model"]["net"]["n_layer"] == 12

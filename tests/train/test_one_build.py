@@ -25,6 +25,6 @@ def test_the_default_run_builds_each_part_once(tmp_path, monkeypatch):
 
         monkeypatch.setattr(cls, "__init__", counted)
     result = train(compose_train(tmp_path, [*QUICK, "model.net.n_layer=2", "trainer.max_steps=3"]))
-    assert result["status"] == "completed" and result["global_step"] == 3
+    assert result.status == "completed" and result.global_step == 3
     assert built == {name: 1 for name in ("SyntheticTaskDataModule", "LanguageModelModule", "ToyModel",
                                           "SDPABackend", "Causal")}  # fmt: skip

@@ -65,10 +65,10 @@ def train_app(cfg: DictConfig) -> float | None:
             if is_multirun():
                 raise
             fail(COMMAND, str(err), 2)
-    if result.get("status") == "interrupted":  # in a multirun this ends the sweep too
-        raise SystemExit(result["exit_code"])  # 128 + the signal: the shell's convention for "ended by a signal"
+    if result.status == "interrupted":  # in a multirun this ends the sweep too
+        raise SystemExit(result.exit_code)  # 128 + the signal: the shell's convention for "ended by a signal"
     metric = cfg.get("optimized_metric")
-    return result.get(metric.replace("/", "_")) if metric else None
+    return getattr(result, metric.replace("/", "_"), None) if metric else None
 
 
 def quiet_console() -> None:

@@ -5,7 +5,6 @@ module's constructor takes; nothing else is imported or called on its word."""
 from __future__ import annotations
 
 import inspect
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import lightning as L
 
 from andrea.data.tasks import InductionDataModule, LookbackDataModule, RepetitionDataModule
 from andrea.data.text import TextDataModule
+from andrea.utils.run_result import RESULT_FILE, RunResult
 
 DATA_MODULES: dict[str, type[L.LightningDataModule]] = {
     f"{prefix}.{cls.__name__}": cls
@@ -24,12 +24,12 @@ PLAIN = (str, int, float, bool, type(None))
 
 def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
     """The data module a run trained on, from `<run_dir>/result.json`; ValueError in one line if unusable."""
-    path = Path(run_dir) / "result.json"
+    path = Path(run_dir) / RESULT_FILE
     if not path.is_file():
         raise ValueError(f"{path} not found: the run did not complete; give the run dir of a finished andrea-train")
     try:
-        config = json.loads(path.read_text())["config"]["data"]
-    except (ValueError, KeyError, TypeError, RecursionError):
+        config = (RunResult.read(path).config or {})["data"]
+    except (ValueError, KeyError, TypeError):
         raise ValueError(f"{path} holds no data config (config.data); it is not an andrea-train result") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path}: config.data is not a mapping")

@@ -10,10 +10,8 @@ epoch (any token may start one); validation walks consecutive windows.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import stat
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
 from andrea.data.tokenizers import TOKENIZERS, Tokenizer, tokenizer_vocab_size
+from andrea.utils.files import atomic_write
 
 EXCERPT = Path(__file__).parent / "corpus" / "tempest_excerpt.txt"
 
@@ -97,7 +96,6 @@ def build_cache(files: list[Path], tokenizer: Tokenizer, cache_dir: Path) -> Pat
     for path, data in contents:
         ids.extend(tokenizer.encode(decode_text(path, data)))
         ids.append(tokenizer.eot_id)
-    partial = cache.with_suffix(f".tmp{os.getpid()}")
     meta = {
         "tokens": len(ids),
         "dtype": np.dtype(dtype).name,
@@ -105,13 +103,11 @@ def build_cache(files: list[Path], tokenizer: Tokenizer, cache_dir: Path) -> Pat
         "files": list(map(str, files)),
     }
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        np.asarray(ids, dtype=dtype).tofile(partial)
-        cache.with_suffix(".json").write_text(json.dumps(meta, indent=2))
-        os.replace(partial, cache)  # atomic: a crash never leaves half a cache under the final name
+        with atomic_write(cache.with_suffix(".json")) as partial:
+            partial.write_text(json.dumps(meta, indent=2))
+        with atomic_write(cache) as partial:  # a crash never leaves half a cache under the final name
+            np.asarray(ids, dtype=dtype).tofile(partial)
     except OSError as err:
-        with contextlib.suppress(OSError):
-            partial.unlink()
         raise ValueError(
             f"data.cache_dir={cache_dir}: the token cache cannot be written there ({err.strerror or err}); "
             "give a writable folder"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 import time
 import warnings
 from pathlib import Path
+from typing import cast
 
 import lightning as L
 from hydra.utils import instantiate
@@ -26,7 +26,8 @@ from andrea.train.lit.module import NonFiniteLossError
 from andrea.train.lit.progress import progress_callbacks
 from andrea.train.lit.resume import LAST, RESTORE_ERRORS, RestoreWatch, ResumeData, StopOnSignal
 from andrea.train.lit.run_stats import RunStats
-from andrea.train.sweep import RESULT_FILE, done_line, job_line
+from andrea.train.sweep import done_line, job_line
+from andrea.utils.run_result import RESULT_FILE, RunResult
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def _instantiate_all(group: DictConfig | None) -> list:
     return [instantiate(node) for node in group.values() if node is not None and "_target_" in node]
 
 
-def train(cfg: DictConfig, parts: Parts | None = None) -> dict:
+def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
     """Run one training job on the parts `validate(cfg)` built (it is called here when not given: the
     command line calls it first, to refuse a config before it locks the run dir); returns (and writes
     to <run dir>/result.json) its summary."""
@@ -84,7 +85,7 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> dict:
         final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if cfg.get("validate") else {}
         result = _summary(cfg, trainer, {**fitted, **final}, time.perf_counter() - start, run_dir, parts.memory)
         if trainer.is_global_zero:
-            _result_path(run_dir, restore.trained_steps(trainer)).write_text(json.dumps(result, indent=2))
+            result.write(_result_path(run_dir, restore.trained_steps(trainer)))
             _print_summary(result)
         status = "success"
         return result
@@ -119,22 +120,22 @@ def resume_command(run_dir: Path) -> str:
     return " ".join(["andrea-train", *map(shlex.quote, kept + resume)])
 
 
-def _interrupted(stop: StopOnSignal, trainer: L.Trainer, run_dir: Path) -> dict:
+def _interrupted(stop: StopOnSignal, trainer: L.Trainer, run_dir: Path) -> RunResult:
     assert stop.received is not None  # called once a signal came
-    result = {
-        "status": "interrupted",
-        "signal": int(stop.received),
-        "exit_code": 128 + int(stop.received),
-        "global_step": trainer.global_step,
-        "checkpoint": str(stop.checkpoint),
-        "resume": resume_command(run_dir),
-        "run_dir": str(run_dir),
-    }
+    result = RunResult(
+        status="interrupted",
+        signal=int(stop.received),
+        exit_code=128 + int(stop.received),
+        global_step=trainer.global_step,
+        checkpoint=str(stop.checkpoint),
+        resume=resume_command(run_dir),
+        run_dir=str(run_dir),
+    )
     if trainer.is_global_zero:
-        (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
+        result.write(run_dir / RESULT_FILE)
         Console(stderr=True).print(
-            f"stopped by signal {result['signal']} at step {result['global_step']}; saved {result['checkpoint']}\n"
-            f"resume with: {result['resume']}",
+            f"stopped by signal {result.signal} at step {result.global_step}; saved {result.checkpoint}\n"
+            f"resume with: {result.resume}",
             soft_wrap=True,
         )
     return result
@@ -147,35 +148,35 @@ def _summary(
     wall_s: float,
     run_dir: Path,
     memory: Estimate | None,
-) -> dict:
+) -> RunResult:
     callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]  # set by Lightning, undeclared
     stats = next((c for c in callbacks if isinstance(c, RunStats)), None)
     maps = next((c for c in callbacks if isinstance(c, AttentionMaps)), None)
-    return {
-        "status": "completed",
-        "exit_code": 0,
-        "overrides": task_overrides(),
-        "train_loss": stats.final_train_loss if stats and stats.train_curve else metrics.get("train/loss_epoch"),
-        "train_acc": metrics.get("train/acc_epoch"),
-        "val_loss": metrics.get("val/loss"),
-        "val_acc": metrics.get("val/acc"),
-        "val_perplexity": metrics.get("val/perplexity"),
-        "tokens_per_s": stats.tokens_per_s if stats else None,
-        "tokens_per_s_steps": stats.rate_summary() if stats else None,  # median, p25, p75 over the steps
-        "parameters": sum(p.numel() for p in trainer.lightning_module.parameters()),
-        "curves": {"train": stats.train_curve, "val": stats.val_curve} if stats else None,
-        "wall_s": wall_s,
-        "memory_estimate": _memory_estimate(memory),
-        "global_step": trainer.global_step,
-        "epochs": trainer.current_epoch,
-        "run_dir": str(run_dir),
-        "attention_maps": str(maps.out_dir) if maps and maps.written else None,
-        "attention_maps_skipped": maps.skipped if maps else 0,  # records dropped while the drawing worker was busy
-        "head_roles": maps.scores if maps else {},
-        "roles": maps.roles if maps else {},
-        "verdict": _verdict(trainer, maps),
-        "config": OmegaConf.to_container(cfg, resolve=True),
-    }
+    return RunResult(
+        status="completed",
+        exit_code=0,
+        overrides=task_overrides(),
+        train_loss=stats.final_train_loss if stats and stats.train_curve else metrics.get("train/loss_epoch"),
+        train_acc=metrics.get("train/acc_epoch"),
+        val_loss=metrics.get("val/loss"),
+        val_acc=metrics.get("val/acc"),
+        val_perplexity=metrics.get("val/perplexity"),
+        tokens_per_s=stats.tokens_per_s if stats else None,
+        tokens_per_s_steps=stats.rate_summary() if stats else None,  # median, p25, p75 over the steps
+        parameters=sum(p.numel() for p in trainer.lightning_module.parameters()),
+        curves={"train": stats.train_curve, "val": stats.val_curve} if stats else None,
+        wall_s=wall_s,
+        memory_estimate=_memory_estimate(memory),
+        global_step=trainer.global_step,
+        epochs=trainer.current_epoch,
+        run_dir=str(run_dir),
+        attention_maps=str(maps.out_dir) if maps and maps.written else None,
+        attention_maps_skipped=maps.skipped if maps else 0,  # records dropped while the drawing worker was busy
+        head_roles=maps.scores if maps else {},
+        roles=maps.roles if maps else {},
+        verdict=_verdict(trainer, maps),
+        config=cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # a DictConfig gives a dict
+    )
 
 
 def _verdict(trainer: L.Trainer, maps: AttentionMaps | None) -> dict | None:
@@ -195,22 +196,22 @@ def _memory_estimate(need: Estimate | None) -> dict | None:
     return {"bytes": need.total_bytes, "parameters": need.parameters, "text": need.describe()}
 
 
-def _print_summary(result: dict) -> None:
+def _print_summary(result: RunResult) -> None:
     """The run's summary: on the console for a single run; in a multirun job, one line on the
     console and the whole summary in the job's log."""
 
     lines = [done_line(result)]
-    if result["memory_estimate"]:
-        lines.append(f"estimated training memory: {result['memory_estimate']['text']}")
-    lines.append(f"run dir: {result['run_dir']}")
-    if result["roles"]:
-        lines.append(f"best head per role: {describe(result['roles'])}")
-    if result["verdict"]:
-        lines.append(f"verdict: {result['verdict']['text']}")
-    if result["attention_maps"]:
-        skipped = result["attention_maps_skipped"]
+    if result.memory_estimate:
+        lines.append(f"estimated training memory: {result.memory_estimate['text']}")
+    lines.append(f"run dir: {result.run_dir}")
+    if result.roles:
+        lines.append(f"best head per role: {describe(result.roles)}")
+    if result.verdict:
+        lines.append(f"verdict: {result.verdict['text']}")
+    if result.attention_maps:
+        skipped = result.attention_maps_skipped
         behind = f" ({skipped} records skipped: the drawing worker was behind)" if skipped else ""
-        lines.append(f"attention maps: {result['attention_maps']}{behind}")
+        lines.append(f"attention maps: {result.attention_maps}{behind}")
     console = Console(soft_wrap=True, highlight=False)  # a path or a summary line never wraps, piped or not
     if not is_multirun():
         for line in lines:

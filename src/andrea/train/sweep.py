@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import html
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,7 @@ from omegaconf import DictConfig
 from andrea.train.hydra_internals import job_error
 from andrea.train.hydra_run import is_multirun
 from andrea.train.sweep_report import CURVES, REPORT, differing_overrides, heads_cell, plot_curves, write_html
-
-RESULT_FILE = "result.json"  # what every job writes into its run dir
+from andrea.utils.run_result import RESULT_FILE, RunResult
 
 COLUMNS = [
     "job",
@@ -61,11 +59,8 @@ def job_failed(
         from andrea.train.config import ConfigError  # torch comes with it: not on andrea-train --help's path
 
         exit_code = 2 if isinstance(error, ConfigError) else 1
-    result = {"status": status, "exit_code": exit_code, "error": _error_text(error) if error is not None else ""}
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / RESULT_FILE).write_text(
-        json.dumps({**result, "overrides": list(overrides), "run_dir": str(run_dir)}, indent=2)
-    )
+    error_text = _error_text(error) if error is not None else ""
+    RunResult(status, exit_code, str(run_dir), list(overrides), error=error_text).write(run_dir / RESULT_FILE)
 
 
 def _error_text(error: BaseException) -> str:
@@ -91,8 +86,8 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     """summary.md, summary.csv, curves.png and report.html in the sweep dir; returns the rows."""
     sweep_dir = Path(sweep_dir)
     paths = sorted(sweep_dir.glob(f"*/{RESULT_FILE}"), key=lambda p: _job_number(p.parent.name))
-    results = [json.loads(path.read_text()) for path in paths]
-    labels = differing_overrides([result.get("overrides") or [] for result in results])
+    results = [RunResult.read(path) for path in paths]
+    labels = differing_overrides([result.overrides for result in results])
     rows = [_row(path.parent.name, result, label) for path, result, label in zip(paths, results, labels, strict=True)]
     with open(sweep_dir / "summary.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
@@ -106,18 +101,17 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     return rows
 
 
-def _row(job: str, result: dict, label: str) -> dict:
-    rate = result.get("tokens_per_s_steps")
-    verdict = result.get("verdict")
+def _row(job: str, result: RunResult, label: str) -> dict:
+    rate = result.tokens_per_s_steps
     return {
-        **{k: result.get(k) for k in COLUMNS},
+        **{k: getattr(result, k, None) for k in COLUMNS},
         "job": job,
-        "overrides": " ".join(result.get("overrides") or []),
+        "overrides": " ".join(result.overrides),
         "differs": label,
-        "tokens_per_s": rate["median"] if rate else result.get("tokens_per_s"),
+        "tokens_per_s": rate["median"] if rate else result.tokens_per_s,
         "tokens_per_s_p25_p75": f"{rate['p25']:,.0f}-{rate['p75']:,.0f}" if rate else None,
-        "heads": heads_cell(result.get("roles")),
-        "verdict": _verdict_cell(verdict),
+        "heads": heads_cell(result.roles),
+        "verdict": _verdict_cell(result.verdict),
     }
 
 
@@ -138,24 +132,24 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|")
 
 
-def done_line(result: dict) -> str:
+def done_line(result: RunResult) -> str:
     """A finished run in one line: its time, losses, accuracy and speed."""
 
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.4f}"
 
-    rate = result["tokens_per_s_steps"]
+    rate = result.tokens_per_s_steps
     speed = f"{rate['median']:,.0f} tokens/s (p25-p75 {rate['p25']:,.0f}-{rate['p75']:,.0f})" if rate else ""
     return (
-        f"done in {result['wall_s']:.1f} s: train loss {fmt(result['train_loss'])} (last steps), "
-        f"val loss {fmt(result['val_loss'])}, val acc {fmt(result['val_acc'])}, {speed}"
+        f"done in {result.wall_s or 0:.1f} s: train loss {fmt(result.train_loss)} (last steps), "
+        f"val loss {fmt(result.val_loss)}, val acc {fmt(result.val_acc)}, {speed}"
     )
 
 
-def job_line(result: dict, number: int | str | None) -> str:
+def job_line(result: RunResult, number: int | str | None) -> str:
     """The one console line of a multirun job, whichever launcher ran it."""
-    verdict = f"; {result['verdict']['text']}" if result.get("verdict") else ""
-    return f"job {number} ({' '.join(result.get('overrides') or []) or 'defaults'}): {done_line(result)}{verdict}"
+    verdict = f"; {result.verdict['text']}" if result.verdict else ""
+    return f"job {number} ({' '.join(result.overrides) or 'defaults'}): {done_line(result)}{verdict}"
 
 
 def _job_number(name: str) -> int:

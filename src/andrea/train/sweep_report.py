@@ -10,6 +10,10 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from andrea.utils.run_result import RunResult
 
 CURVES, REPORT = "curves.png", "report.html"
 HEADS = {"previous_token": "prev", "induction": "ind", "first_token": "first", "entropy": "entropy"}
@@ -32,7 +36,7 @@ def heads_cell(roles: dict | None) -> str:
     return " · ".join(parts)
 
 
-def plot_curves(results: list[dict], labels: list[str], path: Path) -> None:
+def plot_curves(results: list[RunResult], labels: list[str], path: Path) -> None:
     """Train loss (left) and val loss (right) against the step, a line per job that has curves."""
     import matplotlib
 
@@ -42,7 +46,7 @@ def plot_curves(results: list[dict], labels: list[str], path: Path) -> None:
     fig, (train_ax, val_ax) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100, layout="constrained")
     styles = ["-", "--", ":", "-."]  # jobs that train alike (two backends) overlap: the dashes show both
     for number, (result, label) in enumerate(zip(results, labels, strict=True)):
-        curves = result.get("curves") or {}
+        curves = result.curves or {}
         style = styles[number // 10 % len(styles)] if len(results) > 10 else styles[number % len(styles)]
         if curves.get("train"):
             steps, losses = zip(*curves["train"], strict=True)

@@ -18,7 +18,6 @@ editable install's namespace is not scanned. Without the `sweep` extra it define
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,8 @@ from hydra.core.utils import JobReturn
 from omegaconf import DictConfig
 
 from andrea.train.hydra_internals import each_job_settled, failed_job
-from andrea.train.sweep import RESULT_FILE, job_failed, job_line
+from andrea.train.sweep import job_failed, job_line
+from andrea.utils.run_result import RESULT_FILE, RunResult
 
 try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
@@ -62,8 +62,8 @@ class _Settled:
             return [failed_job(self.overrides, error)]  # Hydra's sweeper raises it after the batch
         result = self.run_dir / RESULT_FILE  # the job printed its line into its own log: the console gets it here
         if result.exists():
-            summary = json.loads(result.read_text())
-            if summary.get("status") == "completed":
+            summary = RunResult.read(result)
+            if summary.status == "completed":
                 print(job_line(summary, self.run_dir.name), flush=True)
         return returns
 

@@ -18,6 +18,7 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 from andrea.models.files.schema import ModelFileError, build_network, load_problem, tokenizer_name
+from andrea.utils.files import atomic_write
 
 CONFIG_KEY = "andrea.model.net"  # metadata key of the network's config
 TOKENIZER_KEY = "andrea.tokenizer"  # metadata key of the tokenizer's name (absent: token ids)
@@ -25,16 +26,10 @@ TOKENIZER_KEY = "andrea.tokenizer"  # metadata key of the tokenizer's name (abse
 
 def save(net: nn.Module, net_config: dict, path: str | Path, tokenizer: str | None = None) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")  # this process's own: writers never share one
     metadata = {CONFIG_KEY: json.dumps(net_config)} | ({TOKENIZER_KEY: tokenizer} if tokenizer else {})
-    try:
+    with atomic_write(path) as partial:  # an existing file is never half overwritten
         save_model(net, str(partial), metadata=metadata)
         partial.chmod(0o666 & ~_umask())  # safetensors creates it owner-only: readable like the run's other files
-        partial.replace(path)  # atomic: an existing file is never half overwritten
-    except OSError:
-        partial.unlink(missing_ok=True)
-        raise
     return path
 
 

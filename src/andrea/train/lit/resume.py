@@ -27,6 +27,7 @@ from lightning.pytorch.utilities.types import STEP_OUTPUT
 from andrea.data.sampler import EpochSampler
 from andrea.train.lit.lightning_internals import batch_processed, save_last, stop_now
 from andrea.train.run_dir import disk_error
+from andrea.utils.files import atomic_write
 
 LAST = "last.ckpt"
 # SIGUSR2: submitit's (hydra/launcher=slurm) warning ahead of a job's time limit
@@ -47,20 +48,12 @@ def steps_optimizer(trainer: L.Trainer, batch_idx: int) -> bool:
 class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None) -> None:
         path = Path(path)
-        # same folder: the rename is atomic; this process's own name: two writers never share one
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(partial, "wb") as f:
+            with atomic_write(path) as partial, open(partial, "wb") as f:
                 torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(partial, path)
         except OSError as err:  # disk full, read-only: the previous file stays whole, no partial left
-            partial.unlink(missing_ok=True)
             raise disk_error(err, "writing a checkpoint", path) from None
         except RuntimeError as err:  # torch.save reports a write that stopped part-way as a RuntimeError
-            partial.unlink(missing_ok=True)
             reason = f"{os.strerror(errno.ENOSPC)}? the write stopped part-way ({str(err).splitlines()[0]})"
             raise disk_error(OSError(errno.ENOSPC, reason), "writing a checkpoint", path) from None
 

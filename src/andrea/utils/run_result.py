@@ -1,0 +1,86 @@
+"""result.json: what every andrea-train job leaves in its run dir, written and read here only.
+
+A completed run holds its summary (losses, speed, curves, the heads found, the resolved config);
+an interrupted one, the signal, its checkpoint and the command that resumes it; a failed one (a
+sweep's job), the error. Each status writes its own keys, the same keys every time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from andrea.utils.files import atomic_write
+
+RESULT_FILE = "result.json"
+
+_COMPLETED = (
+    "status", "exit_code", "overrides", "train_loss", "train_acc", "val_loss", "val_acc", "val_perplexity",
+    "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s", "memory_estimate", "global_step",
+    "epochs", "run_dir", "attention_maps", "attention_maps_skipped", "head_roles", "roles", "verdict", "config",
+)  # fmt: skip
+KEYS = {
+    "completed": _COMPLETED,
+    "interrupted": ("status", "signal", "exit_code", "global_step", "checkpoint", "resume", "run_dir"),
+    "failed": ("status", "exit_code", "error", "overrides", "run_dir"),
+}
+
+
+@dataclass
+class RunResult:
+    """One job's result. `status` is completed, interrupted or failed (killed and timed-out jobs of a
+    sweep are failed with their own word: KEYS lists the keys each writes)."""
+
+    status: str
+    exit_code: int | str | None
+    run_dir: str
+    overrides: list[str] = field(default_factory=list)
+    error: str | None = None  # failed: `Type: first line of the message`
+    signal: int | None = None  # interrupted: the signal, its checkpoint, and the command that resumes the run
+    checkpoint: str | None = None
+    resume: str | None = None
+    train_loss: float | None = None  # the mean of the last steps (andrea.train.lit.RunStats)
+    train_acc: float | None = None
+    val_loss: float | None = None
+    val_acc: float | None = None
+    val_perplexity: float | None = None
+    tokens_per_s: float | None = None
+    tokens_per_s_steps: dict[str, float] | None = None  # median, p25, p75 over the steps
+    parameters: int | None = None
+    curves: dict[str, list] | None = None  # {"train": [[step, loss], ...], "val": [...]}
+    wall_s: float | None = None
+    memory_estimate: dict[str, Any] | None = None
+    global_step: int | None = None
+    epochs: int | None = None
+    attention_maps: str | None = None
+    attention_maps_skipped: int = 0
+    head_roles: dict[str, float] = field(default_factory=dict)
+    roles: dict[str, dict] = field(default_factory=dict)  # the best head per role
+    verdict: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None  # the resolved config
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keys its status writes (a job killed or timed out: those of a failed one)."""
+        values = dataclasses.asdict(self)
+        return {key: values[key] for key in KEYS.get(self.status, KEYS["failed"])}
+
+    def write(self, path: Path) -> Path:
+        """To `path` (a run dir's RESULT_FILE, or an attempt's file beside it), whole or not at all."""
+        with atomic_write(path) as partial:
+            partial.write_text(json.dumps(self.as_dict(), indent=2))
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> RunResult:
+        """A result.json as written by `write`; ValueError in one line for anything else."""
+        try:
+            values = json.loads(Path(path).read_text())
+        except (ValueError, RecursionError):
+            raise ValueError(f"{path} is not JSON; it is not an andrea-train result") from None
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(values, dict) or "status" not in values or not set(values) <= names:
+            raise ValueError(f"{path} is not an andrea-train result (its keys: {', '.join(map(str, values))})")
+        return cls(**{"exit_code": None, "run_dir": str(Path(path).parent), **values})
