@@ -98,6 +98,7 @@ def test_the_readme_runs_as_written(tmp_path):
             assert done.returncode == 0, f"README.md:{block.line}: {resolved}\n{done.stderr[-3000:]}"
 
 
+@pytest.mark.slow(reason="runs andrea-train and builds every preset to count its parameters (~13 s)")
 def test_the_numbers_the_readme_quotes_are_the_code_s(tmp_path):
     """Parameter counts, the attention layer's size and the refusal line, as the code gives them today."""
     from andrea.models.gpt import GPT

@@ -111,6 +111,7 @@ class OffByScale(EagerBackend):
 """
 
 
+@pytest.mark.slow(reason="runs the kit in a second pytest with a failing plugin installed (~13 s)")
 def test_a_failing_plugin_s_cells_are_drawn_x_and_counted_as_pytest_counts_them(tmp_path):
     """The kit narrowed to one plugin (--andrea-backends) draws each failed cell X, and its count line equals
     pytest's own counts; a plugin entry point that cannot be imported fails one test naming it."""

@@ -211,6 +211,7 @@ def test_without_triton_it_is_listed_with_the_reason_and_refused_with_the_instal
     assert "attention backend 'triton' cannot run here: Triton is not installed; pip install" in last
 
 
+@pytest.mark.slow(reason="andrea-train as a subprocess (~10 s)")
 def test_andrea_train_with_triton_on_a_cpu_is_refused_in_one_line(tmp_path):
     script = str(Path(sys.executable).with_name("andrea-train"))
     env = _without("TRITON_INTERPRET")

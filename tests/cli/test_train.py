@@ -60,6 +60,7 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path):
     assert not list(tmp_path.glob("logs/train/runs/*"))  # refused before any work: no run dir left behind
 
 
+@pytest.mark.slow(reason="two andrea-train runs as subprocesses (~7 s)")
 def test_a_refused_resume_keeps_its_run_dir(tmp_path):
     run_dir = tmp_path / "run"
     (run_dir / ".hydra").mkdir(parents=True)
@@ -93,6 +94,9 @@ def test_hydra_s_own_refusals_are_one_line_and_exit_2(override, message, tmp_pat
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.slow(
+    reason="andrea-train from another folder, trained (~9 s); tests/cli/test_console_scripts.py runs there too"
+)
 def test_run_from_another_folder_with_csv_logger(tmp_path):
     result = run([*QUICK, "logger=csv", "callbacks.attention_maps.every_n_steps=2"], tmp_path)
     assert result.returncode == 0, result.stderr

@@ -76,9 +76,7 @@ def test_tiny_gpt_trains_in_the_pipeline(tmp_path):
     result = quick(tmp_path, "model=andrea-tiny", "heads=gqa", "trainer.max_epochs=2")
     assert result.config["model"]["net"]["_target_"] == "andrea.models.gpt.GPT"
     assert result.config["model"]["net"]["attention"]["n_kv_head"] == 2
-    assert (
-        result.val_loss < 4.0 and len([k for k in result.head_roles if k.startswith("heads/entropy/")]) == 2 * 4
-    )
+    assert result.val_loss < 4.0 and len([k for k in result.head_roles if k.startswith("heads/entropy/")]) == 2 * 4
 
 
 def test_tiny_gpt_on_text(tmp_path):
