@@ -1,6 +1,6 @@
 """Benchmark the ANDREA GPT family beside the peer a user would pick instead: HF transformers' GPT-2.
 
-    python scripts/bench_model.py                                   # 120M and 12M, T 256 1024 (~25 min, 2 threads)
+    python scripts/bench_model.py                                   # 120M and 12M, T 256 1024 (~11 min, 2 threads)
     python scripts/bench_model.py --models andrea-12m --seq-lens 256 --rounds 2
     python scripts/bench_model.py --models andrea-120m --backends sdpa --peer-impls sdpa --no-compile \\
         --rounds 30 --best-of 2                                     # the train-step target, paired
@@ -130,6 +130,31 @@ def forward_only(model, idx, ours: bool, backend: str | None = None, forward=Non
     return run
 
 
+def candidates(mode, ours, peers, idx, labels, args):
+    """The calls to time for one pass (train or forward), and the backends that cannot run here with why."""
+    calls, refused = {}, {}
+    for name in backends(args.backends):
+        refusal = get_backend(name).refusal(mask=None, device="cpu", needs_grad=mode == "train")
+        if refusal is not None:  # a backend that cannot run here (GPU only) or train here is listed, not run
+            refused[name] = refusal
+        elif mode == "train":
+            calls[name] = train_step(ours.train(), adamw(ours), idx, labels, True, name)
+        else:
+            calls[name] = forward_only(ours, idx, True, name)
+    if args.compile:
+        compiled = torch.compile(ours, dynamic=False)  # sdpa, as the recipe compiles it; a graph per length
+        if mode == "train":
+            calls["sdpa+compile"] = train_step(ours.train(), adamw(ours), idx, labels, True, "sdpa", compiled)
+        else:
+            calls["sdpa+compile"] = forward_only(ours, idx, True, "sdpa", compiled)
+    for name, peer in peers.items():
+        if mode == "train":
+            calls[name] = train_step(peer.train(), adamw(peer), idx, labels, False)
+        else:
+            calls[name] = forward_only(peer, idx, False)
+    return calls, refused
+
+
 def bench_length(preset, T, ours, peers, peak, args):
     idx = torch.randint(VOCAB, (1, T))
     labels = torch.roll(idx, -1, dims=1)
@@ -142,27 +167,7 @@ def bench_length(preset, T, ours, peers, peak, args):
     }
     rows = []
     for mode in ("train", "forward"):
-        calls, refused = {}, {}
-        for name in backends(args.backends):
-            refusal = get_backend(name).refusal(mask=None, device="cpu", needs_grad=mode == "train")
-            if refusal is not None:  # a backend that cannot run here (GPU only) or train here is listed, not run
-                refused[name] = refusal
-                continue
-            if mode == "train":
-                calls[name] = train_step(ours.train(), adamw(ours), idx, labels, True, name)
-            else:
-                calls[name] = forward_only(ours, idx, True, name)
-        if args.compile:
-            compiled = torch.compile(ours, dynamic=False)  # sdpa, as the recipe compiles it; a graph per length
-            if mode == "train":
-                calls["sdpa+compile"] = train_step(ours.train(), adamw(ours), idx, labels, True, "sdpa", compiled)
-            else:
-                calls["sdpa+compile"] = forward_only(ours, idx, True, "sdpa", compiled)
-        for name, peer in peers.items():
-            if mode == "train":
-                calls[name] = train_step(peer.train(), adamw(peer), idx, labels, False)
-            else:
-                calls[name] = forward_only(peer, idx, False)
+        calls, refused = candidates(mode, ours, peers, idx, labels, args)
         samples = round_ms(calls, repeats=args.rounds, warmup=1, best_of=args.best_of)
         for name in refused:
             rows.append((preset, T, mode, name, None, None, None, None, None, refused[name]))
@@ -246,6 +251,45 @@ def fmt_ratio(ratio: tuple[float, float] | None) -> str:
     return "" if ratio is None else f"{ratio[0]:.3f} ±{100 * ratio[1]:.1f}%"
 
 
+def print_tables(rows, gen_rows, args) -> None:
+    print("\n| model | T | pass | implementation | median ms | tokens/s | × peer sdpa | MFU | peak MiB |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|")
+    notes = []
+    for preset, T, mode, name, ms, tps, ratio, mfu, memory, refused in rows:
+        if refused:
+            notes.append(refused) if refused not in notes else None
+            print(f"| {preset} | {T} | {mode} | {name} | n/a [{notes.index(refused) + 1}] | | | | |")
+            continue
+        print(
+            f"| {preset} | {T} | {mode} | {name} | {ms:.1f} | {tps:.0f} | {fmt_ratio(ratio)} | "
+            f"{fmt(mfu and 100 * mfu, '.1f')}{'%' if mfu else ''} | {fmt(memory, '.0f')} |"
+        )
+    for i, note in enumerate(notes, 1):
+        print(f"\n[{i}] unsupported: {note}")
+
+    print(
+        f"\n| model | generation ({args.prompt} prompt + {args.new_tokens} new, greedy) | median ms | tokens/s | × "
+        "peer sdpa cache (tokens/s) |"
+    )
+    print("|---|---|---:|---:|---:|")
+    for preset, name, gen_ms, gen_tps, ratio in gen_rows:
+        print(f"| {preset} | {name} | {gen_ms:.0f} | {gen_tps:.1f} | {fmt(ratio, '.2f')} |")
+
+    print("\n## targets")
+    for preset, T, mode, name, _ms, _tps, ratio, *_ in rows:
+        if mode == "train" and name in ("sdpa", "sdpa+compile") and ratio is not None:
+            print(
+                f"train step {preset} T={T}: ours {name} / {PEER} sdpa = {fmt_ratio(ratio)} over {args.rounds} "
+                f"paired rounds (target <= 0.90: {'met' if ratio[0] <= 0.9 else 'MISSED'})"
+            )
+    for preset, name, _ms, _tps, ratio in gen_rows:
+        if name == "sdpa cache" and ratio is not None:
+            print(
+                f"cached generation {preset}: ours / {PEER} = {ratio:.2f}x tokens/s (target >= 1: "
+                f"{'met' if ratio >= 1 else 'MISSED'})"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["andrea-120m", "andrea-12m"], choices=sorted(PRESETS))
@@ -290,42 +334,7 @@ def main() -> None:
         gen_rows += bench_generation(preset, ours, peers, args)
         del ours, peers
 
-    print("\n| model | T | pass | implementation | median ms | tokens/s | × peer sdpa | MFU | peak MiB |")
-    print("|---|---:|---|---|---:|---:|---:|---:|---:|")
-    notes = []
-    for preset, T, mode, name, ms, tps, ratio, mfu, memory, refused in rows:
-        if refused:
-            notes.append(refused) if refused not in notes else None
-            print(f"| {preset} | {T} | {mode} | {name} | n/a [{notes.index(refused) + 1}] | | | | |")
-            continue
-        print(
-            f"| {preset} | {T} | {mode} | {name} | {ms:.1f} | {tps:.0f} | {fmt_ratio(ratio)} | "
-            f"{fmt(mfu and 100 * mfu, '.1f')}{'%' if mfu else ''} | {fmt(memory, '.0f')} |"
-        )
-    for i, note in enumerate(notes, 1):
-        print(f"\n[{i}] unsupported: {note}")
-
-    print(
-        f"\n| model | generation ({args.prompt} prompt + {args.new_tokens} new, greedy) | median ms | tokens/s | × "
-        "peer sdpa cache (tokens/s) |"
-    )
-    print("|---|---|---:|---:|---:|")
-    for preset, name, gen_ms, gen_tps, ratio in gen_rows:
-        print(f"| {preset} | {name} | {gen_ms:.0f} | {gen_tps:.1f} | {fmt(ratio, '.2f')} |")
-
-    print("\n## targets")
-    for preset, T, mode, name, _ms, _tps, ratio, *_ in rows:
-        if mode == "train" and name in ("sdpa", "sdpa+compile") and ratio is not None:
-            print(
-                f"train step {preset} T={T}: ours {name} / {PEER} sdpa = {fmt_ratio(ratio)} over {args.rounds} "
-                f"paired rounds (target <= 0.90: {'met' if ratio[0] <= 0.9 else 'MISSED'})"
-            )
-    for preset, name, _ms, _tps, ratio in gen_rows:
-        if name == "sdpa cache" and ratio is not None:
-            print(
-                f"cached generation {preset}: ours / {PEER} = {ratio:.2f}x tokens/s (target >= 1: "
-                f"{'met' if ratio >= 1 else 'MISSED'})"
-            )
+    print_tables(rows, gen_rows, args)
     print(f"\n# {time.perf_counter() - start:.0f} s")
 
 

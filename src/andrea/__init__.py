@@ -50,13 +50,15 @@ _MOVED: dict[str, str | tuple[str, ...]] = {
     "andrea.metrics.verdict": "andrea.lens.verdict",
     "andrea.metrics.transformer_lens": "andrea.lens.transformer_lens",
     "andrea.torch_internals": "andrea.bench.torch_internals",
-    "andrea.models.net_config": "andrea.models.files.schema",
+    "andrea.cli.errors": "andrea.cli.app",
+    "andrea.models.net_config": ("andrea.models.files.schema", "andrea.models.files.build"),
     "andrea.models.gpt2": "andrea.models.files.gpt2",
     "andrea.models.export": (  # split by the file it reads
         "andrea.models.files.export",
         "andrea.models.files.checkpoint",
         "andrea.models.files.load",
         "andrea.models.files.schema",
+        "andrea.models.files.build",
     ),
 }
 _PACKAGES = ("andrea.lit", "andrea.metrics")

@@ -46,7 +46,7 @@ def test_the_plugin_passes_the_kit_and_trains(plugin_env, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     (run_dir,) = tmp_path.glob("logs/train/runs/*")
     config = (run_dir / ".hydra" / "config.yaml").read_text()
-    assert "backend: einsum" in config and "_target_: andrea_example.masks.Strided" in config
+    assert "backend: einsum" in config and "name: strided" in config
     sample = str(Path(sys.executable).with_name("andrea-sample"))
     text = run([sample, f"ckpt_path={run_dir}/checkpoints/last.ckpt", "prompt=3 5", "max_new_tokens=2"],
                plugin_env, tmp_path)  # fmt: skip

@@ -127,3 +127,14 @@ def test_plugin_may_not_shadow_a_builtin(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         backend_registry.refresh()
+
+
+def test_as_mask_reads_every_form_a_config_or_a_file_gives():
+    from andrea.attention import Causal, NoMask, SlidingWindow, as_mask
+
+    window = as_mask({"name": "sliding_window", "window": 3})  # conf/mask/sliding_window.yaml's form
+    assert isinstance(window, SlidingWindow) and window.window == 3
+    assert isinstance(as_mask("causal"), Causal) and isinstance(as_mask(None), NoMask)
+    assert as_mask(window) is window
+    with pytest.raises(ValueError, match="is not a mask"):
+        as_mask({"window": 3})

@@ -7,7 +7,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from andrea.cli.sample import SampleError, check_settings, encode_prompt, pick_tokenizer
+from andrea.cli.app import SettingError
+from andrea.cli.prompt import encode_prompt, pick_tokenizer
+from andrea.cli.sample import check_settings
 from andrea.models.files.checkpoint import export_checkpoint
 from andrea.models.files.load import load_any
 
@@ -92,25 +94,25 @@ def test_a_bad_setting_is_one_line_before_loading(toy_weights, tmp_path):
     ],
 )
 def test_settings_are_checked(key, value, message):
-    with pytest.raises(SampleError, match=message):
+    with pytest.raises(SettingError, match=message):
         check_settings(OmegaConf.create({**DEFAULTS, key: value}))
 
 
 def test_more_tokens_than_memory_holds_is_refused_before_any_work():
-    with pytest.raises(SampleError, match="max_new_tokens=10000000 x num_samples=2 is more than 10,000,000 tokens"):
+    with pytest.raises(SettingError, match="max_new_tokens=10000000 x num_samples=2 is more than 10,000,000 tokens"):
         check_settings(OmegaConf.create({**DEFAULTS, "max_new_tokens": 10_000_000, "num_samples": 2}))
 
 
 def test_prompts_and_tokenizers():
     ids = pick_tokenizer("auto", None, 64)  # nothing recorded: token ids
     assert encode_prompt(ids, "1 2 3", 64) == [1, 2, 3]
-    with pytest.raises(SampleError, match="space-separated token ids"):
+    with pytest.raises(SettingError, match="space-separated token ids"):
         encode_prompt(ids, "hello", 64)
-    with pytest.raises(SampleError, match="prompt is empty"):
+    with pytest.raises(SettingError, match="prompt is empty"):
         encode_prompt(ids, "", 64)
     text = pick_tokenizer("auto", "bytes", 257)  # what the checkpoint recorded
     assert encode_prompt(text, "", 257) == [256] and encode_prompt(text, "hi", 257) == [104, 105]
-    with pytest.raises(SampleError, match="tokenizer=bytes has 257 tokens, the model only 64"):
+    with pytest.raises(SettingError, match="tokenizer=bytes has 257 tokens, the model only 64"):
         pick_tokenizer("bytes", None, 64)
 
 

@@ -15,6 +15,7 @@ from safetensors.torch import save_model
 from andrea.models import memory
 from andrea.models.files import export
 from andrea.models.files import schema as net_config
+from andrea.models.files.build import build
 from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, export_checkpoint, load_checkpoint
 from andrea.models.files.load import load_any
 from andrea.train.config import ConfigError, validate
@@ -203,7 +204,7 @@ def test_a_file_asking_for_more_memory_than_the_machine_has(trained, tmp_path):
 )
 def test_the_schema_builds_what_it_describes_and_counts_it(config):
     spec = net_config.parse(config, "test", "net")
-    net = net_config.build(spec)
+    net = build(spec)
     assert memory.parameters(spec) == sum(p.numel() for p in net.parameters())
 
 
@@ -286,3 +287,13 @@ def test_a_folder_or_an_export_is_not_a_checkpoint_to_resume(trained, tmp_path):
     exported = export_checkpoint(trained[0], tmp_path / "net.safetensors")
     with pytest.raises(ConfigError, match="is a safetensors export: weights only, no training state to resume"):
         validate(compose_train(tmp_path / "run", [f"ckpt_path={exported}"]))
+
+
+def test_a_mask_named_as_conf_mask_names_it_builds_and_an_unknown_name_is_refused():
+    config = {"_target_": "andrea.models.toy.ToyModel", "vocab_size": 16, "max_context": 8,
+              "attention": {"n_head": 2, "mask": {"name": "sliding_window", "window": 3}}}  # fmt: skip
+    net = build(net_config.parse(config, "f", "net"))
+    assert net.attention[0].mask.name.startswith("sliding_window") and net.attention[0].mask.window == 3
+    config["attention"]["mask"] = {"name": "os.system"}
+    with pytest.raises(net_config.ModelFileError, match=r"net\.attention\.mask\.name='os.system' is not a registered"):
+        net_config.parse(config, "f", "net")

@@ -18,10 +18,11 @@ from andrea.attention.masks import (
     PrefixLM,
     SlidingWindow,
 )
-from andrea.attention.registry import backend_registry, get_backend, get_mask, mask_registry, parse_mask
+from andrea.attention.registry import as_mask, backend_registry, get_backend, get_mask, mask_registry, parse_mask
 
 __all__ = [
     "AttentionBackend",
+    "as_mask",
     "Capabilities",
     "Causal",
     "Document",

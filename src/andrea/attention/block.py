@@ -3,7 +3,7 @@ in-attention position scheme (RoPE, ALiBi), with an optional KV cache for genera
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -12,9 +12,9 @@ from torch import Tensor, nn
 from andrea.attention.contract import AttentionBackend
 from andrea.attention.heads import HeadConfig
 from andrea.attention.kv_cache import KVCache
-from andrea.attention.masks import Mask, NoMask, PrecomputedMask
+from andrea.attention.masks import Mask, PrecomputedMask
 from andrea.attention.positions import POSITIONS, ALiBi, Rotary
-from andrea.attention.registry import get_backend, parse_mask
+from andrea.attention.registry import as_mask, get_backend
 
 
 def shared_parts(attention: dict[str, Any]) -> dict[str, Any]:
@@ -23,8 +23,7 @@ def shared_parts(attention: dict[str, Any]) -> dict[str, Any]:
     parts = dict(attention)
     backend, options = parts.get("backend", "sdpa"), parts.pop("backend_options", None)
     parts["backend"] = get_backend(backend, **(options or {})) if isinstance(backend, str) else backend
-    mask = parts.get("mask", "causal")
-    parts["mask"] = parse_mask(mask) if isinstance(mask, str) else mask
+    parts["mask"] = as_mask(parts.get("mask", "causal"))
     return parts
 
 
@@ -32,7 +31,8 @@ class MultiHeadSelfAttention(nn.Module):
     """Fused QKV projection -> attention backend -> output projection W_O.
 
     backend: a registry name ("naive", "eager", "sdpa", "flex", or a plugin's) or an instance.
-    mask:    a Mask, a mask expression such as "causal & sliding_window(window=64)", or None (no mask).
+    mask:    a Mask, a mask expression such as "causal & sliding_window(window=64)", a registry name with
+             its fields ({"name": "sliding_window", "window": 64}), or None (no mask).
     position: "rope" rotates q and k, "alibi" biases the scores; anything else
               ("learned", "none") leaves attention position-free (the embedding's job).
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
@@ -49,7 +49,7 @@ class MultiHeadSelfAttention(nn.Module):
         n_head: int,
         n_kv_head: int | None = None,
         backend: str | AttentionBackend = "sdpa",
-        mask: Mask | str | None = "causal",
+        mask: Mask | str | Mapping[str, Any] | None = "causal",
         max_context: int = 1024,
         bias: bool = False,
         dropout: float = 0.0,
@@ -63,7 +63,7 @@ class MultiHeadSelfAttention(nn.Module):
             raise ValueError(f"max_context={max_context!r} must be a positive integer")
         self.max_context = max_context
         self.backend = get_backend(backend, **(backend_options or {})) if isinstance(backend, str) else backend
-        self.mask = parse_mask(mask) if isinstance(mask, str) else NoMask() if mask is None else mask
+        self.mask = as_mask(mask)
         if position not in POSITIONS:  # a typo would silently mean "no position" otherwise
             raise ValueError(f"position={position!r} is not one of {', '.join(POSITIONS)}")
         self.rope = Rotary(self.head_dim) if position == "rope" else None

@@ -55,7 +55,6 @@ class Capabilities:
     cpu_backward: bool = True  # can be trained on CPU
     native_gqa: bool = True  # takes k, v with fewer heads than q (else k, v are expanded first)
     mask_kinds: frozenset[str] | None = None  # mask strategies it accepts; None = all
-    wants_compile: bool = False  # only fast under torch.compile
     score_mod: bool = False  # takes a ScoreMod (ALiBi); its forward then accepts `score_mod=`
     cpu: bool = True  # runs on CPU tensors at all (else: GPU only)
     unavailable: str | None = None  # why it cannot run in this environment (a missing package), else None

@@ -11,9 +11,11 @@ and a mask strategy under "andrea.attention_masks" (a subclass of Mask).
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
+from collections.abc import Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -148,6 +150,23 @@ def get_mask(name: str, /, **params: Any) -> Mask:
     return _construct("mask", name, mask_registry.load(name), params)
 
 
+def as_mask(spec: Mask | str | Mapping[str, Any] | None) -> Mask:
+    """A mask from what a config or a model file says: an expression ("causal & sliding_window(window=64)"),
+    a registry name with its fields ({"name": "sliding_window", "window": 64}, as conf/mask/ writes it),
+    None (no mask), or a Mask already built."""
+    from andrea.attention.masks import Mask, NoMask
+
+    if spec is None:
+        return NoMask()
+    if isinstance(spec, str):
+        return parse_mask(spec)
+    if isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
+        return get_mask(spec["name"], **{str(k): v for k, v in spec.items() if k != "name"})
+    if isinstance(spec, Mask):
+        return spec
+    raise ValueError(f"mask={spec!r} is not a mask: give an expression, or a mapping with a registered mask's name")
+
+
 MAX_EXPRESSION = 256  # characters of a mask expression
 
 
@@ -160,43 +179,43 @@ def parse_mask(expression: str) -> Mask:
     accepted; nothing is evaluated as Python. An expression is at most MAX_EXPRESSION characters
     (a few terms, never a parser's recursion bomb), and its integers fit in 32 bits.
     """
-    import ast
-
     if not isinstance(expression, str) or len(expression) > MAX_EXPRESSION:
         length = len(expression) if isinstance(expression, str) else type(expression).__name__
         raise ValueError(f"a mask expression is at most {MAX_EXPRESSION} characters, got {length}; combine fewer masks")
-
-    def refuse(node: ast.AST) -> ValueError:
-        return ValueError(
-            f"mask expression {expression!r}: cannot read {ast.unparse(node)!r}; "
-            "write names and name(key=value) with literal values, joined by & and |"
-        )
-
-    def literal(node: ast.expr) -> Any:
-        try:
-            value = ast.literal_eval(node)
-        except ValueError:
-            raise refuse(node) from None
-        if isinstance(value, int) and not isinstance(value, bool) and not -(2**31) <= value < 2**31:
-            raise ValueError(f"mask expression {expression!r}: {value} is out of range; integers fit in 32 bits")
-        return value
-
-    def build(node: ast.expr) -> Mask:
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
-            left, right = build(node.left), build(node.right)
-            return left & right if isinstance(node.op, ast.BitAnd) else left | right
-        if isinstance(node, ast.Name):
-            return get_mask(node.id)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
-            keywords = [(kw.arg, kw.value) for kw in node.keywords if kw.arg is not None]  # arg None: **mapping
-            if len(keywords) == len(node.keywords):
-                return get_mask(node.func.id, **{key: literal(value) for key, value in keywords})
-        raise refuse(node)
-
     try:
         tree = ast.parse(expression, mode="eval")
     except SyntaxError:
         raise ValueError(
             f"mask expression {expression!r} is not valid; e.g. 'causal & sliding_window(window=64)'"
         ) from None
-    return build(tree.body)
+    return _build(tree.body, expression)
+
+
+def _build(node: ast.expr, expression: str) -> Mask:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+        left, right = _build(node.left, expression), _build(node.right, expression)
+        return left & right if isinstance(node.op, ast.BitAnd) else left | right
+    if isinstance(node, ast.Name):
+        return get_mask(node.id)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
+        keywords = [(kw.arg, kw.value) for kw in node.keywords if kw.arg is not None]  # arg None: **mapping
+        if len(keywords) == len(node.keywords):
+            return get_mask(node.func.id, **{key: _literal(value, expression) for key, value in keywords})
+    raise _unreadable(node, expression)
+
+
+def _literal(node: ast.expr, expression: str) -> Any:
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        raise _unreadable(node, expression) from None
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**31) <= value < 2**31:
+        raise ValueError(f"mask expression {expression!r}: {value} is out of range; integers fit in 32 bits")
+    return value
+
+
+def _unreadable(node: ast.AST, expression: str) -> ValueError:
+    return ValueError(
+        f"mask expression {expression!r}: cannot read {ast.unparse(node)!r}; "
+        "write names and name(key=value) with literal values, joined by & and |"
+    )

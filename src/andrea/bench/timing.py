@@ -18,6 +18,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from andrea.bench.torch_internals import allocations
+from andrea.utils.devices import synchronize
 
 
 def peak_memory_mib(fn: Callable[[], object], device: str = "cpu") -> float:
@@ -32,11 +33,6 @@ def peak_memory_mib(fn: Callable[[], object], device: str = "cpu") -> float:
         fn()
     events = allocations(prof, torch.device(device).type)
     return max(itertools.accumulate((size for _, size in events), initial=0)) / 2**20
-
-
-def _synchronize() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
 
 
 def round_ms(
@@ -59,10 +55,10 @@ def round_ms(
 
 
 def _time_ms(fn: Callable[[], object]) -> float:
-    _synchronize()
+    synchronize()
     start = time.perf_counter()
     fn()
-    _synchronize()
+    synchronize()
     return (time.perf_counter() - start) * 1e3
 
 

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea.attention import MultiHeadSelfAttention, UnsupportedAttentionError, backend_registry
-from andrea.cli.errors import run_app
+from andrea.cli.app import run_app
 from andrea.lens.viz import save_attention_grid, weights_as_text
 
 

@@ -21,8 +21,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
-from andrea.cli.errors import run_app
-from andrea.cli.sample import SampleError, TokenIds, encode_prompt, pick_tokenizer
+from andrea.cli.app import SettingError, run_app
+from andrea.cli.prompt import TokenIds, encode_prompt, pick_tokenizer
 from andrea.train.hydra_run import task_overrides
 from andrea.train.keys import check_added_keys
 from andrea.utils.rules import integer
@@ -39,14 +39,14 @@ SETTINGS = {
 def check_settings(cfg: DictConfig) -> None:
     problem = check_added_keys(cfg, task_overrides())
     if problem:
-        raise SampleError(problem)
+        raise SettingError(problem)
     if OmegaConf.is_missing(cfg, "ckpt_path"):
-        raise SampleError(f"a checkpoint is required: {COMMAND} <run dir>/checkpoints/last.ckpt [input]")
+        raise SettingError(f"a checkpoint is required: {COMMAND} <run dir>/checkpoints/last.ckpt [input]")
     for key, (test, words) in SETTINGS.items():
         if not test(cfg[key]):
-            raise SampleError(f"{key}={cfg[key]!r} must be {words}")
+            raise SettingError(f"{key}={cfg[key]!r} must be {words}")
     if not OmegaConf.is_list(cfg.ablate):
-        raise SampleError(f"ablate={cfg.ablate!r} must be a list of heads, e.g. ablate=[L0H1,L1H3]")
+        raise SettingError(f"ablate={cfg.ablate!r} must be a list of heads, e.g. ablate=[L0H1,L1H3]")
 
 
 def run_dir_of(cfg: DictConfig) -> Path | None:
@@ -66,9 +66,9 @@ def input_ids(cfg: DictConfig, tokenizer: object, vocab_size: int, run_dir: Path
     elif run_dir is not None:
         ids = data_from_run(run_dir).probe_batch(1)["input_ids"][0].tolist()  # type: ignore[attr-defined]
     else:
-        raise SampleError(f'no input: give one ({COMMAND} <ckpt> "text"), or run_dir=<the checkpoint\'s run>')
+        raise SettingError(f'no input: give one ({COMMAND} <ckpt> "text"), or run_dir=<the checkpoint\'s run>')
     if len(ids) > cfg.max_tokens:
-        raise SampleError(f"the input is {len(ids)} tokens, more than max_tokens={cfg.max_tokens}; shorten it")
+        raise SettingError(f"the input is {len(ids)} tokens, more than max_tokens={cfg.max_tokens}; shorten it")
     return torch.tensor([ids], device=cfg.device)
 
 
@@ -98,7 +98,7 @@ def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
     from andrea.train.lit.module import next_token_loss
 
     if run_dir is None:
-        raise SampleError("importance=true needs the run's validation data: give run_dir=<the checkpoint's run>")
+        raise SettingError("importance=true needs the run's validation data: give run_dir=<the checkpoint's run>")
     data = data_from_run(run_dir)
     data.setup("validate")
     batches = []
@@ -128,7 +128,7 @@ def inspect_app(cfg: DictConfig) -> None:
         model = network(net)
         n_layer, n_head = heads_shape(model)
         if n_head == 0:
-            raise SampleError(f"ckpt_path={cfg.ckpt_path}: the network has no attention layers to inspect")
+            raise SettingError(f"ckpt_path={cfg.ckpt_path}: the network has no attention layers to inspect")
         heads = parse_heads(list(cfg.ablate), n_layer, n_head)
         run_dir = run_dir_of(cfg)
         tokenizer = pick_tokenizer(cfg.tokenizer, trained_with, model.vocab_size)
@@ -140,7 +140,7 @@ def inspect_app(cfg: DictConfig) -> None:
             with intervene(model, dict.fromkeys(heads, scale), means):
                 _, weights = model(ids, return_weights=True)  # one (1, H, T, T) per layer
         table = importance(net, run_dir, cfg) if cfg.importance else None
-    except (SampleError, ValueError, FileNotFoundError) as err:
+    except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
         sys.exit(2)
     scores = {role: s.values for role, s in score_heads(weights, ids).items()}

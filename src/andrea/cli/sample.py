@@ -19,35 +19,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
-from andrea.cli.errors import run_app
+from andrea.cli.app import SettingError, run_app
+from andrea.cli.prompt import TokenIds, encode_prompt, pick_tokenizer
 from andrea.data.tokenizers import TOKENIZERS, Tokenizer
 from andrea.train.hydra_run import task_overrides
 from andrea.train.keys import check_added_keys
 from andrea.utils.rules import integer, number, optional
-
-
-class SampleError(ValueError):
-    pass
-
-
-class TokenIds:
-    """The identity "tokenizer" of the synthetic tasks: a prompt of space-separated token ids."""
-
-    name, eot_id = "ids", None
-
-    def __init__(self, vocab_size: int) -> None:
-        self.vocab_size = vocab_size
-
-    def encode(self, text: str) -> list[int]:
-        try:
-            ids = [int(word) for word in text.split()]
-        except ValueError:
-            raise SampleError(f"prompt={text!r} must be space-separated token ids with tokenizer=ids") from None
-        return ids
-
-    def decode(self, ids: list[int]) -> str:
-        return " ".join(map(str, ids))
-
 
 MAX_TOKENS = 10_000_000  # num_samples x max_new_tokens held at once: ~100 bytes each, about 1 GB
 
@@ -72,42 +49,23 @@ SETTINGS = {
 def check_settings(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     problem = check_added_keys(cfg, list(overrides))
     if problem:
-        raise SampleError(problem)
+        raise SettingError(problem)
     if OmegaConf.is_missing(cfg, "ckpt_path"):
-        raise SampleError(
+        raise SettingError(
             "ckpt_path is required: give ckpt_path=<run dir>/checkpoints/last.ckpt or a .safetensors export"
         )
     for key, (test, words) in SETTINGS.items():
         if not test(cfg[key]):
-            raise SampleError(f"{key}={cfg[key]!r} must be {words}")
+            raise SettingError(f"{key}={cfg[key]!r} must be {words}")
     if cfg.num_samples * cfg.max_new_tokens > MAX_TOKENS:
-        raise SampleError(
+        raise SettingError(
             f"max_new_tokens={cfg.max_new_tokens} x num_samples={cfg.num_samples} is more than {MAX_TOKENS:,} tokens "
             "to hold; generate fewer"
         )
     if cfg.tokenizer not in ("auto", "ids", *TOKENIZERS):
-        raise SampleError(f"tokenizer={cfg.tokenizer!r} is not one of auto, ids, {', '.join(TOKENIZERS)}")
+        raise SettingError(f"tokenizer={cfg.tokenizer!r} is not one of auto, ids, {', '.join(TOKENIZERS)}")
     if cfg.device != "cpu" and not torch.cuda.is_available():
-        raise SampleError(f"device={cfg.device!r}: no GPU here; use device=cpu")
-
-
-def pick_tokenizer(name: str, trained_with: str | None, vocab_size: int) -> Tokenizer | TokenIds:
-    if name == "auto":
-        name = trained_with or "ids"
-    tokenizer = TokenIds(vocab_size) if name == "ids" else TOKENIZERS[name]()
-    if tokenizer.vocab_size > vocab_size:
-        raise SampleError(f"tokenizer={name} has {tokenizer.vocab_size} tokens, the model only {vocab_size}")
-    return tokenizer
-
-
-def encode_prompt(tokenizer: Tokenizer | TokenIds, prompt: str, vocab_size: int) -> list[int]:
-    ids = tokenizer.encode(prompt) if prompt else [tokenizer.eot_id] if tokenizer.eot_id is not None else []
-    if not ids:
-        raise SampleError('prompt is empty and tokenizer=ids has no end-of-text token; give prompt="<ids>"')
-    bad = [i for i in ids if not 0 <= i < vocab_size]
-    if bad:
-        raise SampleError(f"prompt holds token id {bad[0]}, outside the model's vocabulary 0..{vocab_size - 1}")
-    return ids
+        raise SettingError(f"device={cfg.device!r}: no GPU here; use device=cpu")
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="sample")
@@ -135,7 +93,7 @@ def sample_app(cfg: DictConfig) -> None:
             generator=generator,
             use_cache=cfg.cache,
         )  # fmt: skip  (refuses a cache the model's masks cannot serve)
-    except (SampleError, ValueError, FileNotFoundError) as err:
+    except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"andrea-sample: error: {err}", file=sys.stderr)
         sys.exit(2)
 

@@ -15,60 +15,79 @@ import logging
 import os
 import warnings
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 import hydra
 from omegaconf import DictConfig
 
-from andrea.cli.errors import fail, run_app
+from andrea.cli.app import fail, run_app
 from andrea.train.hydra_run import discard_new_run_dir, is_multirun, is_rank_zero_process
+
+if TYPE_CHECKING:
+    from andrea.train.config import Parts
+    from andrea.utils.run_result import RunResult
 
 COMMAND = "andrea-train"
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="train")
 def train_app(cfg: DictConfig) -> float | None:
-    from andrea.train.config import ConfigError, validate  # torch: imported once a job runs, not for --help
-    from andrea.train.run_dir import DiskError, RunDirInUse, hold
-
     with ExitStack() as job:
-        try:
-            parts = validate(cfg)  # the run's parts, built once; a bad config refused before any file is written
-            if is_rank_zero_process():  # the other processes of a DDP or SLURM run share its run dir
-                job.enter_context(hold(cfg.paths.output_dir))  # one live run per run dir, until this job ends
-        except (ConfigError, RunDirInUse) as err:
-            if is_multirun():
-                raise  # the job is marked failed in the sweep summary
-            if isinstance(err, ConfigError):
-                discard_new_run_dir()  # refused before any work: nothing to keep
-            fail(COMMAND, str(err), 2)
-
-        from andrea.train.lit.module import NonFiniteLossError
-        from andrea.train.lit.resume import CheckpointRestoreError
-        from andrea.train.pipeline import train
-
-        warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # a deprecation inside Lightning itself
-        # `import lightning` adds a console handler of its own; Hydra's root handlers already print
-        # (and file) every record, so keep one copy of each line.
-        lightning_logger = logging.getLogger("lightning")
-        for handler in list(lightning_logger.handlers):
-            lightning_logger.removeHandler(handler)
-        if is_multirun():  # each job's console output is one line; its log file keeps everything
-            quiet_console()
-
-        try:
-            result = train(cfg, parts)
-        except (NonFiniteLossError, DiskError) as err:
-            if is_multirun():
-                raise
-            fail(COMMAND, str(err), 1)
-        except CheckpointRestoreError as err:  # the checkpoint refused, before any step: input, not a failure
-            if is_multirun():
-                raise
-            fail(COMMAND, str(err), 2)
+        parts = _validated(cfg, job)
+        _one_copy_of_each_line()
+        result = _train(cfg, parts)
     if result.status == "interrupted":  # in a multirun this ends the sweep too
         raise SystemExit(result.exit_code)  # 128 + the signal: the shell's convention for "ended by a signal"
     metric = cfg.get("optimized_metric")
     return getattr(result, metric.replace("/", "_"), None) if metric else None
+
+
+def _validated(cfg: DictConfig, job: ExitStack) -> Parts:
+    """The run's parts, built once, and its run dir held until the job ends; a bad config refused before
+    any file is written."""
+    from andrea.train.config import ConfigError, validate  # torch: imported once a job runs, not for --help
+    from andrea.train.run_dir import RunDirInUse, hold
+
+    try:
+        parts = validate(cfg)
+        if is_rank_zero_process():  # the other processes of a DDP or SLURM run share its run dir
+            job.enter_context(hold(cfg.paths.output_dir))  # one live run per run dir, until this job ends
+    except (ConfigError, RunDirInUse) as err:
+        if is_multirun():
+            raise  # the job is marked failed in the sweep summary
+        if isinstance(err, ConfigError):
+            discard_new_run_dir()  # refused before any work: nothing to keep
+        fail(COMMAND, str(err), 2)
+    return parts
+
+
+def _one_copy_of_each_line() -> None:
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # a deprecation inside Lightning itself
+    # `import lightning` adds a console handler of its own; Hydra's root handlers already print
+    # (and file) every record, so keep one copy of each line.
+    lightning_logger = logging.getLogger("lightning")
+    for handler in list(lightning_logger.handlers):
+        lightning_logger.removeHandler(handler)
+    if is_multirun():  # each job's console output is one line; its log file keeps everything
+        quiet_console()
+
+
+def _train(cfg: DictConfig, parts: Parts) -> RunResult:
+    from andrea.train.lit.module import NonFiniteLossError
+    from andrea.train.lit.resume import CheckpointRestoreError
+    from andrea.train.pipeline import train
+    from andrea.train.run_dir import DiskError
+
+    try:
+        return train(cfg, parts)
+    except (NonFiniteLossError, DiskError) as err:
+        if is_multirun():
+            raise
+        fail(COMMAND, str(err), 1)
+    except CheckpointRestoreError as err:  # the checkpoint refused, before any step: input, not a failure
+        if is_multirun():
+            raise
+        fail(COMMAND, str(err), 2)
 
 
 def quiet_console() -> None:

@@ -17,9 +17,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from andrea.lens.heads import head_name
-
-ROLE_LABELS = {"previous_token": "prev", "induction": "ind", "first_token": "first", "entropy": "entropy"}
+from andrea.lens.heads import SHORT_NAMES, head_name
 
 SCRIPT = """
 const D = JSON.parse(document.getElementById("data").textContent);
@@ -148,7 +146,7 @@ def _head_card(layer: int, head: int, T: int, scores: dict[str, Tensor]) -> str:
     parts = []
     for role, values in scores.items():
         value = float(values[layer, head])
-        parts.append(f"{ROLE_LABELS.get(role, role)} {'n/a' if math.isnan(value) else f'{value:.2f}'}")
+        parts.append(f"{SHORT_NAMES.get(role, role)} {'n/a' if math.isnan(value) else f'{value:.2f}'}")
     return (
         f'<div class="head" data-layer="{layer}" data-head="{head}">'
         f'<div class="name">{head_name(layer, head)}</div><canvas width="{T}" height="{T}"></canvas>'

@@ -1,11 +1,17 @@
 """How andrea names a head, everywhere it writes or reads one (the dashboard's tags, verdicts,
-interventions, the explorer): "L<layer>H<head>", both counted from 0."""
+interventions, the explorer): "L<layer>H<head>", both counted from 0; and a role's short name."""
 
 from __future__ import annotations
 
 import re
 
 HEAD = re.compile(r"L(\d+)H(\d+)")
+SHORT_NAMES = {
+    "previous_token": "prev",
+    "induction": "ind",
+    "first_token": "first",
+    "entropy": "entropy",
+}  # roles, in tables
 
 
 def head_name(layer: int, head: int) -> str:

@@ -4,26 +4,22 @@ builds the run's parts next). Every refusal is one line that names the config ke
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from hydra.utils import get_class, instantiate
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from andrea.attention import HeadConfig, backend_registry
 from andrea.lens.interventions import parse_heads
+from andrea.train.checks_files import apply_init_from, check_checkpoint
+from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.train.keys import check_added_keys, check_ranges
 
 if TYPE_CHECKING:
     from andrea.models.files.schema import NetSpec
     from andrea.models.memory import Estimate
-
-
-class ConfigError(ValueError):
-    """A composed config that cannot run."""
 
 
 def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -34,7 +30,7 @@ def check_config(cfg: DictConfig) -> Estimate | None:
     """What the config alone says: refuse an impossible one with a one-line ConfigError naming the key,
     building nothing; returns the training memory it needs (None for a model andrea does not know). With
     `init_from` (GPT-2 weights to fine-tune), model.net first becomes the network those weights need."""
-    _apply_init_from(cfg)
+    apply_init_from(cfg)
     net = _get(cfg, "model.net")
     if net is None:
         raise ConfigError("model.net is missing: choose a model, e.g. model=toy")
@@ -51,7 +47,7 @@ def check_config(cfg: DictConfig) -> Estimate | None:
         raise ConfigError(problem)
     estimate = _validate_memory(cfg)
     _validate_trainer(cfg)
-    _validate_checkpoint(cfg)
+    check_checkpoint(cfg)
     mode = _get(cfg, "logger.wandb.mode")
     if mode is not None and mode not in ("online", "offline", "disabled"):
         raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
@@ -112,66 +108,6 @@ def _validate_memory(cfg: DictConfig) -> Estimate | None:
     if problem:
         raise ConfigError(f"{problem}; lower {problem.split('=')[0]}")
     return need
-
-
-def _apply_init_from(cfg: DictConfig) -> None:
-    """init_from=<GPT-2 folder>: model.net takes the sizes, biases and activation of its config.json
-    (read as data: andrea.models.files.gpt2); the attention backend and mask stay the run's own."""
-    folder = cfg.get("init_from")
-    if folder is None:
-        return
-    from andrea.models.files import gpt2
-
-    if not isinstance(folder, str):
-        raise ConfigError(f"init_from={folder!r} must be the path of a Hugging Face GPT-2 folder")
-    try:
-        weights = gpt2.weights_file(folder)
-        config = gpt2.net_config(weights.parent / "config.json")
-    except (FileNotFoundError, ValueError) as err:
-        raise ConfigError(f"init_from={folder}: {str(err).splitlines()[0]}") from None
-    if _get(cfg, "position.kind", "learned") != "learned":
-        raise ConfigError(
-            f"init_from={folder}: GPT-2's weights need learned positions; drop position={cfg.position.kind}"
-        )
-    attention = config.pop("attention")
-    with open_dict(cfg):
-        net = cfg.model.net
-        for key, value in config.items():
-            net[key] = value
-        net.attention.n_head = attention["n_head"]
-        net.attention.n_kv_head = attention["n_head"]  # GPT-2 has a key/value head per query head
-
-
-def _validate_checkpoint(cfg: DictConfig) -> None:
-    """ckpt_path: a readable andrea-train checkpoint of this very model, loaded with no pickled code."""
-    from andrea.models.files import schema as net_config
-    from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint
-
-    if cfg.get("ckpt_path") is None:
-        return
-    path = Path(cfg.ckpt_path)
-    try:
-        saved = read_checkpoint(path)[CHECKPOINT_CONFIG_KEY]
-        net_config.parse(saved, f"ckpt_path={path}", CHECKPOINT_CONFIG_KEY)  # data only: nothing it names is built
-    except (FileNotFoundError, ValueError) as err:
-        raise ConfigError(str(err)) from None
-    current = OmegaConf.to_container(cfg.model.net, resolve=True)
-    for key, was, now in _differences(saved, current, "model.net"):
-        if key.endswith((".backend", ".backend_options")) or ".backend_options." in key:
-            continue  # another backend computes the same function of the same weights
-        raise ConfigError(
-            f"ckpt_path={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; "
-            "resume with the overrides the run was started with"
-        )
-
-
-def _differences(a: Any, b: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:
-    """(key, a's value, b's value) for every leaf where two nested configs differ."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            yield from _differences(a.get(key), b.get(key), f"{prefix}.{key}")
-    elif a != b:
-        yield prefix, a, b
 
 
 def _validate_ablate(cfg: DictConfig) -> None:

@@ -21,7 +21,8 @@ from omegaconf.errors import InterpolationResolutionError
 
 from andrea.attention import UnsupportedAttentionError
 from andrea.models.memory import Estimate
-from andrea.train.checks import ConfigError, check_accelerator, check_config, on_cpu
+from andrea.train.checks import check_accelerator, check_config, on_cpu
+from andrea.train.errors import ConfigError
 
 __all__ = ["ConfigError", "Parts", "validate"]
 

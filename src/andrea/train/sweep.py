@@ -21,6 +21,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from andrea.train.errors import ConfigError
 from andrea.train.hydra_internals import job_error
 from andrea.train.hydra_run import is_multirun
 from andrea.train.sweep_report import CURVES, REPORT, differing_overrides, heads_cell, plot_curves, write_html
@@ -56,8 +57,6 @@ def job_failed(
 ) -> None:
     """The result.json of a job that did not complete, so the summary has its row."""
     if exit_code is None:  # what the job would have exited with on its own
-        from andrea.train.config import ConfigError  # torch comes with it: not on andrea-train --help's path
-
         exit_code = 2 if isinstance(error, ConfigError) else 1
     error_text = _error_text(error) if error is not None else ""
     RunResult(status, exit_code, str(run_dir), list(overrides), error=error_text).write(run_dir / RESULT_FILE)

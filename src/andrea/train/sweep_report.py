@@ -12,11 +12,12 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from andrea.lens.heads import SHORT_NAMES
+
 if TYPE_CHECKING:
     from andrea.utils.run_result import RunResult
 
 CURVES, REPORT = "curves.png", "report.html"
-HEADS = {"previous_token": "prev", "induction": "ind", "first_token": "first", "entropy": "entropy"}
 
 
 def differing_overrides(jobs: list[list[str]]) -> list[str]:
@@ -31,7 +32,7 @@ def heads_cell(roles: dict | None) -> str:
     """The best head per role, short: `prev L0H1 0.95 · ind n/a`."""
     parts = []
     for role, r in (roles or {}).items():
-        name = HEADS.get(role, role)
+        name = SHORT_NAMES.get(role, role)
         parts.append(f"{name} n/a" if r["best"] is None else f"{name} {r['best']} {r['score']:.2f}")
     return " · ".join(parts)
 

@@ -6,7 +6,7 @@ in a traceback with the other jobs' results unread. These launchers settle each 
 on its own: a job whose process ended without a result gets a result.json with
 status `killed` and the path of its log (a job that raised reports `failed` and its
 exit code itself, through andrea.train.sweep.SweepSummary); then the sweep goes on to its
-summary and andrea-train's one-line report (andrea.cli.errors). submitit's local
+summary and andrea-train's one-line report (andrea.cli.app). submitit's local
 controller does not keep its tasks' exit codes, so a killed job's is left blank.
 
 The hook into the plugin lives in andrea.train.hydra_internals (`each_job_settled`; the slow test

@@ -49,9 +49,7 @@ def _compiled_flex() -> Callable[..., Tensor]:
 
 class FlexBackend(AttentionBackend):
     name = "flex"
-    capabilities = Capabilities(
-        native_weights=False, cpu_backward=False, native_gqa=True, wants_compile=True, score_mod=True
-    )
+    capabilities = Capabilities(native_weights=False, cpu_backward=False, native_gqa=True, score_mod=True)
 
     def __init__(self, compile: bool | None = None) -> None:
         if compile is not None and not isinstance(compile, bool):

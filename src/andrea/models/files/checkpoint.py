@@ -9,8 +9,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from andrea.models.files.build import build_network, load_problem
 from andrea.models.files.export import save
-from andrea.models.files.schema import build_network, load_problem, tokenizer_name
+from andrea.models.files.schema import tokenizer_name
 
 CHECKPOINT_CONFIG_KEY = "andrea_net_config"  # where the LightningModule keeps them in a .ckpt
 CHECKPOINT_TOKENIZER_KEY = "andrea_tokenizer"

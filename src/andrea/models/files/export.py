@@ -3,7 +3,7 @@
 A file holds the network's tensors (the tied embedding stored once) and, in its
 metadata, the resolved `model.net` config as JSON (and the tokenizer's name), so
 `load` rebuilds the very network that was saved. The stored config is data:
-`schema.build_network` checks it and refuses a network too big for the machine
+`build.build_network` checks it and refuses a network too big for the machine
 before a single weight is allocated.
 """
 
@@ -17,7 +17,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
-from andrea.models.files.schema import ModelFileError, build_network, load_problem, tokenizer_name
+from andrea.models.files.build import build_network, load_problem
+from andrea.models.files.schema import ModelFileError, tokenizer_name
 from andrea.utils.files import atomic_write
 
 CONFIG_KEY = "andrea.model.net"  # metadata key of the network's config

@@ -71,8 +71,8 @@ def weights_file(path: str | Path) -> Path:
     return path
 
 
-def net_config(config_json: Path, attention: dict[str, Any] | None = None) -> dict:
-    """GPT-2's config.json -> an andrea net config (GPT, bias, GPT-2's GELU, learned positions, causal)."""
+def _read_config(config_json: Path) -> dict[str, Any]:
+    """GPT-2's config.json as a mapping, or GPT2FileError in one line."""
     if not config_json.is_file():
         raise GPT2FileError(f"{config_json} not found: a GPT-2 folder needs its config.json beside model.safetensors")
     try:
@@ -82,6 +82,12 @@ def net_config(config_json: Path, attention: dict[str, Any] | None = None) -> di
     if not isinstance(hf, dict) or hf.get("model_type") != "gpt2":
         found = hf.get("model_type") if isinstance(hf, dict) else None
         raise GPT2FileError(f"{config_json}: model_type={found!r}, not 'gpt2'; andrea imports GPT-2 weights only")
+    return hf
+
+
+def net_config(config_json: Path, attention: dict[str, Any] | None = None) -> dict:
+    """GPT-2's config.json -> an andrea net config (GPT, bias, GPT-2's GELU, learned positions, causal)."""
+    hf = _read_config(config_json)
     sizes: dict[str, int] = {}
     for key in ("vocab_size", "n_positions", "n_layer", "n_embd", "n_head"):
         value = hf.get(key)
@@ -150,7 +156,7 @@ def load_gpt2(path: str | Path, device: str = "cpu", attention: dict[str, Any] |
     """A GPT-2 folder (or its model.safetensors) -> an ANDREA GPT in eval mode, and its net config.
 
     attention: overrides of the attention config (e.g. {"backend": "eager"}); GPT-2 needs causal."""
-    from andrea.models.files.schema import build_network
+    from andrea.models.files.build import build_network
 
     weights = weights_file(path)
     config = net_config(weights.parent / "config.json", attention)

@@ -31,7 +31,6 @@ from typing import Any
 
 from torch import nn
 
-from andrea.models import memory
 from andrea.utils.rules import POSITIVE, number
 
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
@@ -90,6 +89,18 @@ def parse(config: Any, where: str, prefix: str, build_backend: bool = True) -> N
     target = config.get("_target_")
     if target not in MODELS:
         raise refuse("._target_", f"={target!r} is not one of andrea's models ({', '.join(sorted(MODELS))})")
+    fields = _fields(config, target, refuse)
+    _check_values(fields, refuse)
+    attention, terms = None, 0
+    if fields.get("attention") is not None:
+        attention, terms = _parse_attention(fields["attention"], refuse, build_backend)
+    elif target.endswith(".GPT"):
+        raise refuse(".attention", "is missing")
+    return NetSpec(target, fields, attention, terms)
+
+
+def _fields(config: dict, target: str, refuse: Callable[[str, str], ModelFileError]) -> dict[str, Any]:
+    """Every setting of the model's constructor: its defaults, then the file's own values."""
     parameters = inspect.signature(model_class(target)).parameters
     fields = {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
     for key, value in config.items():
@@ -101,6 +112,14 @@ def parse(config: Any, where: str, prefix: str, build_backend: bool = True) -> N
     for key in ("vocab_size", "max_context"):
         if key not in fields:
             raise refuse(f".{key}", "is missing")
+    return fields
+
+
+def _check_values(fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError]) -> None:
+    """The value of each plain setting: sizes, dropout, bias, activation, position."""
+    from andrea.attention.positions import POSITIONS
+    from andrea.models.gpt import ACTIVATIONS
+
     for key in INTEGERS:
         if key in fields and not POSITIVE_INT(fields[key]):
             raise refuse(f".{key}", f"={fields[key]!r} must be a positive integer")
@@ -109,20 +128,10 @@ def parse(config: Any, where: str, prefix: str, build_backend: bool = True) -> N
         raise refuse(".dropout", f"={dropout!r} must be a number in [0, 1)")
     if not isinstance(fields.get("bias", False), bool):
         raise refuse(".bias", f"={fields['bias']!r} must be true or false")
-    from andrea.models.gpt import ACTIVATIONS
-
     if fields.get("activation", "gelu") not in ACTIVATIONS:
         raise refuse(".activation", f"={fields['activation']!r} is not one of {', '.join(ACTIVATIONS)}")
-    from andrea.attention.positions import POSITIONS
-
     if fields.get("position") not in POSITIONS:
         raise refuse(".position", f"={fields.get('position')!r} is not one of {', '.join(POSITIONS)}")
-    attention, terms = None, 0
-    if fields.get("attention") is not None:
-        attention, terms = _parse_attention(fields["attention"], refuse, build_backend)
-    elif target.endswith(".GPT"):
-        raise refuse(".attention", "is missing")
-    return NetSpec(target, fields, attention, terms)
 
 
 def _parse_attention(
@@ -171,20 +180,35 @@ def _mask_terms(mask: Any, refuse: Callable[[str, str], ModelFileError]) -> int:
         return mask.count("&") + mask.count("|") + 1
     if not isinstance(mask, dict):
         raise refuse(".attention.mask", f"is a {type(mask).__name__}, not a mask")
-    names = mask_targets()
-    if mask.get("_target_") not in names:
-        registered = ", ".join(sorted(set(names.values())))
-        raise refuse(".attention.mask._target_", f"={mask.get('_target_')!r} is not a registered mask ({registered})")
+    _mask_name(mask, refuse)
     for key, value in mask.items():
-        if key != "_target_" and not isinstance(value, PLAIN):
+        if key not in ("name", "_target_") and not isinstance(value, PLAIN):
             raise refuse(f".attention.mask.{key}", f"is a {type(value).__name__}, not a plain value")
     return 1
+
+
+def _mask_name(mask: dict, refuse: Callable[[str, str], ModelFileError]) -> str:
+    """The registry name a mask config gives: `name` (conf/mask/ writes it), or, in files written before,
+    the `_target_` class path of a registered mask."""
+    from andrea.attention import mask_registry
+
+    if "_target_" in mask or "name" not in mask:  # a class path: what a file of an older andrea holds
+        names = mask_targets()
+        if mask.get("_target_") not in names:
+            registered = ", ".join(sorted(set(names.values())))
+            problem = f"={mask.get('_target_')!r} is not a registered mask ({registered})"
+            raise refuse(".attention.mask._target_", problem)
+        return names[mask["_target_"]]
+    if mask["name"] not in mask_registry.names():
+        registered = ", ".join(mask_registry.names())
+        raise refuse(".attention.mask.name", f"={mask['name']!r} is not a registered mask ({registered})")
+    return str(mask["name"])
 
 
 def mask_targets() -> dict[str, str]:
     """Every dotted class path that names a registered mask -> its registry name.
 
-    A built-in mask answers to `andrea.attention.<Class>` (what conf/mask/ writes) and to its
+    A built-in mask answers to `andrea.attention.<Class>` (what conf/mask/ wrote before it named masks) and to its
     module path; a plugin's to its entry point's `module.Class`."""
     from andrea.attention import mask_registry
 
@@ -198,39 +222,6 @@ def mask_targets() -> dict[str, str]:
     return paths
 
 
-def build(spec: NetSpec) -> nn.Module:
-    """The network `spec` describes, constructed by andrea (no instantiate: the class comes from MODELS,
-    the mask and backend from the registries)."""
-    from andrea.attention import get_mask, parse_mask
-
-    fields = dict(spec.fields)
-    if spec.attention is not None:
-        attention = dict(spec.attention)
-        mask = attention.get("mask")
-        if isinstance(mask, dict):
-            name = mask_targets()[mask["_target_"]]
-            attention["mask"] = get_mask(name, **{k: v for k, v in mask.items() if k != "_target_"})
-        elif isinstance(mask, str):
-            attention["mask"] = parse_mask(mask)
-        fields["attention"] = attention
-    return model_class(spec.target)(**fields)
-
-
-def build_network(config: Any, where: str, prefix: str, device: str = "cpu") -> nn.Module:
-    """The network a file's config describes, checked against the schema and the machine's memory
-    before anything is allocated; every refusal is one line naming `where` and the key."""
-    spec = parse(config, where, prefix)
-    keys = {name: f"{prefix}.{name}" for name in memory.REFERENCE}
-    for memory_of in dict.fromkeys(("cpu", device)):  # built on the CPU, then moved to `device`
-        problem = memory.too_big(memory.loading(spec), spec.fields, keys, memory_of, "loading")
-        if problem:
-            raise ModelFileError(f"{where}: {problem}; refused before allocating, use a smaller model")
-    try:
-        return build(spec)
-    except ValueError as err:  # the model's own check (heads that do not divide d_model, ...)
-        raise ModelFileError(f"{where}: {prefix}: {str(err).splitlines()[0]}") from None
-
-
 def tokenizer_name(name: object, where: str, key: str) -> str | None:
     """The tokenizer a file names: one of andrea's, or None (token ids)."""
     from andrea.data.tokenizers import TOKENIZERS
@@ -240,9 +231,3 @@ def tokenizer_name(name: object, where: str, key: str) -> str | None:
     if not isinstance(name, str) or name not in TOKENIZERS:
         raise ModelFileError(f"{where}: {key}={name!r} is not one of andrea's tokenizers ({', '.join(TOKENIZERS)})")
     return name
-
-
-def load_problem(err: Exception) -> str:
-    """The line of torch's load_state_dict error that names a key (its first line only says it failed)."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading") else lines[0]

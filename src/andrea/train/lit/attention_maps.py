@@ -23,16 +23,17 @@ from typing import TYPE_CHECKING, Any, cast
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 from torch import Tensor, nn
 
 from andrea.data.tasks import Pattern
 from andrea.lens import verdict as verdicts
 from andrea.lens.head_roles import HEAD_ROLES
-from andrea.lens.heads import head_name, parse_head
+from andrea.lens.heads import head_name
 from andrea.lens.viz import SCALES, save_attention_grid
 from andrea.models.network import heads_shape, network
+from andrea.train.lit.dashboard import grouped_charts, grouped_layout, log_image
 
 if TYPE_CHECKING:
     from andrea.train.lit.module import LanguageModelModule
@@ -123,7 +124,7 @@ class AttentionMaps(L.Callback):
             roles = list(dict.fromkeys([*HEAD_ROLES, *_task_roles(pattern)]))
             for logger in trainer.loggers:
                 if isinstance(logger, TensorBoardLogger):
-                    logger.experiment.add_custom_scalars(grouped_layout(roles, n_layer, n_head))
+                    logger.experiment.add_custom_scalars(grouped_layout(roles, n_layer))
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.next_step = trainer.global_step  # a resumed run records where it starts
@@ -234,7 +235,7 @@ class AttentionMaps(L.Callback):
             for layer, path in drawn.pngs:
                 self.written.append(str(path))
                 for logger in trainer.loggers:
-                    _log_image(logger, f"attention/layer{layer}", path, drawn.step)
+                    log_image(logger, f"attention/layer{layer}", path, drawn.step)
 
 
 def _pattern(trainer: L.Trainer) -> Pattern | None:
@@ -244,44 +245,3 @@ def _pattern(trainer: L.Trainer) -> Pattern | None:
 def _task_roles(pattern: Pattern | None) -> tuple[str, ...]:
     """The role the task's pattern needs, scored beside HEAD_ROLES (lookback_k for k > 1 is not among them)."""
     return (pattern.role,) if pattern is not None and pattern.role else ()
-
-
-def grouped_layout(roles: list[str], n_layer: int, n_head: int) -> dict:
-    """TensorBoard's custom-scalar layout: a "head roles" category, one multi-line chart per role and
-    layer whose lines are that layer's heads (tags heads/<role>/L<l>H<h>)."""
-    charts = {
-        f"{role} · layer {layer}": ["Multiline", [rf"heads/{role}/L{layer}H\d+$"]]
-        for role in roles
-        for layer in range(n_layer)
-    }
-    return {"head roles": charts}
-
-
-def grouped_charts(history: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:
-    """wandb line-series charts, key head_roles/<role>_L<l>: x = the step, a line per head."""
-    import wandb
-
-    series: dict[tuple[str, int], dict[int, list[tuple[int, float]]]] = {}
-    for step, scores in history:
-        for key, value in scores.items():
-            _, role, head = key.split("/")
-            layer, h = parse_head(head)
-            series.setdefault((role, layer), {}).setdefault(h, []).append((step, value))
-    charts = {}
-    for (role, layer), heads in sorted(series.items()):
-        steps = sorted({step for points in heads.values() for step, _ in points})
-        ys = [[dict(points).get(step, float("nan")) for step in steps] for _, points in sorted(heads.items())]
-        keys = [f"H{h}" for h in sorted(heads)]
-        title = f"{role} · layer {layer}"
-        charts[f"head_roles/{role}_L{layer}"] = wandb.plot.line_series(steps, ys, keys=keys, title=title, xname="step")
-    return charts
-
-
-def _log_image(logger: Logger, key: str, path: Path, step: int) -> None:
-    if isinstance(logger, WandbLogger):
-        logger.log_image(key=key, images=[str(path)], step=step)
-    elif isinstance(logger, TensorBoardLogger):
-        from matplotlib.image import imread
-
-        image = imread(path)[..., :3]  # (H, W, 3) floats in [0, 1]
-        logger.experiment.add_image(key, image, global_step=step, dataformats="HWC")

@@ -7,9 +7,10 @@ import time
 from typing import Any
 
 import lightning as L
-import torch
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 from torch import Tensor
+
+from andrea.utils.devices import synchronize
 
 
 class RunStats(L.Callback):
@@ -51,13 +52,13 @@ class RunStats(L.Callback):
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        _synchronize(pl_module.device)
+        synchronize(pl_module.device)
         self._batch_start = time.perf_counter()
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
-        _synchronize(pl_module.device)  # GPU work is asynchronous: wait for the step to finish
+        synchronize(pl_module.device)  # GPU work is asynchronous: wait for the step to finish
         seconds = time.perf_counter() - self._batch_start
         tokens = batch["input_ids"].numel() * trainer.world_size
         self.tokens += tokens
@@ -83,8 +84,3 @@ class RunStats(L.Callback):
         if self.val_curve and self.val_curve[-1][0] == trainer.global_step:
             self.val_curve.pop()  # validated again at the same step (the final validation): the last figure
         self.val_curve.append((trainer.global_step, float(loss)))
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

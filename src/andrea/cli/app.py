@@ -1,4 +1,5 @@
-"""Every refusal of an andrea command is one line on stderr, `<command>: error: <what and the fix>`.
+"""How every andrea command runs: its refusals are one line on stderr, `<command>: error: <what and
+the fix>` (a SettingError for a command's own settings).
 
 `run_app` runs a `@hydra.main` function so that Hydra's own refusals (an override it
 cannot apply, an unknown group option, unparsable syntax) read like andrea's and exit 2
@@ -12,10 +13,16 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+
+
+class SettingError(ValueError):
+    """A command's setting refused before any work: one line that names it and the fix."""
+
 
 DISK = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR)
 
@@ -51,26 +58,36 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     if "--help" in sys.argv[1:]:  # a plugin whose options are missing from the help says why
         for line in plugin_warnings():
             print(f"{command}: warning: {line}", file=sys.stderr)
+    with _hydra_raises() as user_wants_traces:
+        try:
+            return hydra_main()
+        except (ConfigCompositionException, MissingConfigException, OverrideParseException) as err:
+            if user_wants_traces:
+                raise
+            broken = plugin_warnings()  # an option Hydra cannot find may be a plugin's that failed to load
+            fail(command, one_line(err) + "".join(f"; {line}" for line in broken), 2)
+        except DiskError as err:
+            fail(command, str(err), 1)
+        except OSError as err:
+            if err.errno not in DISK or user_wants_traces:
+                raise
+            # Hydra's own writes (the run dir, its .hydra folder), before any work: input refused
+            fail(command, str(disk_error(err, "writing the run's files", err.filename or ".")), 2)
+        except Exception as err:
+            if sweep.current_sweep_dir is None:
+                raise
+            fail(command, sweep.failure_line(sweep.current_sweep_dir, err), 1)  # a job failed: the rows say which
+
+
+@contextmanager
+def _hydra_raises() -> Iterator[bool]:
+    """Hydra raises an app's errors instead of printing them while HYDRA_FULL_ERROR=1 (its only switch):
+    set for the app's run, so the report is ours to write. Yields whether the user had set it (then every
+    error keeps its traceback); the environment is the user's again afterwards."""
     user_wants_traces = os.environ.get("HYDRA_FULL_ERROR") == "1"
-    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing: the report is ours to write
+    os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        return hydra_main()
-    except (ConfigCompositionException, MissingConfigException, OverrideParseException) as err:
-        if user_wants_traces:
-            raise
-        broken = plugin_warnings()  # an option Hydra cannot find may be a plugin's that failed to load
-        fail(command, one_line(err) + "".join(f"; {line}" for line in broken), 2)
-    except DiskError as err:
-        fail(command, str(err), 1)
-    except OSError as err:
-        if err.errno not in DISK or user_wants_traces:
-            raise
-        # Hydra's own writes (the run dir, its .hydra folder), before any work: input refused
-        fail(command, str(disk_error(err, "writing the run's files", err.filename or ".")), 2)
-    except Exception as err:
-        if sweep.current_sweep_dir is None:
-            raise
-        fail(command, sweep.failure_line(sweep.current_sweep_dir, err), 1)  # a job failed: the rows say which
+        yield user_wants_traces
     finally:
         if not user_wants_traces:
             del os.environ["HYDRA_FULL_ERROR"]

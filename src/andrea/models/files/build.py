@@ -1,0 +1,50 @@
+"""A network built from a checked model-file config, by andrea itself: the class from the schema's MODELS,
+the mask and backend from the registries; never hydra.utils.instantiate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from andrea.models import memory
+from andrea.models.files.schema import ModelFileError, NetSpec, mask_targets, model_class, parse
+
+
+def build(spec: NetSpec) -> nn.Module:
+    """The network `spec` describes, constructed by andrea (no instantiate: the class comes from MODELS,
+    the mask and backend from the registries)."""
+    from andrea.attention import get_mask, parse_mask
+
+    fields = dict(spec.fields)
+    if spec.attention is not None:
+        attention = dict(spec.attention)
+        mask = attention.get("mask")
+        if isinstance(mask, dict):
+            name = mask_targets()[mask["_target_"]] if "_target_" in mask else mask["name"]
+            attention["mask"] = get_mask(name, **{k: v for k, v in mask.items() if k not in ("name", "_target_")})
+        elif isinstance(mask, str):
+            attention["mask"] = parse_mask(mask)
+        fields["attention"] = attention
+    return model_class(spec.target)(**fields)
+
+
+def build_network(config: Any, where: str, prefix: str, device: str = "cpu") -> nn.Module:
+    """The network a file's config describes, checked against the schema and the machine's memory
+    before anything is allocated; every refusal is one line naming `where` and the key."""
+    spec = parse(config, where, prefix)
+    keys = {name: f"{prefix}.{name}" for name in memory.REFERENCE}
+    for memory_of in dict.fromkeys(("cpu", device)):  # built on the CPU, then moved to `device`
+        problem = memory.too_big(memory.loading(spec), spec.fields, keys, memory_of, "loading")
+        if problem:
+            raise ModelFileError(f"{where}: {problem}; refused before allocating, use a smaller model")
+    try:
+        return build(spec)
+    except ValueError as err:  # the model's own check (heads that do not divide d_model, ...)
+        raise ModelFileError(f"{where}: {prefix}: {str(err).splitlines()[0]}") from None
+
+
+def load_problem(err: Exception) -> str:
+    """The line of torch's load_state_dict error that names a key (its first line only says it failed)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading") else lines[0]

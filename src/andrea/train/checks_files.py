@@ -1,0 +1,72 @@
+"""The files a training config names, read as data before anything is built: `init_from` (a Hugging Face
+GPT-2 folder whose shape model.net takes) and `ckpt_path` (a checkpoint of this very model to resume)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from andrea.train.errors import ConfigError
+
+
+def apply_init_from(cfg: DictConfig) -> None:
+    """init_from=<GPT-2 folder>: model.net takes the sizes, biases and activation of its config.json
+    (read as data: andrea.models.files.gpt2); the attention backend and mask stay the run's own."""
+    folder = cfg.get("init_from")
+    if folder is None:
+        return
+    from andrea.models.files import gpt2
+
+    if not isinstance(folder, str):
+        raise ConfigError(f"init_from={folder!r} must be the path of a Hugging Face GPT-2 folder")
+    try:
+        weights = gpt2.weights_file(folder)
+        config = gpt2.net_config(weights.parent / "config.json")
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(f"init_from={folder}: {str(err).splitlines()[0]}") from None
+    if OmegaConf.select(cfg, "position.kind", default="learned") != "learned":
+        raise ConfigError(
+            f"init_from={folder}: GPT-2's weights need learned positions; drop position={cfg.position.kind}"
+        )
+    attention = config.pop("attention")
+    with open_dict(cfg):
+        net = cfg.model.net
+        for key, value in config.items():
+            net[key] = value
+        net.attention.n_head = attention["n_head"]
+        net.attention.n_kv_head = attention["n_head"]  # GPT-2 has a key/value head per query head
+
+
+def check_checkpoint(cfg: DictConfig) -> None:
+    """ckpt_path: a readable andrea-train checkpoint of this very model, loaded with no pickled code."""
+    from andrea.models.files import schema as net_config
+    from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint
+
+    if cfg.get("ckpt_path") is None:
+        return
+    path = Path(cfg.ckpt_path)
+    try:
+        saved = read_checkpoint(path)[CHECKPOINT_CONFIG_KEY]
+        net_config.parse(saved, f"ckpt_path={path}", CHECKPOINT_CONFIG_KEY)  # data only: nothing it names is built
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(str(err)) from None
+    current = OmegaConf.to_container(cfg.model.net, resolve=True)
+    for key, was, now in _differences(saved, current, "model.net"):
+        if key.endswith((".backend", ".backend_options")) or ".backend_options." in key:
+            continue  # another backend computes the same function of the same weights
+        raise ConfigError(
+            f"ckpt_path={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; "
+            "resume with the overrides the run was started with"
+        )
+
+
+def _differences(a: Any, b: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:
+    """(key, a's value, b's value) for every leaf where two nested configs differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            yield from _differences(a.get(key), b.get(key), f"{prefix}.{key}")
+    elif a != b:
+        yield prefix, a, b
