@@ -60,3 +60,22 @@ def test_the_colour_bar_marks_decades_on_the_log_scale():
 def test_an_unknown_scale_is_refused():
     with pytest.raises(ValueError, match="scale='viridis' must be one of log, row, linear"):
         viz.grid_layout(1, 4, 4, scale="viridis")
+
+
+def test_map_files_are_named_in_one_place_and_read_from_the_folder_the_run_used(tmp_path):
+    from andrea.cli.inspect import training_frames
+    from andrea.lens.viz import map_file, parse_map_file
+    from andrea.utils.run_result import RESULT_FILE, RunResult
+
+    assert parse_map_file(map_file(2, 150)) == (2, 150) and map_file(2, 150) == "layer2_step000150.png"
+    assert parse_map_file("layer2_step150.png.bak") is None and parse_map_file("notes.png") is None
+    maps = tmp_path / "maps_elsewhere"  # callbacks.attention_maps.dirname=maps_elsewhere
+    maps.mkdir()
+    for layer, step in ((0, 50), (0, 0), (1, 0)):
+        (maps / map_file(layer, step)).write_bytes(b"png")
+    (maps / "notes.png").write_bytes(b"png")
+    RunResult("completed", 0, "/where/the/run/was/trained", attention_maps="/where/it/was/maps_elsewhere").write(
+        tmp_path / RESULT_FILE
+    )  # a run dir moved since: the folder's name counts, not its old path
+    frames = training_frames(tmp_path)
+    assert {layer: [step for step, _ in found] for layer, found in frames.items()} == {0: [0, 50], 1: [0]}

@@ -79,14 +79,20 @@ def token_labels(tokenizer: object, ids: list[int]) -> list[str]:
 
 
 def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
-    """layer -> [(step, PNG)] of the maps the run drew (attention_maps/layer<l>_step<s>.png)."""
+    """layer -> [(step, PNG)] of the maps the run drew, in the folder its result.json names."""
+    from andrea.lens.viz import MAPS_DIR, parse_map_file
+    from andrea.utils.run_result import RESULT_FILE, RunResult
+
     frames: dict[int, list[tuple[int, Path]]] = {}
     if run_dir is None:
         return frames
-    for png in sorted((run_dir / "attention_maps").glob("layer*_step*.png")):
-        layer, _, step = png.stem.removeprefix("layer").partition("_step")
-        if layer.isdigit() and step.isdigit():
-            frames.setdefault(int(layer), []).append((int(step), png))
+    result = run_dir / RESULT_FILE
+    drawn = RunResult.read(result).attention_maps if result.is_file() else None
+    folder = run_dir / (Path(drawn).name if drawn else MAPS_DIR)  # the run's own folder, wherever the run dir is now
+    for png in sorted(folder.glob("*.png")):
+        found = parse_map_file(png.name)
+        if found is not None:
+            frames.setdefault(found[0], []).append((found[1], png))
     return {layer: sorted(found) for layer, found in sorted(frames.items())}
 
 

@@ -9,6 +9,7 @@ only paints it.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -26,6 +27,19 @@ SCALE_LABELS = {
 }
 MAX_TOKEN_LABELS = 48  # beyond this many positions, numbered ticks instead of the tokens
 PANEL = 256  # pixels a head's map takes at most, each side
+MAPS_DIR = "attention_maps"  # a run dir's folder of map PNGs, unless callbacks.attention_maps.dirname says otherwise
+_MAP_FILE = re.compile(r"layer(\d+)_step(\d+)\.png")
+
+
+def map_file(layer: int, step: int) -> str:
+    """The PNG of one layer's maps at one training step, as the dashboard callback writes it."""
+    return f"layer{layer}_step{step:06d}.png"
+
+
+def parse_map_file(name: str) -> tuple[int, int] | None:
+    """map_file's (layer, step) from a file name; None for any other file."""
+    found = _MAP_FILE.fullmatch(name)
+    return (int(found[1]), int(found[2])) if found else None
 
 
 def weights_as_text(weights: Tensor) -> str:

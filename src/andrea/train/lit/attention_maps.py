@@ -31,7 +31,7 @@ from andrea.data.tasks import Pattern
 from andrea.lens import verdict as verdicts
 from andrea.lens.head_roles import HEAD_ROLES
 from andrea.lens.heads import head_name
-from andrea.lens.viz import SCALES, save_attention_grid
+from andrea.lens.viz import MAPS_DIR, SCALES, map_file, save_attention_grid
 from andrea.models.network import heads_shape, network
 from andrea.train.lit.dashboard import grouped_charts, grouped_layout, log_image
 
@@ -78,7 +78,7 @@ class AttentionMaps(L.Callback):
         every_n_steps: int = 50,
         layers: list[int] | None = None,
         probe_rows: int = 8,
-        dirname: str = "attention_maps",
+        dirname: str = MAPS_DIR,
         row: int = 0,
         window: int | None = None,
         scale: str = "log",
@@ -223,7 +223,7 @@ class AttentionMaps(L.Callback):
         assert self.out_dir is not None  # set in setup(), before any training hook
         for layer, shown in job.maps.items():
             title = f"layer {layer} · step {job.step} · {job.masks[layer]} · probe row {self.row}"
-            path = self.out_dir / f"layer{layer}_step{job.step:06d}.png"
+            path = self.out_dir / map_file(layer, job.step)
             save_attention_grid(shown, path, title=title, scale=self.scale, start=job.start, tokens=job.tokens)
             drawn.pngs.append((layer, path))
         return drawn
