@@ -115,6 +115,7 @@ def test_run_from_another_folder_with_csv_logger(tmp_path):
     ]  # fmt: skip
 
 
+@pytest.mark.slow(reason="a two-job sweep through andrea-train with wandb (~15 s)")
 def test_multirun_sweep_summary_and_wandb_groups(tmp_path):
     sweep_dir = tmp_path / "sweep"
     result = run(["-m", "attention=naive,eager", "heads=mha,gqa", *[o for o in QUICK if o != "logger=none"],
