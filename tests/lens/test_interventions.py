@@ -133,6 +133,17 @@ def test_andrea_inspect_refuses_in_one_line(induction_run, monkeypatch, capsys, 
     assert err.startswith("andrea-inspect: error: ") and message in err
 
 
+def test_andrea_inspect_refuses_a_run_dir_whose_result_json_is_no_result(induction_run, monkeypatch, capsys, tmp_path):
+    """The page's training frames come from the folder the run's result.json names: a corrupt one is a
+    one-line refusal before any page is written, not a traceback after the work."""
+    _, run_dir = induction_run
+    (tmp_path / "result.json").write_text("{not json")
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    code, _, err = run_inspect([str(ckpt), "1 2 3", f"run_dir={tmp_path}"], monkeypatch, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("andrea-inspect: error: ") and "result.json is not JSON" in err
+
+
 @pytest.mark.slow  # reason: starts a browser (Debian's Chromium, installed by .ci/run)
 def test_the_explorer_reacts_to_a_hover_in_a_browser(induction_run, monkeypatch, capsys, browser, tmp_path):
     from selenium.webdriver.common.action_chains import ActionChains

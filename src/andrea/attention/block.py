@@ -14,15 +14,14 @@ from andrea.attention.heads import HeadConfig
 from andrea.attention.kv_cache import KVCache
 from andrea.attention.masks import Mask, PrecomputedMask
 from andrea.attention.positions import POSITIONS, ALiBi, Rotary
-from andrea.attention.registry import as_mask, get_backend
+from andrea.attention.registry import as_backend, as_mask
 
 
 def shared_parts(attention: dict[str, Any]) -> dict[str, Any]:
     """A block's settings with the backend and mask built once, for every layer of a network to share
     (a backend name and its `backend_options` become the backend; a mask expression, the Mask)."""
     parts = dict(attention)
-    backend, options = parts.get("backend", "sdpa"), parts.pop("backend_options", None)
-    parts["backend"] = get_backend(backend, **(options or {})) if isinstance(backend, str) else backend
+    parts["backend"] = as_backend(parts.get("backend", "sdpa"), parts.pop("backend_options", None))
     parts["mask"] = as_mask(parts.get("mask", "causal"))
     return parts
 
@@ -62,7 +61,7 @@ class MultiHeadSelfAttention(nn.Module):
         if not isinstance(max_context, int) or max_context <= 0:
             raise ValueError(f"max_context={max_context!r} must be a positive integer")
         self.max_context = max_context
-        self.backend = get_backend(backend, **(backend_options or {})) if isinstance(backend, str) else backend
+        self.backend = as_backend(backend, backend_options)
         self.mask = as_mask(mask)
         if position not in POSITIONS:  # a typo would silently mean "no position" otherwise
             raise ValueError(f"position={position!r} is not one of {', '.join(POSITIONS)}")

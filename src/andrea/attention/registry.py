@@ -150,6 +150,11 @@ def get_mask(name: str, /, **params: Any) -> Mask:
     return _construct("mask", name, mask_registry.load(name), params)
 
 
+def as_backend(spec: str | AttentionBackend, options: Mapping[str, Any] | None = None) -> AttentionBackend:
+    """A backend from what a config says: a registry name with its options, or a backend already built."""
+    return get_backend(spec, **(options or {})) if isinstance(spec, str) else spec
+
+
 def as_mask(spec: Mask | str | Mapping[str, Any] | None) -> Mask:
     """A mask from what a config or a model file says: an expression ("causal & sliding_window(window=64)"),
     a registry name with its fields ({"name": "sliding_window", "window": 64}, as conf/mask/ writes it),

@@ -146,15 +146,14 @@ def inspect_app(cfg: DictConfig) -> None:
             with intervene(model, dict.fromkeys(heads, scale), means):
                 _, weights = model(ids, return_weights=True)  # one (1, H, T, T) per layer
         table = importance(net, run_dir, cfg) if cfg.importance else None
+        frames = training_frames(run_dir)  # reads the run's result.json: refused here if it is no result
     except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
         sys.exit(2)
     scores = {role: s.values for role, s in score_heads(weights, ids).items()}
     ablated = f" · ablated ({cfg.ablation}): {', '.join(cfg.ablate)}" if heads else ""
     title = f"{Path(cfg.ckpt_path).name} · {ids.shape[1]} tokens{ablated}"
-    page = explorer_page(
-        token_labels(tokenizer, ids[0].tolist()), [w[0].cpu() for w in weights], scores, title, training_frames(run_dir)
-    )
+    page = explorer_page(token_labels(tokenizer, ids[0].tolist()), [w[0].cpu() for w in weights], scores, title, frames)
     out.write_text(page)
     if table:
         print(table)

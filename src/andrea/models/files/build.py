@@ -12,20 +12,13 @@ from andrea.models.files.schema import ModelFileError, NetSpec, mask_targets, mo
 
 
 def build(spec: NetSpec) -> nn.Module:
-    """The network `spec` describes, constructed by andrea (no instantiate: the class comes from MODELS,
-    the mask and backend from the registries)."""
-    from andrea.attention import get_mask, parse_mask
-
-    fields = dict(spec.fields)
-    if spec.attention is not None:
-        attention = dict(spec.attention)
-        mask = attention.get("mask")
-        if isinstance(mask, dict):
-            name = mask_targets()[mask["_target_"]] if "_target_" in mask else mask["name"]
-            attention["mask"] = get_mask(name, **{k: v for k, v in mask.items() if k not in ("name", "_target_")})
-        elif isinstance(mask, str):
-            attention["mask"] = parse_mask(mask)
-        fields["attention"] = attention
+    """The network `spec` describes, constructed by andrea (no instantiate: the class comes from MODELS;
+    the network reads its mask and backend from the registries, attention.as_mask and as_backend)."""
+    fields, attention = dict(spec.fields), spec.attention or {}
+    mask = attention.get("mask")
+    if isinstance(mask, dict) and "_target_" in mask:  # an older file names the mask's class: its name instead
+        fields_of_mask = {k: v for k, v in mask.items() if k not in ("name", "_target_")}
+        fields["attention"] = {**attention, "mask": {**fields_of_mask, "name": mask_targets()[mask["_target_"]]}}
     return model_class(spec.target)(**fields)
 
 
