@@ -72,7 +72,7 @@ def test_bad_text_is_refused(tmp_path, setup, message):
 def test_bad_parameters(tmp_path):
     with pytest.raises(ValueError, match="data.tokenizer='sentencepiece' is not one of gpt2, bytes"):
         module(tmp_path, tokenizer="sentencepiece")
-    with pytest.raises(ValueError, match="data.val_fraction=1.5 must be between 0 and 1"):
+    with pytest.raises(ValueError, match=r"data.val_fraction=1.5 must be a finite number > 0 and < 1"):
         module(tmp_path, val_fraction=1.5)
 
 

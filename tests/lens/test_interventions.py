@@ -120,7 +120,7 @@ def test_andrea_inspect_writes_the_page_and_the_table(induction_run, monkeypatch
     [
         ([], "a checkpoint is required: andrea-inspect <run dir>/checkpoints/last.ckpt [input]"),
         (["{ckpt}", "ablate=[L5H0]"], "ablate: L5H0 is not in this network (layers 0..1, heads 0..3)"),
-        (["{ckpt}", "ablation=half"], "ablation='half' must be zero or mean"),
+        (["{ckpt}", "ablation=half"], "ablation='half' must be one of zero, mean"),
         (["{ckpt}", "70 71"], "prompt holds token id 70, outside the model's vocabulary 0..63"),
         (["{ckpt}", "+colour=red"], "colour is not a setting of the config"),
     ],

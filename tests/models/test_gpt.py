@@ -82,7 +82,7 @@ def test_causal_language_model():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(position="sinusoidal"), "position.kind='sinusoidal' is not one of learned, rope, alibi, none"),
+        (dict(position="sinusoidal"), "model.net.position='sinusoidal' must be one of learned, rope, alibi, none"),
         (dict(n_layer=0), "model.net.n_layer=0 must be a positive integer"),
     ],
 )

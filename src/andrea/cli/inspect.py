@@ -25,14 +25,14 @@ from andrea.cli.app import SettingError, run_app
 from andrea.cli.prompt import TokenIds, encode_prompt, pick_tokenizer
 from andrea.train.hydra_run import task_overrides
 from andrea.train.keys import check_added_keys
-from andrea.utils.rules import integer
+from andrea.utils.rules import BOOLEAN, first_problem, integer, one_of
 
 COMMAND = "andrea-inspect"
 SETTINGS = {
-    "importance": ((lambda v: isinstance(v, bool)), "true or false"),
+    "importance": BOOLEAN,
     "importance_batches": integer(1, 10_000),
     "max_tokens": integer(2, 4096),
-    "ablation": ((lambda v: v in ("zero", "mean")), "zero or mean"),
+    "ablation": one_of("zero", "mean"),
 }
 
 
@@ -42,9 +42,9 @@ def check_settings(cfg: DictConfig) -> None:
         raise SettingError(problem)
     if OmegaConf.is_missing(cfg, "ckpt_path"):
         raise SettingError(f"a checkpoint is required: {COMMAND} <run dir>/checkpoints/last.ckpt [input]")
-    for key, (test, words) in SETTINGS.items():
-        if not test(cfg[key]):
-            raise SettingError(f"{key}={cfg[key]!r} must be {words}")
+    problem = first_problem(SETTINGS, cfg)
+    if problem:
+        raise SettingError(problem)
     if not OmegaConf.is_list(cfg.ablate):
         raise SettingError(f"ablate={cfg.ablate!r} must be a list of heads, e.g. ablate=[L0H1,L1H3]")
 

@@ -24,7 +24,7 @@ from andrea.cli.prompt import TokenIds, encode_prompt, pick_tokenizer
 from andrea.data.tokenizers import TOKENIZERS, Tokenizer
 from andrea.train.hydra_run import task_overrides
 from andrea.train.keys import check_added_keys
-from andrea.utils.rules import integer, number, optional
+from andrea.utils.rules import BOOLEAN, first_problem, integer, number, optional
 
 MAX_TOKENS = 10_000_000  # num_samples x max_new_tokens held at once: ~100 bytes each, about 1 GB
 
@@ -36,7 +36,7 @@ SETTINGS = {
     "top_k": optional(integer(1)),
     "top_p": optional(number(0.0, 1.0, low_open=True)),
     "seed": integer(0, 2**63 - 1),
-    "cache": ((lambda v: isinstance(v, bool)), "true or false"),
+    "cache": BOOLEAN,
     "ckpt_path": ((lambda v: isinstance(v, str) and v != ""), "the path of a .ckpt or .safetensors file"),
     "device": (
         (lambda v: isinstance(v, str) and re.fullmatch(r"cpu|cuda(:\d+)?", v) is not None),
@@ -54,9 +54,9 @@ def check_settings(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         raise SettingError(
             "ckpt_path is required: give ckpt_path=<run dir>/checkpoints/last.ckpt or a .safetensors export"
         )
-    for key, (test, words) in SETTINGS.items():
-        if not test(cfg[key]):
-            raise SettingError(f"{key}={cfg[key]!r} must be {words}")
+    problem = first_problem(SETTINGS, cfg)
+    if problem:
+        raise SettingError(problem)
     if cfg.num_samples * cfg.max_new_tokens > MAX_TOKENS:
         raise SettingError(
             f"max_new_tokens={cfg.max_new_tokens} x num_samples={cfg.num_samples} is more than {MAX_TOKENS:,} tokens "

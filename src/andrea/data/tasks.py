@@ -25,6 +25,8 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
+from andrea.data.settings import DATA
+from andrea.utils.rules import enforce
 
 IGNORE_INDEX = -100
 
@@ -67,10 +69,8 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__()
-        for key, value in (("vocab_size", vocab_size), ("seq_len", seq_len), ("num_train", num_train),
-                           ("num_val", num_val), ("batch_size", batch_size)):  # fmt: skip
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"data.{key}={value!r} must be a positive integer")
+        sizes = dict(vocab_size=vocab_size, seq_len=seq_len, num_train=num_train, num_val=num_val)
+        enforce(DATA, sizes | dict(batch_size=batch_size, num_workers=num_workers), "data.")
         self.vocab_size, self.seq_len = vocab_size, seq_len
         self.num_train, self.num_val, self.batch_size = num_train, num_val, batch_size
         self.seed, self.num_workers = seed, num_workers

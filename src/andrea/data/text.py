@@ -21,8 +21,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
+from andrea.data.settings import DATA
 from andrea.data.tokenizers import TOKENIZERS, Tokenizer, tokenizer_vocab_size
 from andrea.utils.files import atomic_write
+from andrea.utils.rules import enforce
 
 EXCERPT = Path(__file__).parent / "corpus" / "tempest_excerpt.txt"
 
@@ -158,11 +160,8 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
                 f"data.vocab_size={vocab_size} but data.tokenizer={tokenizer} has {tokenizer_vocab} ids; drop the "
                 "override"
             )
-        for key, value in (("seq_len", seq_len), ("batch_size", batch_size), ("samples_per_epoch", samples_per_epoch)):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"data.{key}={value!r} must be a positive integer")
-        if not 0 < val_fraction < 1:
-            raise ValueError(f"data.val_fraction={val_fraction!r} must be between 0 and 1")
+        sizes = dict(seq_len=seq_len, batch_size=batch_size, samples_per_epoch=samples_per_epoch)
+        enforce(DATA, sizes | dict(val_fraction=val_fraction, num_workers=num_workers, max_bytes=max_bytes), "data.")
         self.files = text_files(path or EXCERPT, max_bytes)  # refuses a missing or special path before any read
         self.tokenizer_name, self.seq_len, self.batch_size = tokenizer, seq_len, batch_size
         self.samples_per_epoch, self.val_fraction, self.seed, self.num_workers = (

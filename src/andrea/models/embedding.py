@@ -20,8 +20,6 @@ class Embeddings(nn.Module):
 
     def __init__(self, vocab_size: int, max_context: int, d_model: int, position: str = "learned") -> None:
         super().__init__()
-        if position not in self.kinds:
-            raise ValueError(f"position.kind={position!r} is not one of {', '.join(self.kinds)}")
         self.max_context, self.sparse_grad = max_context, False
         self.token = nn.Embedding(vocab_size, d_model)
         self.position = nn.Embedding(max_context, d_model) if position == "learned" else None

@@ -29,8 +29,8 @@ from andrea.attention import MultiHeadSelfAttention
 from andrea.attention.block import shared_parts
 from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
-
-ACTIVATIONS = {"gelu": "none", "gelu_tanh": "tanh"}  # activation -> F.gelu's `approximate`
+from andrea.models.settings import ACTIVATIONS, NET
+from andrea.utils.rules import enforce
 
 
 class MLP(nn.Module):
@@ -94,12 +94,9 @@ class GPT(nn.Module):
         activation: str = "gelu",
     ) -> None:
         super().__init__()
-        if not isinstance(n_layer, int) or n_layer <= 0:
-            raise ValueError(f"model.net.n_layer={n_layer!r} must be a positive integer")
-        if not isinstance(bias, bool):
-            raise ValueError(f"model.net.bias={bias!r} must be true or false")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"model.net.activation={activation!r} must be one of {', '.join(ACTIVATIONS)}")
+        settings: dict[str, Any] = dict(vocab_size=vocab_size, max_context=max_context, n_layer=n_layer)
+        settings |= dict(d_model=d_model, mlp_ratio=mlp_ratio, dropout=dropout, position=position)
+        enforce(NET, settings | dict(bias=bias, activation=activation), "model.net.")
         attention = {"n_head": 12, "backend": "sdpa", "mask": "causal", **(attention or {}), "position": position}
         attention = shared_parts(attention)  # one backend and one mask for every layer
         self.vocab_size, self.max_context, self.n_layer = vocab_size, max_context, n_layer

@@ -17,6 +17,8 @@ from andrea.attention import MultiHeadSelfAttention
 from andrea.attention.block import shared_parts
 from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
+from andrea.models.settings import NET
+from andrea.utils.rules import enforce
 
 
 class ToyModel(nn.Module):
@@ -32,6 +34,8 @@ class ToyModel(nn.Module):
         position: str = "learned",
     ) -> None:
         super().__init__()
+        settings = dict(vocab_size=vocab_size, max_context=max_context, d_model=d_model, n_layer=n_layer)
+        enforce(NET, settings | {"position": position}, "model.net.")
         self.vocab_size, self.max_context = vocab_size, max_context
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         blocks = [] if attention is None else range(n_layer)

@@ -19,7 +19,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from andrea.utils.rules import POSITIVE, Rule, duration, either, integer, number, optional
+from andrea.data.settings import DATA
+from andrea.models.settings import NET
+from andrea.train.lit.attention_maps import PREFIX, AttentionMaps
+from andrea.utils.rules import POSITIVE, Rule, duration, either, first_problem, integer, number, optional, prefixed
 
 HYDRA_KEYWORDS = ("_target_", "_partial_", "_convert_", "_recursive_", "_args_")
 
@@ -28,26 +31,11 @@ BATCHES = optional(
 )
 RANGES: dict[str, Rule] = {  # data first: the presets interpolate model.net from it
     "seed": integer(0, 2**32 - 1),  # numpy's seed range (Lightning seeds numpy too)
-    "data.vocab_size": POSITIVE,
-    "data.seq_len": POSITIVE,
-    "data.batch_size": POSITIVE,
-    "data.num_train": POSITIVE,
-    "data.num_val": POSITIVE,
-    "data.samples_per_epoch": POSITIVE,
-    "data.val_fraction": number(0.0, 1.0, low_open=True, high_open=True),
-    "data.num_workers": integer(0),
-    "data.max_bytes": POSITIVE,
+    **prefixed("data.", DATA),
     "model.optimizer.lr": number(0.0, low_open=True),
     "model.optimizer.weight_decay": number(0.0),
     "model.optimizer.eps": number(0.0, low_open=True),
-    "model.net.vocab_size": POSITIVE,
-    "model.net.max_context": POSITIVE,
-    "model.net.d_model": POSITIVE,
-    "model.net.n_layer": POSITIVE,
-    "model.net.mlp_ratio": POSITIVE,
-    "model.net.dropout": number(0.0, 1.0, high_open=True),
-    "model.net.bias": ((lambda v: isinstance(v, bool)), "true or false"),
-    "model.net.activation": ((lambda v: v in ("gelu", "gelu_tanh")), "gelu or gelu_tanh"),
+    **prefixed("model.net.", NET, leave=("position",)),  # position.kind: checked against the model's kinds
     "trainer.max_epochs": optional(integer(1, also=(-1,))),
     "trainer.min_epochs": optional(integer(0)),
     "trainer.max_steps": integer(1, also=(-1,)),
@@ -69,13 +57,7 @@ RANGES: dict[str, Rule] = {  # data first: the presets interpolate model.net fro
     "trainer.gradient_clip_val": optional(number(0.0)),
     "trainer.num_nodes": POSITIVE,
     "callbacks.last_checkpoint.every_n_train_steps": POSITIVE,
-    "callbacks.attention_maps.every_n_steps": POSITIVE,
-    "callbacks.attention_maps.probe_rows": POSITIVE,
-    "callbacks.attention_maps.row": integer(0),
-    "callbacks.attention_maps.max_pending": POSITIVE,
-    "callbacks.attention_maps.schedule": ((lambda v: v in ("log", "linear")), "log or linear"),
-    "callbacks.attention_maps.window": optional(integer(2)),
-    "callbacks.attention_maps.scale": ((lambda v: v in ("log", "row", "linear")), "log, row or linear"),
+    **prefixed(PREFIX, AttentionMaps.SETTINGS),
     "callbacks.run_stats.peak_tflops": optional(number(0.0, low_open=True)),
 }
 
@@ -83,11 +65,8 @@ RANGES: dict[str, Rule] = {  # data first: the presets interpolate model.net fro
 def check_ranges(cfg: DictConfig) -> str | None:
     """The first documented number out of its type or range, as a one-line message (None: all fine)."""
     missing = object()
-    for key, (test, words) in RANGES.items():
-        value = OmegaConf.select(cfg, key, default=missing)
-        if value is not missing and not test(value):
-            return f"{key}={value!r} must be {words}"
-    return None
+    values = {key: OmegaConf.select(cfg, key, default=missing) for key in RANGES}
+    return first_problem(RANGES, {key: value for key, value in values.items() if value is not missing})
 
 
 def check_added_keys(cfg: DictConfig, overrides: list[str]) -> str | None:

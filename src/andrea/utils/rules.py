@@ -1,11 +1,16 @@
 """Rules for a setting's value: a test and what it must be in words (`integer(1)` reads "a positive
-integer"). The config checks (andrea.train.keys), the model-file schema and the CLIs' settings share them."""
+integer").
+
+The part that owns settings declares them once, as a table of rules (andrea.models.settings.NET,
+andrea.data.settings.DATA, AttentionMaps.SETTINGS, each CLI's SETTINGS), and checks itself with
+`enforce`; the config checks (andrea.train.keys.RANGES) and the model-file schema read the same tables
+through `first_problem`, so a rule and its words are written once."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 Rule = tuple[Callable[[Any], bool], str]  # a test of a value, and what it must be in words
@@ -65,4 +70,31 @@ def duration() -> Rule:
     ), 'DD:HH:MM:SS, e.g. "00:01:30:00", or null'
 
 
+def one_of(*choices: Any) -> Rule:
+    words = "one of " + ", ".join(map(str, choices))
+    return (lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool) and v in choices), words
+
+
 POSITIVE = integer(1)
+BOOLEAN: Rule = ((lambda v: isinstance(v, bool)), "true or false")
+
+
+def first_problem(rules: Mapping[str, Rule], values: Mapping[str, Any], prefix: str = "") -> str | None:
+    """The first of `values` that breaks its rule, as "<prefix><key>=<value> must be <words>" (None: all
+    fine). A key `values` lacks is not checked: its owner's default applies."""
+    for key, (test, words) in rules.items():
+        if key in values and not test(values[key]):
+            return f"{prefix}{key}={values[key]!r} must be {words}"
+    return None
+
+
+def enforce(rules: Mapping[str, Rule], values: Mapping[str, Any], prefix: str = "") -> None:
+    """Raise ValueError with `first_problem`'s line, if any: what a constructor calls on its own arguments."""
+    problem = first_problem(rules, values, prefix)
+    if problem:
+        raise ValueError(problem)
+
+
+def prefixed(prefix: str, rules: Mapping[str, Rule], leave: tuple[str, ...] = ()) -> dict[str, Rule]:
+    """`rules` under the config keys `<prefix><key>` (those in `leave` aside)."""
+    return {prefix + key: rule for key, rule in rules.items() if key not in leave}

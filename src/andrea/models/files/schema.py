@@ -5,10 +5,7 @@ stores the resolved `model.net` config. Reading it never hands it to `hydra.util
 `parse` checks it against a fixed schema and `build` constructs the network itself.
 
     _target_           one of MODELS (andrea's model classes), nothing else
-    vocab_size, max_context, d_model, n_layer, mlp_ratio    positive integers
-    dropout            a number in [0, 1)
-    position           one of the position kinds (learned, rope, alibi, none)
-    bias, activation   GPT only: true or false; gelu or gelu_tanh
+    vocab_size, ..., position, bias, activation    andrea.models.settings.NET's rules, as in a config
     attention          null, or n_head, n_kv_head (integers), backend (a registered backend's
                        name), backend_options (plain values), mask (below)
     mask               null, an expression of registered mask names ("causal & sliding_window(window=8)",
@@ -31,14 +28,13 @@ from typing import Any
 
 from torch import nn
 
-from andrea.utils.rules import POSITIVE, number
+from andrea.models.settings import NET
+from andrea.utils.rules import POSITIVE, first_problem
 
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
-INTEGERS = ("vocab_size", "max_context", "d_model", "n_layer", "mlp_ratio")
 ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mask")
 PLAIN = (str, int, float, bool, type(None))
 POSITIVE_INT = POSITIVE[0]  # the value rules of andrea.utils.rules, for a file's fields as for a config's
-FRACTION = number(0.0, 1.0, high_open=True)[0]  # in [0, 1)
 
 
 class ModelFileError(ValueError):
@@ -116,22 +112,11 @@ def _fields(config: dict, target: str, refuse: Callable[[str, str], ModelFileErr
 
 
 def _check_values(fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError]) -> None:
-    """The value of each plain setting: sizes, dropout, bias, activation, position."""
-    from andrea.attention.positions import POSITIONS
-    from andrea.models.gpt import ACTIVATIONS
-
-    for key in INTEGERS:
-        if key in fields and not POSITIVE_INT(fields[key]):
-            raise refuse(f".{key}", f"={fields[key]!r} must be a positive integer")
-    dropout = fields.get("dropout", 0.0)
-    if not FRACTION(dropout):
-        raise refuse(".dropout", f"={dropout!r} must be a number in [0, 1)")
-    if not isinstance(fields.get("bias", False), bool):
-        raise refuse(".bias", f"={fields['bias']!r} must be true or false")
-    if fields.get("activation", "gelu") not in ACTIVATIONS:
-        raise refuse(".activation", f"={fields['activation']!r} is not one of {', '.join(ACTIVATIONS)}")
-    if fields.get("position") not in POSITIONS:
-        raise refuse(".position", f"={fields.get('position')!r} is not one of {', '.join(POSITIONS)}")
+    """The value of each plain setting (andrea.models.settings.NET): sizes, dropout, bias, activation, position."""
+    problem = first_problem(NET, fields)
+    if problem:
+        key, _, rest = problem.partition("=")
+        raise refuse(f".{key}", f"={rest}")
 
 
 def _parse_attention(
