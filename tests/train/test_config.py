@@ -212,7 +212,10 @@ REJECTED = [
         "data.batch_size=100000000: training needs about .* of activations\\), more than .*; lower data.batch_size",
     ),
     (["model.ablate=[L0H7]"], "model.ablate: L0H7 is not in this network \\(layers 0..0, heads 0..3\\)"),
-    (["callbacks.attention_maps.scale=viridis"], "callbacks.attention_maps.scale='viridis' must be one of log, row, linear"),
+    (
+        ["callbacks.attention_maps.scale=viridis"],
+        "callbacks.attention_maps.scale='viridis' must be one of log, row, linear",
+    ),
     (["callbacks.attention_maps.window=1"], "callbacks.attention_maps.window=1 must be "),
     (
         ["callbacks.attention_maps.row=8"],
