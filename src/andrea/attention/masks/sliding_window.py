@@ -1,22 +1,24 @@
 """Sliding window: a query sees itself and the `window - 1` keys before it
-(Longformer / Mistral style local attention), so memory stays bounded."""
+(Longformer / Mistral style local attention), so memory stays bounded.
+
+    sliding_window(w)               = causal & Band(w)
+    sliding_window(w, causal=False) = Band(w, both_ways=True): |i - j| < w, for encoders
+"""
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from torch import Tensor
-
 from andrea.attention.masks.base import Mask
-from andrea.attention.masks.params import MaskParams
+from andrea.attention.masks.causal import Causal
+from andrea.attention.masks.composite import Composite
+from andrea.attention.masks.primitives import Band
 
 
 @dataclass(frozen=True, repr=False)
-class SlidingWindow(Mask):
+class SlidingWindow(Composite):
     window: int
-    causal: bool = True  # False: a symmetric band |i - j| < window, for encoders
+    causal: bool = True
     kind: ClassVar[str] = "sliding_window"
-    attends_self: ClassVar[bool] = True
-    translation_invariant: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, int) or isinstance(self.window, bool) or self.window <= 0:
@@ -24,16 +26,12 @@ class SlidingWindow(Mask):
                 f"mask.window={self.window!r} must be a positive integer (the number of keys a query sees)"
             )
 
-    @property
-    def max_lookback(self) -> int | None:  # type: ignore[override]
-        return self.window if self.causal else None  # a KV cache keeps `window` keys
+    def compose(self) -> Mask:
+        return Causal() & Band(self.window) if self.causal else Band(self.window, both_ways=True)
 
     @property
     def name(self) -> str:
         return f"sliding_window_{self.window}" + ("" if self.causal else "_bidirectional")
-
-    def params(self) -> MaskParams:
-        return MaskParams(causal=self.causal, window=self.window, band=not self.causal)
 
     def check_context(self, seq_len: int) -> None:
         if self.window > seq_len:
@@ -45,9 +43,3 @@ class SlidingWindow(Mask):
     @classmethod
     def examples(cls, batch: int, seq: int) -> list[Mask]:
         return [cls(3), cls(2, causal=False)]
-
-    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        distance = q_idx - kv_idx
-        if self.causal:
-            return (distance >= 0) & (distance < self.window)
-        return (distance < self.window) & (distance > -self.window)
