@@ -28,16 +28,34 @@ def test_a_failed_job_carries_its_error_where_hydra_raises_it_from():
     assert "_return_value" in inspect.signature(JobReturn).parameters
 
 
-def test_the_submitit_launcher_still_submits_through_map_array_and_reads_results():
-    submitit = pytest.importorskip("submitit", reason="the `sweep` extra is not installed")
-    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
+def test_submit_builds_what_the_plugins_launch_builds():
+    """`submit` is the plugin's `launch` up to its map_array: the pieces it reads are still the plugin's."""
+    pytest.importorskip("submitit", reason="the `sweep` extra is not installed")
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher, LocalLauncher
 
     source = inspect.getsource(BaseSubmititLauncher.launch)
-    assert "executor.map_array(self, *zip(*job_params))" in source, "the launcher no longer submits with map_array"
-    assert "j.results()[0] for j in jobs" in source, "the launcher no longer reads each job's results()"
-    assert '"hydra.sweep.dir",\n                    idx,' in source, "the job number is no longer map_array's 3rd list"
+    for piece in (
+        'specific_init_keys = {"max_num_timeout"}',
+        'init_params = {"folder": self.params["submitit_folder"]}',
+        "submitit.AutoExecutor(cluster=self._EXECUTOR, **init_params)",
+        "baseparams = set(OmegaConf.structured(BaseQueueConf).keys())",
+        'if "mode" in self.config.hydra.sweep:',
+        '"hydra.sweep.dir",\n                    idx,\n                    f"job_id_for_{idx}",\n'
+        "                    Singleton.get_state(),",
+        "jobs = executor.map_array(self, *zip(*job_params))",
+        "return [j.results()[0] for j in jobs]",
+    ):
+        assert piece in source, f"the submitit launcher's launch changed: {piece!r} is gone; re-check submit()"
+    assert LocalLauncher._EXECUTOR == "local" and "timeout_min" in BaseQueueConf.__dataclass_fields__
+    assert list(inspect.signature(BaseSubmititLauncher.__call__).parameters)[1:] == [
+        "sweep_overrides", "job_dir_key", "job_num", "job_id", "singleton_state"
+    ]  # fmt: skip
 
-    original = submitit.AutoExecutor.map_array
-    with hydra_internals.each_job_settled(lambda job, overrides, number: (job, overrides, number)):
-        assert submitit.AutoExecutor.map_array is not original
-    assert submitit.AutoExecutor.map_array is original
+
+def test_andreas_launchers_patch_nothing():
+    submitit = pytest.importorskip("submitit", reason="the `sweep` extra is not installed")
+    import hydra_plugins.andrea_launchers as launchers
+
+    assert submitit.AutoExecutor.map_array is submitit.Executor.map_array
+    assert "launch" in vars(launchers._KeepEveryJob)  # its own launch, through hydra_internals.submit

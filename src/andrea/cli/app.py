@@ -74,9 +74,10 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
             # Hydra's own writes (the run dir, its .hydra folder), before any work: input refused
             fail(command, str(disk_error(err, "writing the run's files", err.filename or ".")), 2)
         except Exception as err:
-            if sweep.current_sweep_dir is None:
+            sweep_dir = sweep.failed_sweep_dir(err)
+            if sweep_dir is None:
                 raise
-            fail(command, sweep.failure_line(sweep.current_sweep_dir, err), 1)  # a job failed: the rows say which
+            fail(command, sweep.failure_line(sweep_dir, err), 1)  # a job failed: the rows say which
 
 
 @contextmanager

@@ -5,17 +5,21 @@ upgrade moves any of them). Nothing else in andrea reaches past Hydra's public A
 
     job_error(job_return)                 the exception a FAILED job raised (Hydra keeps it in a private field)
     failed_job(overrides, error)          a FAILED JobReturn carrying `error`, as Hydra's own are
-    each_job_settled(settle)              for a `with` block, every job the submitit launcher submits
-                                          goes through `settle` before the launcher reads its results
+    submit(launcher, overrides, idx)      the submitit launcher's submission, its jobs returned unread
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import OmegaConf
+
+log = logging.getLogger("hydra_plugins.hydra_submitit_launcher.submitit_launcher")  # the plugin's lines, as its own
 
 CHECKED_WITH = {"hydra-core": "1.3.8", "hydra-submitit-launcher": "1.2.0", "submitit": "1.5.4"}
 
@@ -32,31 +36,39 @@ def failed_job(overrides: list[str], error: BaseException) -> JobReturn:
     return ret
 
 
-# settle(job, overrides, job_number) -> an object whose results() the launcher reads in place of the job's
-Settle = Callable[[Any, list[str], int], Any]
-
-
-@contextmanager
-def each_job_settled(settle: Settle) -> Iterator[None]:
-    """Within the block, the submitit launcher's jobs pass through `settle` as they are submitted.
-
-    hydra-submitit-launcher's `launch` submits with `executor.map_array(self, overrides, "hydra.sweep.dir",
-    numbers, ...)` and then reads `job.results()[0]` of each job in one list comprehension; this wraps
-    `submitit.AutoExecutor.map_array` for the block's duration so each returned job is `settle`d first.
-    """
+def submit(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
+    """Submit a sweep's jobs as hydra-submitit-launcher's `BaseSubmititLauncher.launch` does, and return the
+    submitit jobs instead of reading their results in one list (where the first dead job raises and the
+    others go unread). `launcher` is one of the plugin's launchers, set up by Hydra; this is its `launch`
+    up to `executor.map_array`, built from the same pieces: its `params`, `_EXECUTOR` and `BaseQueueConf`."""
     import submitit
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import filter_overrides
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
-    original = submitit.AutoExecutor.map_array
-
-    def map_array(
-        executor: submitit.Executor, fn: Callable[..., Any], overrides: Sequence[Sequence[str]], *rest: Any
-    ) -> list[Any]:
-        jobs = original(executor, fn, overrides, *rest)
-        numbers = rest[1]  # the job numbers the plugin passes after "hydra.sweep.dir"
-        return [settle(job, list(o), n) for job, o, n in zip(jobs, overrides, numbers, strict=True)]
-
-    submitit.AutoExecutor.map_array = map_array  # type: ignore[method-assign, assignment]  # restored below
-    try:
-        yield
-    finally:
-        submitit.AutoExecutor.map_array = original  # type: ignore[method-assign]  # submitit's own again
+    init_keys = {"max_num_timeout", "submitit_folder"}
+    executor = submitit.AutoExecutor(
+        cluster=launcher._EXECUTOR,
+        folder=launcher.params["submitit_folder"],
+        **{f"{launcher._EXECUTOR}_{k}": v for k, v in launcher.params.items() if k == "max_num_timeout"},
+    )
+    queue_keys = set(OmegaConf.structured(BaseQueueConf).keys())
+    executor.update_parameters(
+        **{
+            k if k in queue_keys else f"{launcher._EXECUTOR}_{k}": v
+            for k, v in launcher.params.items()
+            if k not in init_keys
+        }  # fmt: skip
+    )
+    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    if "mode" in launcher.config.hydra.sweep:
+        os.chmod(sweep_dir, mode=int(str(launcher.config.hydra.sweep.mode), 8))
+    numbers = range(initial_job_idx, initial_job_idx + len(job_overrides))
+    for number, overrides in zip(numbers, job_overrides, strict=True):
+        log.info(f"\t#{number} : {' '.join(filter_overrides(overrides))}")
+    state = Singleton.get_state()
+    params = [
+        (list(o), "hydra.sweep.dir", n, f"job_id_for_{n}", state) for o, n in zip(job_overrides, numbers, strict=True)
+    ]
+    return list(executor.map_array(launcher, *zip(*params, strict=True)))

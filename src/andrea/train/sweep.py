@@ -45,7 +45,19 @@ COLUMNS = [
     "wall_s",
     "run_dir",
 ]
-current_sweep_dir: str | None = None  # the sweep this process runs, for the one line that ends a failed one
+SWEEP_DIR_ATTRIBUTE = "andrea_sweep_dir"  # set on a failed job's error: the sweep it ends, for the one line
+
+
+def mark_failed(error: BaseException, sweep_dir: str | Path) -> None:
+    """Say on a failed job's error which sweep it belongs to: Hydra's sweeper raises it after the batch, and
+    andrea-train turns it into one line about the sweep (`failed_sweep_dir`). Pickled with the error, so a
+    job in a process of its own (hydra/launcher=local, slurm) hands it back too."""
+    setattr(error, SWEEP_DIR_ATTRIBUTE, str(sweep_dir))
+
+
+def failed_sweep_dir(error: BaseException) -> str | None:
+    """The sweep a job's error ended (`mark_failed`), None for any other error."""
+    return getattr(error, SWEEP_DIR_ATTRIBUTE, None)
 
 
 def job_failed(
@@ -158,15 +170,13 @@ def _job_number(name: str) -> int:
 class SweepSummary(Callback):
     """Hydra callback (hydra.callbacks in conf/hydra/default.yaml)."""
 
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        global current_sweep_dir
-        current_sweep_dir = str(config.hydra.sweep.dir)
-
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if not is_multirun():
             return
         if job_return.status == JobStatus.FAILED:
-            job_failed(Path(config.hydra.runtime.output_dir), job_return.overrides or [], job_error(job_return), None)
+            error = job_error(job_return)
+            job_failed(Path(config.hydra.runtime.output_dir), job_return.overrides or [], error, None)
+            mark_failed(error, config.hydra.sweep.dir)
         write_summary(config.hydra.sweep.dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

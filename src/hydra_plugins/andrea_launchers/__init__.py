@@ -9,9 +9,10 @@ exit code itself, through andrea.train.sweep.SweepSummary); then the sweep goes 
 summary and andrea-train's one-line report (andrea.cli.app). submitit's local
 controller does not keep its tasks' exit codes, so a killed job's is left blank.
 
-The hook into the plugin lives in andrea.train.hydra_internals (`each_job_settled`; the slow test
-tests/cli/test_train.py::test_local_launcher_keeps_a_row_for_a_killed_job fails
-if the plugin stops calling it). Hydra takes launchers only from the `hydra_plugins`
+The submission, built from the plugin's own pieces, lives in andrea.train.hydra_internals
+(`submit`; tests/train/test_hydra_internals.py and the slow test
+tests/cli/test_train.py::test_local_launcher_keeps_a_row_for_a_killed_job fail if they
+move). Hydra takes launchers only from the `hydra_plugins`
 namespace, hence this module's place; andrea-train registers it (`register()`), since an
 editable install's namespace is not scanned. Without the `sweep` extra it defines nothing.
 """
@@ -25,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from hydra.core.utils import JobReturn
 from omegaconf import DictConfig
 
-from andrea.train.hydra_internals import each_job_settled, failed_job
-from andrea.train.sweep import job_failed, job_line
+from andrea.train.hydra_internals import failed_job, submit
+from andrea.train.sweep import job_failed, job_line, mark_failed
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
 try:
@@ -59,6 +60,7 @@ class _Settled:
             if not (self.run_dir / RESULT_FILE).exists():  # the job's own report (failed, interrupted) wins
                 # submitit's local controller discards its tasks' exit codes: the code is unknown here
                 job_failed(self.run_dir, self.overrides, error, "", status="killed")
+            mark_failed(error, self.run_dir.parent)
             return [failed_job(self.overrides, error)]  # Hydra's sweeper raises it after the batch
         result = self.run_dir / RESULT_FILE  # the job printed its line into its own log: the console gets it here
         if result.exists():
@@ -74,12 +76,12 @@ class _KeepEveryJob(_Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.config is not None  # setup() comes first
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
-
-        def settle(job: submitit.Job[Any], overrides: list[str], number: int) -> _Settled:
-            return _Settled(job, overrides, sweep_dir / str(number))
-
-        with each_job_settled(settle):  # the plugin reads results() only: a _Settled in place of each job
-            return super().launch(job_overrides, initial_job_idx)
+        jobs = submit(self, job_overrides, initial_job_idx)
+        numbers = range(initial_job_idx, initial_job_idx + len(jobs))
+        settled = [
+            _Settled(job, list(o), sweep_dir / str(n)) for job, o, n in zip(jobs, job_overrides, numbers, strict=True)
+        ]
+        return [job.results()[0] for job in settled]
 
 
 if LocalLauncher is not None:
