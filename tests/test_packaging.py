@@ -1,8 +1,14 @@
 """Every Python package under src/andrea is listed for installation (a wheel would lack it otherwise)."""
 
+import sys
 from pathlib import Path
 
-import tomllib
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, as tomli (pytest's own dependency there)
+    tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).parents[1]
 

@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,7 @@ def test_every_fenced_block_is_run_or_says_why_not():
     assert not unmarked, f"add a <!-- readme: ... --> marker before: {', '.join(unmarked)}"
     assert sum(block.runs for block in found) >= 10
     for block in found:
+        assert block.marker is not None  # every block is marked (above)
         assert block.runs or len(block.marker.removeprefix("not run here: ")) > 5, block.line  # a reason
 
 
@@ -54,7 +56,7 @@ def resolve(command: str, folder: Path, appended: str) -> str:
     bin_dir = str(Path(sys.executable).parent)
     last_run = lambda: newest((folder / "logs" / "train" / "runs").iterdir())  # noqa: E731
     last_ckpt = lambda: newest(folder.glob("logs/*/runs/*/checkpoints/last.ckpt"))  # noqa: E731
-    substitutions = {
+    substitutions: dict[str, str | Callable[[], str]] = {
         "<same overrides>": appended,
         "logs/train/runs/<run>": lambda: str(last_run()),
         "<run dir>": lambda: str(last_run()),
@@ -108,7 +110,7 @@ def test_the_numbers_the_readme_quotes_are_the_code_s(tmp_path):
         "ANDREA-120M": GPT().num_parameters(),
         "GPT-2 with biases": GPT(bias=True, activation="gelu_tanh").num_parameters(),
         "ANDREA-12M": GPT(max_context=256, n_layer=6, d_model=192, attention={"n_head": 6}).num_parameters(),
-        "an attention layer": sum(p.numel() for p in GPT(n_layer=1).blocks[0].attention.parameters()),
+        "an attention layer": sum(p.numel() for p in GPT(n_layer=1).attention[0].parameters()),
     }
     for what, count in counts.items():
         assert f"{count:,}" in readme, f"{what}: {count:,} parameters is not what the README says"

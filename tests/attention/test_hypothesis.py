@@ -45,6 +45,7 @@ def test_backends_agree_on_random_shapes(problem, backend):
         out, probe = get_backend(backend)(q, k, v, mask, need_weights=True)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(probe, weights, atol=1e-6, rtol=1e-5)
+    assert weights is not None
     assert (weights >= 0).all()
     row_sums = weights.sum(-1)
     empty = row_sums == 0  # only rows with no key at all (padding) may sum to 0

@@ -24,8 +24,10 @@ def _reference_window(n, w, causal):
 def test_sliding_window_is_its_formula(window, causal):
     mask = SlidingWindow(window, causal=causal)
     assert torch.equal(_matrix(mask), _reference_window(9, window, causal))
-    assert torch.equal(mask.params().predicate(0, *torch.meshgrid(torch.arange(9), torch.arange(9), indexing="ij")),
-                       _reference_window(9, window, causal))  # fmt: skip
+    params = mask.params()
+    assert params is not None
+    q_idx, kv_idx = torch.meshgrid(torch.arange(9), torch.arange(9), indexing="ij")
+    assert torch.equal(params.predicate(torch.tensor(0), q_idx, kv_idx), _reference_window(9, window, causal))
 
 
 def test_prefix_lm_is_causal_or_the_prefix():

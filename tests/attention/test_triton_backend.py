@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from andrea.attention import (
     Causal,
     Document,
     KeyPadding,
+    Mask,
     MultiHeadSelfAttention,
     NoMask,
     PrefixLM,
@@ -34,7 +36,7 @@ from andrea.testing.checks import assert_close
 BATCH, T, D = 2, 37, 8  # 37 keys: three 16-wide blocks, the last one partial
 
 
-def masks() -> dict[str, object]:
+def masks() -> dict[str, Mask | None]:
     lengths = torch.tensor([T - 9, 20])
     docs = torch.tensor([[0] * 10 + [1] * 20 + [2] * (T - 30), [0] * 30 + [1] * (T - 30)])
     return {
@@ -75,11 +77,12 @@ def test_matches_naive_forward_and_backward_over_several_blocks(case):
     v = torch.randn(BATCH, n_kv_head, T, D, requires_grad=True)
     ref = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     out, _ = get_backend("triton")(q, k, v, mask)
-    expected, _ = get_backend("naive")(*ref, mask)
+    expected, _ = get_backend("naive")(ref[0], ref[1], ref[2], mask)
     assert_close(out, expected, torch.float32, f"triton x {mask_name}: output differs")
     grad = torch.randn_like(out)
     out.backward(grad), expected.backward(grad)
     for name, got, want in zip("qkv", (q, k, v), ref, strict=True):
+        assert got.grad is not None and want.grad is not None
         assert_close(got.grad, want.grad, torch.float32, f"triton x {mask_name}: d{name} differs")
 
 
@@ -105,6 +108,7 @@ def test_masks_say_themselves_as_kernel_parameters():
     assert fields(SlidingWindow(5).params()) == (True, 0, 5, False)
     assert fields(SlidingWindow(5, causal=False).params()) == (False, 0, 5, True)
     packed = (Causal() & Document(docs) & KeyPadding(lengths)).params()
+    assert packed is not None
     assert packed.causal and packed.document_ids is docs and packed.lengths is lengths
     assert fields(NoMask().params()) == fields(MaskParams())
     assert fields((Causal() & SlidingWindow(3)).params()) == (True, 0, 3, False)  # the window's causal half
@@ -120,7 +124,8 @@ class Launches:
     the backend's own argument builder."""
 
     def __init__(self, monkeypatch):
-        self.flags, self.windows = [], []
+        self.flags: list[dict[str, Any]] = []
+        self.windows: list[object] = []
         build = triton_backend._launch_args
 
         def spy(*args, **kwargs):
@@ -176,7 +181,7 @@ def test_a_fully_masked_sequence_gives_zeros_and_zero_gradients():
     out, _ = get_backend("triton")(q, k, v, Causal() & KeyPadding(torch.tensor([20, 0])))
     assert torch.isfinite(out).all() and (out[1] == 0).all()
     out.sum().backward()
-    assert all(torch.isfinite(t.grad).all() and (t.grad[1] == 0).all() for t in (q, k, v))
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() and (t.grad[1] == 0).all() for t in (q, k, v))
 
 
 def _without(env_key: str) -> dict[str, str]:
@@ -317,7 +322,7 @@ def test_float32_past_head_dim_64_is_refused_on_a_gpu_before_any_launch(monkeypa
 
     class OnCuda(torch.Tensor):
         @property
-        def device(self):
+        def device(self):  # type: ignore[override]  # a read-only fake of torch's writable attribute, on purpose
             return torch.device("cuda")
 
     q = torch.randn(1, 2, 4, 128).as_subclass(OnCuda)

@@ -4,7 +4,7 @@ it fails here, by name, not as a wrong memory figure in a benchmark table."""
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from andrea import torch_internals
+from andrea.bench import torch_internals
 
 
 def test_the_version_it_was_checked_with_is_the_one_installed():

@@ -34,6 +34,7 @@ def best(result, role, layer=None):
 @pytest.mark.parametrize("backend", TRAINABLE)
 def test_lookback_grows_a_previous_token_head(backend, tmp_path):
     result = train(compose_train(tmp_path, ["experiment=lookback", f"attention={backend}", "logger=none"]))
+    assert result.val_loss is not None and result.verdict is not None
     assert result.val_loss < 0.1
     assert best(result, "previous_token") > 0.8
     assert result.verdict["appeared"] is True and result.verdict["role"] == "previous_token"
@@ -42,6 +43,7 @@ def test_lookback_grows_a_previous_token_head(backend, tmp_path):
 @pytest.mark.parametrize("backend", TRAINABLE)
 def test_induction_grows_an_induction_head(backend, tmp_path):
     result = train(compose_train(tmp_path, ["experiment=induction", f"attention={backend}", "logger=none"]))
+    assert result.val_loss is not None and result.verdict is not None
     assert result.val_loss < 0.1
     assert best(result, "induction", layer=1) > 0.8
     assert best(result, "induction", layer=1) > 3 * best(result, "induction", layer=0)  # it is layer 1's job

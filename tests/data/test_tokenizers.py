@@ -25,8 +25,10 @@ def test_gpt2_round_trip(gpt2):
 
 
 def test_missing_and_altered_files(tmp_path):
+    packaged = _packaged_gpt2_files()
+    assert packaged is not None
     for name in ("encoder.json", "vocab.bpe"):
-        shutil.copy(_packaged_gpt2_files() / name, tmp_path / name)
+        shutil.copy(packaged / name, tmp_path / name)
     assert GPT2Tokenizer(tmp_path).encode("Hello world") == [15496, 995]
     with open(tmp_path / "vocab.bpe", "ab") as f:
         f.write(b"\n")

@@ -10,9 +10,10 @@ import torch.nn.functional as F
 
 from andrea.cli import inspect as inspect_cli
 from andrea.data.from_run import data_from_run
-from andrea.data.tasks import IGNORE_INDEX
+from andrea.data.tasks import IGNORE_INDEX, SyntheticTaskDataModule
 from andrea.lens.interventions import head_importance, head_means, intervene, parse_heads
 from andrea.models.files.checkpoint import load_checkpoint
+from andrea.models.network import network
 from andrea.models.toy import ToyModel
 from andrea.train.lit.module import LanguageModelModule
 
@@ -25,8 +26,13 @@ def toy():
 def z_of(net, layer, idx):
     """Layer `layer`'s head outputs z (B, H, T, d), as the block hands them to W_O."""
     seen = []
+
+    def record(z):
+        seen.append(z)
+        return z
+
     with intervene(net, {}):
-        net.attention[layer].hook_z = lambda z: seen.append(z) or z
+        net.attention[layer].hook_z = record
         net(idx)
     return seen[0]
 
@@ -51,7 +57,12 @@ def test_zero_scale_and_mean_change_only_the_named_head():
 def z_of_after_hook(net, layer, idx):
     """z after the installed intervention: wrap the layer's hook to see what it returns."""
     installed, seen = net.attention[layer].hook_z, []
-    net.attention[layer].hook_z = lambda z: seen.append(installed(z)) or seen[-1]
+
+    def record(z):
+        seen.append(installed(z))
+        return seen[-1]
+
+    net.attention[layer].hook_z = record
     net(idx)
     net.attention[layer].hook_z = installed
     return seen[0]
@@ -81,9 +92,9 @@ def test_head_importance_ranks_the_previous_token_head_of_induction_first(induct
     def loss(logits, labels):
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
 
-    rows = head_importance(net, batches, loss)
+    rows = head_importance(network(net), batches, loss)
     layer0 = {k: v for k, v in result.head_roles.items() if k.startswith("heads/previous_token/L0")}
-    previous_token_head = max(layer0, key=layer0.get).rsplit("/", 1)[1]
+    previous_token_head = max(layer0, key=lambda name: layer0[name]).rsplit("/", 1)[1]
     # the induction heads of layer 1 read "what came before" from layer 0's previous-token head: one head
     # that all of them need, while they back each other up
     assert rows[0]["head"] == previous_token_head
@@ -93,6 +104,7 @@ def test_head_importance_ranks_the_previous_token_head_of_induction_first(induct
 
 def run_inspect(args, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["andrea-inspect", *args])
+    code: str | int | None
     try:
         inspect_cli.main()
         code = 0
@@ -154,7 +166,9 @@ def test_the_explorer_reacts_to_a_hover_in_a_browser(induction_run, monkeypatch,
     page = tmp_path / "explorer.html"
     assert run_inspect([str(ckpt), f"out={page}"], monkeypatch, capsys)[0] == 0
     net, _, _ = load_checkpoint(ckpt)
-    ids = data_from_run(run_dir).probe_batch(1)["input_ids"]
+    data = data_from_run(run_dir)
+    assert isinstance(data, SyntheticTaskDataModule)  # the induction task's
+    ids = data.probe_batch(1)["input_ids"]
     with torch.no_grad():
         _, weights = net(ids, return_weights=True)
 

@@ -1,6 +1,7 @@
 """The ANDREA GPT family: pinned parameter counts (docs/spec.md §3-4), every backend, GPT-2 initialisation."""
 
 import math
+from typing import cast
 
 import pytest
 import torch
@@ -12,8 +13,8 @@ from ..attention.helpers import BACKENDS, HEADS
 
 def test_andrea_120m_parameter_count():
     model = GPT(vocab_size=50257, max_context=1024, n_layer=12, d_model=768, attention=dict(n_head=12))
-    attention = sum(p.numel() for block in model.blocks for p in block.attention.parameters())
-    assert sum(p.numel() for p in model.blocks[0].attention.parameters()) == 4 * 768**2 == 2_359_296
+    attention = sum(p.numel() for block in model._blocks() for p in block.attention.parameters())
+    assert sum(p.numel() for p in model._blocks()[0].attention.parameters()) == 4 * 768**2 == 2_359_296
     assert attention == 28_311_552  # docs/spec.md §3: 28.3M over 12 layers, about a quarter of the model
     assert model.num_parameters() == 124_337_664
     assert model.lm_head.weight is model.embed.token.weight  # tied, counted once
@@ -21,7 +22,7 @@ def test_andrea_120m_parameter_count():
 
 def test_andrea_12m_parameter_count():
     model = GPT(vocab_size=50257, max_context=256, n_layer=6, d_model=192, attention=dict(n_head=6))
-    assert model.blocks[0].attention.head_dim == 32
+    assert model._blocks()[0].attention.head_dim == 32
     assert model.num_parameters() == 12_355_200
 
 
@@ -63,10 +64,10 @@ def test_gpt2_initialisation():
     torch.manual_seed(0)
     model = GPT(vocab_size=1000, max_context=64, n_layer=8, d_model=256, attention=dict(n_head=4))
     assert model.embed.token.weight.std().item() == pytest.approx(0.02, rel=0.05)
-    assert model.blocks[0].mlp.fc.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    assert model._blocks()[0].mlp.fc.weight.std().item() == pytest.approx(0.02, rel=0.05)
     residual = 0.02 / math.sqrt(2 * 8)
-    assert model.blocks[3].attention.proj.weight.std().item() == pytest.approx(residual, rel=0.05)
-    assert model.blocks[3].mlp.proj.weight.std().item() == pytest.approx(residual, rel=0.05)
+    assert model._blocks()[3].attention.proj.weight.std().item() == pytest.approx(residual, rel=0.05)
+    assert model._blocks()[3].mlp.proj.weight.std().item() == pytest.approx(residual, rel=0.05)
 
 
 def test_causal_language_model():
@@ -115,10 +116,12 @@ def test_weight_decay_groups():
     from andrea.train.lit import LanguageModelModule
 
     module = LanguageModelModule(tiny("sdpa"), optimizer=partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.1))
-    decay, no_decay = module.configure_optimizers().param_groups
+    optimizer = module.configure_optimizers()
+    assert isinstance(optimizer, torch.optim.Optimizer)  # no scheduler: the optimizer alone
+    decay, no_decay = optimizer.param_groups
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
-    assert sum(p.numel() for g in (decay, no_decay) for p in g["params"]) == module.net.num_parameters()
+    assert sum(p.numel() for g in (decay, no_decay) for p in g["params"]) == cast(GPT, module.net).num_parameters()
 
 
 def test_compiled_module_keeps_plain_weight_names():

@@ -4,6 +4,7 @@ here with random weights and saved with save_pretrained(safe_serialization=True)
 import json
 import subprocess
 import sys
+from typing import cast
 
 import pytest
 import torch
@@ -106,7 +107,7 @@ def test_gpt2_small_s_config_equals_hugging_face_for_every_backend(tmp_path):
         want = hf(idx).logits
     for backend in BACKENDS:
         net, _ = load_gpt2(tmp_path, attention={"backend": backend})
-        assert net.num_parameters() == 124_439_808
+        assert cast(GPT, net).num_parameters() == 124_439_808
         with torch.no_grad():
             torch.testing.assert_close(net(idx)[0], want, atol=1e-4, rtol=1e-4, msg=backend)
     ours = generate(net, idx[:, :8], 8, temperature=0)

@@ -7,17 +7,20 @@ import pickle
 import re
 import subprocess
 import sys
+from typing import Any, cast
 
 import pytest
 import torch
 from safetensors.torch import save_model
 
+from andrea.attention import SlidingWindow
 from andrea.models import memory
 from andrea.models.files import export
 from andrea.models.files import schema as net_config
 from andrea.models.files.build import build
 from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, export_checkpoint, load_checkpoint
 from andrea.models.files.load import load_any
+from andrea.models.network import network
 from andrea.train.config import ConfigError, validate
 from tests.compose import compose_train
 
@@ -102,9 +105,9 @@ def test_every_reader_refuses_a_config_that_names_code(case, trained, disk, tmp_
     exported = folder / "weights" / "evil.safetensors"
     save_model(net, str(exported), metadata={export.CONFIG_KEY: json.dumps(config)})
 
-    with pytest.raises(ConfigError) as err:  # andrea-train's validation step (resume)
+    with pytest.raises(ConfigError) as refused:  # andrea-train's validation step (resume)
         validate(compose_train(tmp_path / "run", [f"ckpt_path={evil}"]))
-    assert f"ckpt_path={evil}: " in one_line(err) and MESSAGES[case] in str(err.value)
+    assert f"ckpt_path={evil}: " in one_line(refused) and MESSAGES[case] in str(refused.value)
     with pytest.raises(net_config.ModelFileError) as err:  # andrea-sample and the Python API
         load_any(evil)
     assert MESSAGES[case] in one_line(err)
@@ -290,10 +293,10 @@ def test_a_folder_or_an_export_is_not_a_checkpoint_to_resume(trained, tmp_path):
 
 
 def test_a_mask_named_as_conf_mask_names_it_builds_and_an_unknown_name_is_refused():
-    config = {"_target_": "andrea.models.toy.ToyModel", "vocab_size": 16, "max_context": 8,
+    config: dict[str, Any] = {"_target_": "andrea.models.toy.ToyModel", "vocab_size": 16, "max_context": 8,
               "attention": {"n_head": 2, "mask": {"name": "sliding_window", "window": 3}}}  # fmt: skip
-    net = build(net_config.parse(config, "f", "net"))
-    assert net.attention[0].mask.name.startswith("sliding_window") and net.attention[0].mask.window == 3
+    mask = network(build(net_config.parse(config, "f", "net"))).attention[0].mask
+    assert mask.name.startswith("sliding_window") and cast(SlidingWindow, mask).window == 3
     config["attention"]["mask"] = {"name": "os.system"}
     with pytest.raises(net_config.ModelFileError, match=r"net\.attention\.mask\.name='os.system' is not a registered"):
         net_config.parse(config, "f", "net")

@@ -7,7 +7,7 @@ from importlib.metadata import version
 import pytest
 from hydra.core.utils import JobReturn, JobStatus
 
-from andrea import hydra_internals
+from andrea.train import hydra_internals
 
 
 @pytest.mark.parametrize("package", sorted(hydra_internals.CHECKED_WITH))

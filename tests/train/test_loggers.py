@@ -68,6 +68,7 @@ def test_attention_maps_layer_out_of_range(tmp_path):
 def test_no_attention_ablation_learns_repetition(tmp_path):
     """The repetition task needs no attention: the ablation reaches the same low loss."""
     result = train(compose_train(tmp_path, ["experiment=repetition_no_attention", "logger=none"]))
+    assert result.val_loss is not None
     assert result.val_loss < 1.0
     assert result.attention_maps is None and result.head_roles == {}
 
@@ -97,6 +98,7 @@ def test_tiny_gpt_on_text(tmp_path):
     assert len(mfu) == result.global_step and all(0 < m < 1 for m in mfu)
     assert any(r.get("val/perplexity") for r in rows)
     assert result.global_step == 2 * 64 // 8
+    assert result.val_loss is not None and result.config is not None
     assert result.val_loss < 10.0 and result.config["data"]["tokenizer"] == "gpt2"
     assert list((tmp_path / "token_cache").glob("gpt2-*.uint16.bin"))
 
@@ -107,6 +109,7 @@ def test_andrea_12m_shakespeare_smoke(tmp_path):
     overrides = ["experiment=andrea-12m-shakespeare", "trainer.max_steps=3", "model.scheduler.warmup_steps=1",
                  "data.samples_per_epoch=48", "trainer.limit_val_batches=2", "logger=none"]  # fmt: skip
     result = train(compose_train(tmp_path, overrides))
+    assert result.val_loss is not None
     assert result.global_step == 3 and 5.0 < result.val_loss < 11.5  # from ~log(50257) = 10.8
 
 
@@ -128,5 +131,6 @@ def test_andrea_120m_recipe_smoke_on_cpu(tmp_path):
         "logger=none",
     ]
     result = train(compose_train(tmp_path, overrides))
+    assert result.val_loss is not None and result.config is not None
     assert result.global_step == 2 and 9.0 < result.val_loss < 11.5  # ~log(50257) = 10.8 at the start
     assert result.config["model"]["net"]["n_layer"] == 12

@@ -44,6 +44,7 @@ def test_skip_counts_and_trains_on(tmp_path, poisoned):
     state = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
     assert state["andrea_skipped_steps"] == len([s for s in range(BAD_FROM_STEP, steps) if s % 2]) == 6
     assert all(torch.isfinite(t).all() for t in state["state_dict"].values())  # no bad batch reached the weights
+    assert result.val_loss is not None
     assert math.isfinite(result.val_loss) and result.global_step == steps
 
 

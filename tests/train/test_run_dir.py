@@ -52,6 +52,7 @@ def test_a_killed_holder_releases_the_run_dir(tmp_path):
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert holder.stdout is not None
     assert holder.stdout.readline().strip() == "held"
     with pytest.raises(RunDirInUse, match=f"pid {holder.pid}"), hold(run_dir):
         pass
@@ -141,5 +142,6 @@ def test_max_time_stops_inside_the_first_epoch(tmp_path):
         "~callbacks.attention_maps",
     ]
     result = train(compose_train(tmp_path / "run", long_epoch))
+    assert result.global_step is not None and result.wall_s is not None
     assert 0 < result.global_step < 65536 // 64  # stopped on time, not at the epoch's end
     assert result.wall_s < 60

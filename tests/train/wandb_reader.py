@@ -11,7 +11,8 @@ import json
 import struct
 from pathlib import Path
 
-from wandb.proto.wandb_internal_pb2 import Record
+# protobuf builds its message classes at import time: the generated module declares none for mypy to see
+from wandb.proto.wandb_internal_pb2 import Record  # type: ignore[attr-defined]
 
 BLOCK, HEADER, FILE_HEADER = 32 * 1024, 7, 7
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4

@@ -27,7 +27,7 @@ from andrea.train.lit.progress import progress_callbacks
 from andrea.train.lit.resume import LAST, RESTORE_ERRORS, RestoreWatch, ResumeData, StopOnSignal
 from andrea.train.lit.run_stats import RunStats
 from andrea.train.sweep import done_line, job_line
-from andrea.utils.run_result import RESULT_FILE, RunResult
+from andrea.utils.run_result import RESULT_FILE, RunResult, result_path
 
 log = logging.getLogger(__name__)
 
@@ -85,24 +85,12 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
         final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if cfg.get("validate") else {}
         result = _summary(cfg, trainer, {**fitted, **final}, time.perf_counter() - start, run_dir, parts.memory)
         if trainer.is_global_zero:
-            result.write(_result_path(run_dir, restore.trained_steps(trainer)))
+            result.write(result_path(run_dir, keep_existing=restore.trained_steps(trainer) == 0))
             _print_summary(result)
         status = "success"
         return result
     finally:
         _finish_loggers(loggers, status)
-
-
-def _result_path(run_dir: Path, trained_steps: int) -> Path:
-    """result.json; but a finished run resumed, training no step, keeps its results: this attempt's go to
-    result-attempt-<n>.json beside them."""
-    path = run_dir / RESULT_FILE
-    if trained_steps > 0 or not path.exists():
-        return path
-    n = 2
-    while (run_dir / f"result-attempt-{n}.json").exists():
-        n += 1
-    return run_dir / f"result-attempt-{n}.json"
 
 
 def _load_init_from(net: Module, folder: str) -> None:

@@ -17,6 +17,19 @@ from andrea.utils.files import atomic_write
 
 RESULT_FILE = "result.json"
 
+
+def result_path(run_dir: Path, keep_existing: bool = False) -> Path:
+    """Where a run writes its result: RESULT_FILE, or, with `keep_existing` (a finished run resumed, training
+    no step) and one already there, result-attempt-<n>.json beside it, so the run's results are kept."""
+    path = run_dir / RESULT_FILE
+    if not keep_existing or not path.exists():
+        return path
+    n = 2
+    while (run_dir / f"result-attempt-{n}.json").exists():
+        n += 1
+    return run_dir / f"result-attempt-{n}.json"
+
+
 _COMPLETED = (
     "status", "exit_code", "overrides", "train_loss", "train_acc", "val_loss", "val_acc", "val_perplexity",
     "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s", "memory_estimate", "global_step",
