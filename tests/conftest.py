@@ -96,8 +96,9 @@ def browser(tmp_path):
 @pytest.hookimpl(tryfirst=True)  # before -m 'not slow' deselects
 def pytest_collection_modifyitems(config, items):
     """A test parametrized with the triton backend runs it under Triton's interpreter. Its bfloat16, ALiBi,
-    MHA and MQA cells of the kit run under -m slow: the interpreter is slow (the default run keeps its GQA
-    cells; tests/attention/test_triton_backend.py checks ALiBi over several blocks, and a GPT with MHA)."""
+    MHA and MQA cells of the kit, and its mechanism cells, run under -m slow: the interpreter is slow (the
+    default run keeps its GQA cells; tests/attention/test_triton_backend.py checks ALiBi over several blocks,
+    and a GPT with MHA)."""
     for item in items:
         params = getattr(item, "callspec", None)
         if params is not None and "triton" in params.params.values():
@@ -106,6 +107,8 @@ def pytest_collection_modifyitems(config, items):
         other_heads = "-mha-" in item.name or "-mqa-" in item.name
         if triton_cell and ("-bfloat16-" in item.name or item.name.startswith("test_parity_with_alibi") or other_heads):
             item.add_marker(pytest.mark.slow)
+        if item.name.startswith(("test_mechanism_parity[triton-", "test_mechanism_decode_and_weights[triton-")):
+            item.add_marker(pytest.mark.slow)  # the softmax kernel again (gated, qknorm wrap it): its cells above
 
 
 @pytest.fixture(autouse=True)

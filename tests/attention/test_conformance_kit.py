@@ -10,6 +10,7 @@ import torch
 
 from andrea.attention import Capabilities, Causal, KeyPadding, SlidingWindow
 from andrea.attention.backends.eager import EagerBackend
+from andrea.attention.mechanisms import Sigmoid
 from andrea.testing import checks
 
 from .helpers import files_plugin
@@ -18,15 +19,17 @@ from .helpers import files_plugin
 class OffByScale(EagerBackend):
     name = "off_by_scale"
 
-    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):
-        return super().forward(q, k, v, mask=mask, scale=scale * 1.1, need_weights=need_weights, score_mod=score_mod)
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None):
+        return super().forward(
+            q, k, v, mask=mask, scale=scale * 1.1, need_weights=need_weights, score_mod=score_mod, mechanism=mechanism
+        )
 
 
 class RefusesPadding(EagerBackend):
     name = "refuses_padding"  # declares every mask kind, yet refuses padding
     capabilities = Capabilities(score_mod=True)
 
-    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None):
         if mask is not None and "padding" in mask.kinds:
             from andrea.attention import UnsupportedAttentionError
 
@@ -102,6 +105,7 @@ def test_the_kit_runs_from_the_installed_package(tmp_path):
 
 OFF_BY_SCALE = """
 from andrea.attention.backends.eager import EagerBackend
+from andrea.attention.mechanisms import Sigmoid
 
 class OffByScale(EagerBackend):
     name = "off_by_scale"
@@ -153,3 +157,71 @@ def test_a_failing_plugin_s_cells_are_drawn_x_and_counted_as_pytest_counts_them(
         "andrea-train: warning: plugin entry point 'missing_mask = no_such_module:Missing' (group "
         "'andrea.attention_masks') cannot be loaded: ModuleNotFoundError: No module named 'no_such_module'"
     ]
+
+
+class SigmoidWithoutBias(EagerBackend):
+    """Declares the sigmoid kernel, and forgets the bias b in it."""
+
+    name = "sigmoid_without_bias"
+    capabilities = Capabilities(score_mod=True, kernels=frozenset({"softmax", "sigmoid"}))
+
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None):
+        if isinstance(mechanism, Sigmoid):
+            weights = torch.sigmoid(q @ k.transpose(-2, -1) * scale) * mask.dense(q.shape[2], k.shape[2])
+            return weights @ v, weights if need_weights else None
+        return super().forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights, score_mod=score_mod)
+
+
+def test_a_wrong_mechanism_kernel_fails_naming_the_cell():
+    (sigmoid,) = checks.mechanism_examples("sigmoid")
+    cell = r"sigmoid_without_bias ~sigmoid x causal x mha x torch.float32 x forward: output differs"
+    with pytest.raises(AssertionError, match=cell):
+        checks.parity(SigmoidWithoutBias(), Causal(), "mha", mechanism=sigmoid)
+    assert checks.parity(EagerBackend(), Causal(), "mha", mechanism=sigmoid) == "passed"  # the right one
+    refused = checks.parity(SigmoidWithoutBias(), Causal(), "mha", mechanism=checks.mechanism_examples("diff")[0])
+    assert refused.startswith("unsupported: attention backend 'sigmoid_without_bias' does not run mechanism 'diff'")
+
+
+RELU = '''
+import torch
+from andrea.attention.mechanisms import Mechanism
+
+
+class ReluAttention(Mechanism):
+    """ReLU attention: A = relu(s) / n, n the layer's context (a mechanism a plugin brings, with its reference)."""
+
+    name = "relu"
+    kernel = "relu"
+    rows_sum_to_one = False
+    weights_meaning = "relu(scores) / max_context"
+
+    def normalise(self, scores, allowed, attends_self, head=None):
+        weights = torch.relu(scores) / self.max_context
+        return weights if allowed is None else weights.masked_fill(~allowed, 0.0)
+'''
+
+
+@pytest.mark.slow(reason="runs the kit in a second pytest with a plugin mechanism installed (~15 s)")
+def test_a_plugin_mechanism_joins_the_grid_unedited(tmp_path):
+    """A package declaring a mechanism under `andrea.attention_mechanisms` gets cells for every backend: those
+    that run any mechanism (eager, naive) are proven against its reference, the others refuse, declared."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    files_plugin(site, "relu_plugin", [("andrea.attention_mechanisms", "relu", "relu_plugin:ReluAttention")],
+                 {"relu_plugin": RELU})  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "andrea.testing", "-q", "-p", "no:cacheprovider",
+         "-k", "test_mechanism and relu and (eager or naive or sdpa)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    rows = {tuple(line.split()[:3]): line.split()[3:] for line in done.stdout.splitlines() if "~relu" in line}
+    assert rows[("eager", "causal", "~relu")] == ["...", "..."]  # mha, gqa: float32 fwd/bwd, bfloat16 fwd
+    assert rows[("naive", "window|document", "~relu")] == ["...", "..."]
+    assert rows[("sdpa", "causal", "~relu")][0].isdigit()  # refused, with its reason listed
+    assert re.search(r"unsupported: attention backend 'sdpa' does not run mechanism 'relu'", done.stdout)

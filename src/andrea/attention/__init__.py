@@ -1,4 +1,4 @@
-"""The attention zoo: one contract, interchangeable backends, masks and head configurations."""
+"""The attention zoo: one contract, interchangeable backends, mechanisms, masks and head configurations."""
 
 from andrea.attention.block import MultiHeadSelfAttention
 from andrea.attention.contract import (
@@ -18,17 +18,30 @@ from andrea.attention.masks import (
     PrefixLM,
     SlidingWindow,
 )
-from andrea.attention.registry import as_mask, backend_registry, get_backend, get_mask, mask_registry, parse_mask
+from andrea.attention.mechanisms import Mechanism
+from andrea.attention.registry import (
+    as_mask,
+    as_mechanism,
+    backend_registry,
+    get_backend,
+    get_mask,
+    get_mechanism,
+    mask_registry,
+    mechanism_registry,
+    parse_mask,
+)
 
 __all__ = [
     "AttentionBackend",
     "as_mask",
+    "as_mechanism",
     "Capabilities",
     "Causal",
     "Document",
     "HeadConfig",
     "KeyPadding",
     "Mask",
+    "Mechanism",
     "MultiHeadSelfAttention",
     "NoMask",
     "PrefixLM",
@@ -38,9 +51,11 @@ __all__ = [
     "backend_registry",
     "get_backend",
     "get_mask",
+    "get_mechanism",
     "gqa",
     "masked_softmax",
     "mask_registry",
+    "mechanism_registry",
     "mha",
     "mqa",
     "parse_mask",

@@ -1,5 +1,5 @@
-"""MultiHeadSelfAttention (docs/spec.md §2): (B, T, D) -> (B, T, D) with any backend, mask, head config and
-in-attention position scheme (RoPE, ALiBi), with an optional KV cache for generation."""
+"""MultiHeadSelfAttention (docs/spec.md §2): (B, T, D) -> (B, T, D) with any backend, mechanism, mask, head
+config and in-attention position scheme (RoPE, ALiBi), with an optional KV cache for generation."""
 
 from __future__ import annotations
 
@@ -13,13 +13,15 @@ from andrea.attention.contract import AttentionBackend
 from andrea.attention.heads import HeadConfig
 from andrea.attention.kv_cache import KVCache
 from andrea.attention.masks import Mask, PrecomputedMask
+from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import POSITIONS, ALiBi, Rotary
-from andrea.attention.registry import as_backend, as_mask
+from andrea.attention.registry import as_backend, as_mask, as_mechanism
 
 
 def shared_parts(attention: dict[str, Any]) -> dict[str, Any]:
     """A block's settings with the backend and mask built once, for every layer of a network to share
-    (a backend name and its `backend_options` become the backend; a mask expression, the Mask)."""
+    (a backend name and its `backend_options` become the backend; a mask expression, the Mask). The
+    mechanism stays a spec: each layer builds its own, with its own parameters."""
     parts = dict(attention)
     parts["backend"] = as_backend(parts.get("backend", "sdpa"), parts.pop("backend_options", None))
     parts["mask"] = as_mask(parts.get("mask", "causal"))
@@ -27,9 +29,13 @@ def shared_parts(attention: dict[str, Any]) -> dict[str, Any]:
 
 
 class MultiHeadSelfAttention(nn.Module):
-    """Fused QKV projection -> attention backend -> output projection W_O.
+    """Fused QKV projection -> [mechanism.project] -> attention backend -> [mechanism.combine] -> output
+    projection W_O.
 
     backend: a registry name ("naive", "eager", "sdpa", "flex", or a plugin's) or an instance.
+    mechanism: what runs between scores and values (andrea.attention.mechanisms): a registry name
+             ("softmax", "sigmoid", ...), a mapping with its name and settings, or None (softmax).
+             `layer` / `n_layer` place the block in its network (differential attention's λ_init).
     mask:    a Mask, a mask expression such as "causal & sliding_window(window=64)", a registry name with
              its fields ({"name": "sliding_window", "window": 64}), or None (no mask).
     position: "rope" rotates q and k, "alibi" biases the scores; anything else
@@ -54,6 +60,9 @@ class MultiHeadSelfAttention(nn.Module):
         dropout: float = 0.0,
         backend_options: dict[str, Any] | None = None,
         position: str = "none",
+        mechanism: str | Mapping[str, Any] | None = None,
+        layer: int = 0,
+        n_layer: int = 1,
     ) -> None:
         super().__init__()
         self.heads = HeadConfig(n_head, n_head if n_kv_head is None else n_kv_head)
@@ -72,6 +81,9 @@ class MultiHeadSelfAttention(nn.Module):
         self.backend.check(
             mask=self.mask, device=None, needs_grad=False, score_mod=self.score_mod, head_dim=self.head_dim
         )
+        sizes = dict(n_head=n_head, head_dim=self.head_dim, d_model=d_model, max_context=max_context)
+        self.mechanism: Mechanism = as_mechanism(mechanism, sizes | dict(layer=layer, n_layer=n_layer))
+        self.backend.check_mechanism(self.mechanism)
 
         self.qkv = nn.Linear(d_model, self.heads.qkv_features(self.head_dim), bias=bias)  # W_Q, W_K, W_V fused
         self.proj = nn.Linear(d_model, d_model, bias=bias)  # W_O: mixes the heads
@@ -102,14 +114,17 @@ class MultiHeadSelfAttention(nn.Module):
 
         qkv = self.qkv(x)  # (B, T, (H + 2·H_kv)·d)
         q, k, v = self.heads.split_qkv(qkv, self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2
+        q, k = self.mechanism.project(q, k)  # e.g. QK-norm, before positions
         if self.rope is not None:
             start = 0 if cache is None else cache.next_position  # absolute position of x's first token
             q, k = self.rope(q, start), self.rope(k, start)
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
-        y, weights = self.backend.compute(q, k, v, full_mask, None, return_weights, self.score_mod)  # (B, H, T, d)
+        scale, mechanism = self.mechanism.scale(), self.mechanism
+        y, weights = self.backend.compute(q, k, v, full_mask, scale, return_weights, self.score_mod, mechanism)
         if cache is not None:
             cache.trim()
+        y = self.mechanism.combine(y, x)  # (B, H, T, d): e.g. the output gate, differential attention's norm
         if self.hook_z is not None:
             y = self.hook_z(y)  # (B, H, T, d)
         y = y.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
@@ -133,7 +148,8 @@ class MultiHeadSelfAttention(nn.Module):
         h = self.heads
         return (
             f"d_model={self.d_model}, n_head={h.n_head}, n_kv_head={h.n_kv_head} ({h.kind}), "
-            f"backend={self.backend.name}, mask={self.mask.name}, max_context={self.max_context}"
+            f"backend={self.backend.name}, mechanism={self.mechanism.name}, mask={self.mask.name}, "
+            f"max_context={self.max_context}"
             + (", rope" if self.rope is not None else ", alibi" if self.score_mod is not None else "")
         )
 

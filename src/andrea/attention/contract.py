@@ -2,8 +2,9 @@
 
 A caller (the block, the conformance kit, a user) calls the backend; the backend implements `forward`:
 
-    backend(q, k, v, mask=None, scale=None, need_weights=False, score_mod=None) -> (out, weights | None)
-    forward(q, k, v, *, mask, scale, need_weights, score_mod=None)            -> (out, weights | None)
+    backend(q, k, v, mask=None, scale=None, need_weights=False, score_mod=None, mechanism=None)
+                                                                           -> (out, weights | None)
+    forward(q, k, v, *, mask, scale, need_weights, score_mod=None[, mechanism])  -> (out, weights | None)
 
     q         (B, H, T, d)      queries
     k, v      (B, H_kv, S, d)   keys and values; H % H_kv == 0 (MHA, GQA, MQA)
@@ -11,6 +12,10 @@ A caller (the block, the conformance kit, a user) calls the backend; the backend
     scale     float             multiplies q·k (the caller's None becomes 1/sqrt(d) before forward)
     score_mod ScoreMod | None   an additive score bias such as ALiBi (andrea.attention.positions);
                                 always passed, and not None only to a backend declaring `score_mod`
+    mechanism Mechanism | None  what runs between the scores and the values (andrea.attention.mechanisms);
+                                None = softmax. Passed to `forward` only when its kernel is not softmax,
+                                so only to a backend declaring that kernel: a softmax-only backend never
+                                sees it
     out      (B, H, T, d)
     weights  (B, H, T, S)      when need_weights=True (else None)
 
@@ -21,6 +26,10 @@ heads share one kv head (MHA: H_kv = H; MQA: H_kv = 1). A backend that does not 
 Alignment: the T queries are the LAST T of the S positions, query i sitting at position S - T + i
 (T = S in training; T < S in a KV cache's decode step). A mask's predicate is evaluated at those
 absolute positions, so a causal query i sees keys 0 .. S - T + i.
+
+A mechanism's `kernel` is the math a backend must run: a backend declares the kernels it runs
+(`kernels`; None: any mechanism's, from its dense form), and is refused the others in one line that
+names the backends that run them.
 
 A backend declares what it can do in `capabilities`; the call checks them BEFORE
 any tensor work and refuses with one line that names what to use instead. What a
@@ -36,13 +45,18 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from andrea.attention.masks import Mask
 from andrea.attention.positions import ScoreMod
+
+if TYPE_CHECKING:
+    from andrea.attention.mechanisms import Mechanism
+
+SOFTMAX = frozenset({"softmax"})
 
 
 class UnsupportedAttentionError(ValueError):
@@ -58,6 +72,7 @@ class Capabilities:
     score_mod: bool = False  # takes a ScoreMod (ALiBi); its forward then accepts `score_mod=`
     cpu: bool = True  # runs on CPU tensors at all (else: GPU only)
     unavailable: str | None = None  # why it cannot run in this environment (a missing package), else None
+    kernels: frozenset[str] | None = SOFTMAX  # the mechanisms' kernels it runs; None = any, from its dense form
 
 
 def masked_softmax(scores: Tensor, allowed: Tensor | None, attends_self: bool = False, inplace: bool = False) -> Tensor:
@@ -125,6 +140,7 @@ class AttentionBackend(ABC):
         scale: float | None = None,
         need_weights: bool = False,
         score_mod: ScoreMod | None = None,
+        mechanism: Mechanism | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         check_shapes(q, k, v)
         self.check(
@@ -134,7 +150,8 @@ class AttentionBackend(ABC):
             score_mod=score_mod,
             head_dim=q.shape[-1],
         )
-        return self.compute(q, k, v, mask, scale, need_weights, score_mod)
+        self.check_mechanism(mechanism)
+        return self.compute(q, k, v, mask, scale, need_weights, score_mod, mechanism)
 
     def check(
         self,
@@ -174,6 +191,20 @@ class AttentionBackend(ABC):
                 f"{_alternatives(lambda c: c.score_mod)}, or position=rope / learned"
             )
 
+    def serves(self, mechanism: Mechanism | None) -> bool:
+        kernels = self.capabilities.kernels
+        return mechanism is None or kernels is None or mechanism.kernel in kernels
+
+    def check_mechanism(self, mechanism: Mechanism | None) -> None:
+        """Refuse a mechanism whose kernel this backend does not run, naming the backends that do."""
+        if not self.serves(mechanism):
+            assert mechanism is not None
+            kernel = mechanism.kernel
+            raise UnsupportedAttentionError(
+                f"attention backend '{self.name}' does not run mechanism '{mechanism.name}'; use "
+                f"{_alternatives(lambda c: c.kernels is None or kernel in c.kernels)}, or another mechanism"
+            )
+
     def refusal(self, **check: Any) -> str | None:
         """Why `check(**check)` refuses, or None: what a script asks before it lists a backend as runnable here."""
         try:
@@ -191,6 +222,7 @@ class AttentionBackend(ABC):
         scale: float | None,
         need_weights: bool,
         score_mod: ScoreMod | None,
+        mechanism: Mechanism | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """The backend's forward, with what the contract supplies around it (the scale, grouped heads, the
         probe's weights), unchecked: for a caller that made the checks of `__call__` itself."""
@@ -198,11 +230,17 @@ class AttentionBackend(ABC):
         n_head = q.shape[1]
         if k.shape[1] != n_head and not self.capabilities.native_gqa:
             k, v = expand_kv(k, n_head), expand_kv(v, n_head)
+        if mechanism is not None and mechanism.kernel == "softmax":
+            mechanism = None  # what runs in the backend is softmax (the mechanism wraps it in the block)
+        more = {} if mechanism is None else {"mechanism": mechanism}
         if not need_weights or self.capabilities.native_weights:
-            return self.forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights, score_mod=score_mod)
-        out, _ = self.forward(q, k, v, mask=mask, scale=scale, need_weights=False, score_mod=score_mod)
-        with torch.no_grad():  # the probe only shows; it never feeds the loss
-            weights = attention_weights(q, k, mask, scale, score_mod)
+            return self.forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights, score_mod=score_mod, **more)
+        out, _ = self.forward(q, k, v, mask=mask, scale=scale, need_weights=False, score_mod=score_mod, **more)
+        with torch.no_grad():  # the probe only shows; it never feeds the loss: the mechanism's own weights
+            if mechanism is None:
+                weights = attention_weights(q, k, mask, scale, score_mod)
+            else:
+                weights = mechanism.weights(q, k, mask, scale, score_mod)
         return out, weights
 
     @abstractmethod

@@ -6,7 +6,8 @@ A third-party package adds a backend without touching andrea:
     [project.entry-points."andrea.attention_backends"]
     my_backend = "my_pkg.attention:MyBackend"     # a subclass of AttentionBackend
 
-and a mask strategy under "andrea.attention_masks" (a subclass of Mask).
+a mask strategy under "andrea.attention_masks" (a subclass of Mask), and an attention mechanism under
+"andrea.attention_mechanisms" (a subclass of Mechanism).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 if TYPE_CHECKING:
     from andrea.attention.contract import AttentionBackend
     from andrea.attention.masks import Mask
+    from andrea.attention.mechanisms import Mechanism
 
 T = TypeVar("T")
 
@@ -89,7 +91,7 @@ def plugin_failure(entry_point: EntryPoint, err: BaseException) -> str:
 def broken_plugins() -> list[str]:
     """One line per installed plugin entry point (backend, mask or config package) that cannot be loaded."""
     lines = []
-    for registry in (backend_registry, mask_registry):
+    for registry in (backend_registry, mask_registry, mechanism_registry):
         for name in sorted(set(registry.names()) - set(registry.builtins)):
             try:
                 registry.load(name)  # a plugin that cannot load is a PluginError naming its entry point
@@ -129,6 +131,21 @@ mask_registry: Registry[Mask] = Registry(
     },
 )
 
+mechanism_registry: Registry[Mechanism] = Registry(
+    "attention mechanism",
+    "andrea.attention_mechanisms",
+    {
+        "softmax": "andrea.attention.mechanisms.softmax:Softmax",
+        "sigmoid": "andrea.attention.mechanisms.sigmoid:Sigmoid",
+        "sink": "andrea.attention.mechanisms.sink:Sink",
+        "gated": "andrea.attention.mechanisms.gated:Gated",
+        "diff": "andrea.attention.mechanisms.diff:Diff",
+        "softcap": "andrea.attention.mechanisms.softcap:Softcap",
+        "qknorm": "andrea.attention.mechanisms.qknorm:QKNorm",
+    },
+)
+SIZES = ("n_head", "head_dim", "d_model", "max_context", "layer", "n_layer")  # what the block gives every mechanism
+
 
 def _construct(what: str, name: str, cls: type[T], params: dict[str, Any]) -> T:
     """cls(**params), with a wrong or missing parameter named against cls's signature."""
@@ -148,6 +165,36 @@ def get_backend(name: str, /, **options: Any) -> AttentionBackend:
 def get_mask(name: str, /, **params: Any) -> Mask:
     """A mask strategy instance by registry name, e.g. get_mask("sliding_window", window=64)."""
     return _construct("mask", name, mask_registry.load(name), params)
+
+
+def mechanism_settings(name: str) -> list[str]:
+    """The settings a mechanism takes of its own (its keyword parameters beside the layer's sizes)."""
+    cls = mechanism_registry.load(name)
+    params = inspect.signature(cls).parameters.values()
+    return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in SIZES]
+
+
+def get_mechanism(name: str, /, sizes: Mapping[str, int], **settings: Any) -> Mechanism:
+    """One layer's mechanism by registry name: `sizes` the layer's (SIZES), `settings` the mechanism's own,
+    e.g. get_mechanism("sigmoid", sizes, bias=-3.0); a setting it does not take is refused by name."""
+    cls = mechanism_registry.load(name)
+    unknown = sorted(set(settings) - set(mechanism_settings(name)))
+    if unknown:
+        takes = ", ".join(mechanism_settings(name)) or "no settings"
+        raise ValueError(f"mechanism '{name}' takes {takes}; got {', '.join(f'mechanism.{k}' for k in unknown)}")
+    return cls(**sizes, **settings)
+
+
+def as_mechanism(spec: str | Mapping[str, Any] | None, sizes: Mapping[str, int]) -> Mechanism:
+    """A layer's mechanism from what a config or a model file says: a registry name, a mapping with its
+    name and settings ({"name": "sigmoid", "bias": null}, as conf/mechanism/ writes it), or None (softmax)."""
+    if spec is None:
+        return get_mechanism("softmax", sizes)
+    if isinstance(spec, str):
+        return get_mechanism(spec, sizes)
+    if isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
+        return get_mechanism(spec["name"], sizes, **{str(k): v for k, v in spec.items() if k != "name"})
+    raise ValueError(f"mechanism={spec!r} is not a mechanism: give a registered name, or a mapping with its name")
 
 
 def as_backend(spec: str | AttentionBackend, options: Mapping[str, Any] | None = None) -> AttentionBackend:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import cast
 
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.table import Table
 
@@ -36,12 +37,13 @@ def demo_app(cfg: DictConfig) -> None:
     x = torch.randn(1, cfg.seq_len, block.d_model)
     console.print(f"[bold]block[/bold] {block.extra_repr()}")
 
+    mechanism = cast(dict, OmegaConf.to_container(cfg.block.mechanism, resolve=True))  # each block builds its own
     results, cannot = {}, {}  # backend -> (output, weights, milliseconds); backend -> why it cannot run here
     for name in backend_registry.names():
         try:
             other = MultiHeadSelfAttention(
                 block.d_model, block.heads.n_head, block.heads.n_kv_head, backend=name,
-                mask=block.mask, max_context=block.max_context,
+                mask=block.mask, max_context=block.max_context, mechanism=mechanism,
             )  # fmt: skip
             other.backend.check(mask=other.mask, device=x.device, needs_grad=False, score_mod=other.score_mod)
         except UnsupportedAttentionError as refused:
@@ -63,7 +65,10 @@ def demo_app(cfg: DictConfig) -> None:
 
     with torch.no_grad():
         _, weights = block(x, return_weights=True)  # (1, H, T, T)
-    console.print(f"head 0 of backend '{block.backend.name}', mask {block.mask.name} (rows: queries, columns: keys)")
+    console.print(
+        f"head 0 of backend '{block.backend.name}', mechanism {block.mechanism.name} "
+        f"({block.mechanism.weights_meaning}), mask {block.mask.name} (rows: queries, columns: keys)"
+    )
     console.print(weights_as_text(weights[0, 0]))
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     mask_png = block.mask.draw(run_dir / "mask.png", length=cfg.seq_len)

@@ -103,7 +103,10 @@ class GPT(nn.Module):
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
-            Block(d_model, max_context, mlp_ratio, dropout, attention, bias, activation) for _ in range(n_layer)
+            Block(
+                d_model, max_context, mlp_ratio, dropout, attention | {"layer": i, "n_layer": n_layer}, bias, activation
+            )
+            for i in range(n_layer)
         )
         self.ln_f = nn.LayerNorm(d_model, bias=bias)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)

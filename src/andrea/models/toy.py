@@ -42,8 +42,10 @@ class ToyModel(nn.Module):
         shared = {} if attention is None else shared_parts(attention)  # one backend and one mask for every layer
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in blocks)
         self.attention = nn.ModuleList(
-            MultiHeadSelfAttention(d_model, max_context=max_context, **shared, position=position)
-            for _ in blocks  # none when attention is None
+            MultiHeadSelfAttention(
+                d_model, max_context=max_context, **shared, position=position, layer=i, n_layer=n_layer
+            )
+            for i in blocks  # none when attention is None
         )
         self.final_norm = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)

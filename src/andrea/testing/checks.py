@@ -1,6 +1,8 @@
 """The conformance checks, as plain functions: each raises AssertionError naming the cell it failed in.
 
-    parity(backend, mask, heads, dtype, backward, score_mod)   against `naive` in float32 on the same inputs
+    parity(backend, mask, heads, dtype, backward, score_mod, mechanism)
+                                                                against the mechanism's reference (`naive`: softmax's)
+                                                                in float32 on the same inputs
     decode(backend, mask, heads)                                queries at the end of longer keys (T < S)
     weights(backend, mask, heads)                               need_weights: naive's (B, H, T, S) weights
     empty_rows(backend)                                         a query with no key gives zeros, never NaN
@@ -19,12 +21,27 @@ from torch import Tensor
 from andrea.attention import Causal, Document, KeyPadding, UnsupportedAttentionError, get_backend
 from andrea.attention.contract import AttentionBackend
 from andrea.attention.masks import Mask
+from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import ScoreMod
 
 HEADS = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}  # name -> (n_head, n_kv_head)
 BATCH, SEQ, HEAD_DIM = 2, 9, 8
 TOLERANCE = {torch.float32: dict(atol=2e-5, rtol=1e-4), torch.bfloat16: dict(atol=3e-2, rtol=3e-2)}  # (atol, rtol)
 NOT_ON_CPU = "no backward on CPU"
+MECHANISM_SIZES = dict(n_head=4, head_dim=HEAD_DIM, d_model=4 * HEAD_DIM, max_context=SEQ, layer=1, n_layer=2)
+
+
+def mechanism_examples(name: str) -> list[Mechanism]:
+    """A registered mechanism's examples for the kit's sizes, every parameter drawn at random (seeded)."""
+    from andrea.attention import mechanism_registry
+
+    generator = torch.Generator().manual_seed(0)
+    examples = mechanism_registry.load(name).examples(dict(MECHANISM_SIZES))
+    with torch.no_grad():
+        for mechanism in examples:
+            for parameter in mechanism.parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
+    return examples
 
 
 def make_qkv(
@@ -63,19 +80,25 @@ def parity(
     seq: int = SEQ,
     head_dim: int = HEAD_DIM,
     device: str = "cpu",
+    mechanism: Mechanism | None = None,
 ) -> str:
     """'passed', or 'unsupported: <the backend's own refusal>' for a cell its capabilities exclude.
-    The kit's cells are small CPU ones; `seq`, `head_dim` and `device` size a cell for a GPU."""
-    cell = f"{backend.name} x {mask.name}{' +' + score_mod.kind if score_mod else ''} x {heads} x {dtype} x " + (
+    The kit's cells are small CPU ones; `seq`, `head_dim` and `device` size a cell for a GPU. With a
+    `mechanism`, the reference is its own (its parameters' gradients are compared too)."""
+    cell = f"{_who(backend, mechanism)} x {mask.name}"
+    cell += f"{' +' + score_mod.kind if score_mod else ''} x {heads} x {dtype} x " + (
         "backward" if backward else "forward"
     )
     q, k, v = make_qkv(heads, dtype, seq=seq, head_dim=head_dim, requires_grad=backward, device=device)
     ref = [t.detach().float().requires_grad_(backward) for t in (q, k, v)]
+    params = [] if mechanism is None else list(mechanism.parameters())
+    for p in params:
+        p.grad = None  # the kit's mechanisms serve many cells: no gradient carries over from another
     with torch.set_grad_enabled(backward):
-        expected, _ = get_backend("naive")(ref[0], ref[1], ref[2], mask, score_mod=score_mod)
-        result = _call(backend, cell, q, k, v, mask, score_mod=score_mod, backward=backward)
-    if isinstance(result, UnsupportedAttentionError):
-        return f"unsupported: {result}"
+        result = _call(backend, cell, q, k, v, mask, score_mod=score_mod, backward=backward, mechanism=mechanism)
+        if isinstance(result, UnsupportedAttentionError):
+            return f"unsupported: {result}"
+        expected, _ = get_backend("naive")(ref[0], ref[1], ref[2], mask, score_mod=score_mod, mechanism=mechanism)
     out, _ = result
     assert out.shape == q.shape and out.dtype == dtype, f"{cell}: output {tuple(out.shape)} {out.dtype}"
     assert torch.isfinite(out).all(), f"{cell}: output not finite"
@@ -83,12 +106,23 @@ def parity(
     if backward:
         grad_out = torch.randn_like(expected)
         expected.backward(grad_out)
+        wanted = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+        for p in params:
+            p.grad = None
         out.backward(grad_out.to(dtype))
         for name, got, want in zip("qkv", (q, k, v), ref, strict=True):
             assert got.grad is not None and want.grad is not None, f"{cell}: no gradient for {name}"
             assert torch.isfinite(got.grad).all(), f"{cell}: d{name} not finite"
             assert_close(got.grad.float(), want.grad, dtype, f"{cell}: d{name} differs")
+        for (name, p), want in zip(mechanism.named_parameters() if mechanism else [], wanted, strict=True):
+            got = p.grad if p.grad is not None else torch.zeros_like(p)
+            assert_close(got.float(), want, dtype, f"{cell}: the gradient of mechanism.{name} differs")
     return "passed"
+
+
+def _who(backend: AttentionBackend, mechanism: Mechanism | None) -> str:
+    """A cell's backend, and its mechanism where it is not softmax: `eager ~sigmoid`."""
+    return backend.name + (f" ~{mechanism.label}" if mechanism is not None else "")
 
 
 def _call(
@@ -102,17 +136,24 @@ def _call(
     score_mod: ScoreMod | None = None,
     backward: bool = False,
     need_weights: bool = False,
+    mechanism: Mechanism | None = None,
 ) -> tuple[Tensor, Tensor | None] | UnsupportedAttentionError:
     """The backend's (out, weights), or its refusal, once checked to be one its capabilities declare."""
     try:
-        return backend(q, k, v, mask, score_mod=score_mod, need_weights=need_weights)
+        return backend(q, k, v, mask, score_mod=score_mod, need_weights=need_weights, mechanism=mechanism)
     except UnsupportedAttentionError as refused:
-        _assert_declared(backend, mask, score_mod, backward, str(refused), cell)
+        _assert_declared(backend, mask, score_mod, backward, str(refused), cell, mechanism)
         return refused
 
 
 def _assert_declared(
-    backend: AttentionBackend, mask: Mask, score_mod: ScoreMod | None, backward: bool, refusal: str, cell: str
+    backend: AttentionBackend,
+    mask: Mask,
+    score_mod: ScoreMod | None,
+    backward: bool,
+    refusal: str,
+    cell: str,
+    mechanism: Mechanism | None = None,
 ) -> None:
     """A refusal is fine only where the backend's capabilities say so."""
     caps = backend.capabilities
@@ -121,6 +162,7 @@ def _assert_declared(
         or (caps.mask_kinds is not None and not mask.kinds <= caps.mask_kinds)
         or (backward and not caps.cpu_backward)
         or (score_mod is not None and not caps.score_mod)
+        or not backend.serves(mechanism)
     )
     assert declared, f"{cell}: refused although its capabilities accept it ({refusal})"
 
@@ -130,39 +172,39 @@ def runs_here(backend: AttentionBackend) -> bool:
     return backend.capabilities.unavailable is None and backend.capabilities.cpu
 
 
-def decode(backend: AttentionBackend, mask: Mask, heads: str) -> None:
+def decode(backend: AttentionBackend, mask: Mask, heads: str, mechanism: Mechanism | None = None) -> None:
     """Queries aligned to the end of the keys (a KV cache's decode step): T = 3 of S = 9."""
-    cell = f"{backend.name} x {mask.name} x {heads} x decode (T=3, S={SEQ})"
+    cell = f"{_who(backend, mechanism)} x {mask.name} x {heads} x decode (T=3, S={SEQ})"
     q, k, v = make_qkv(heads, queries=3)
     with torch.no_grad():
-        expected, _ = get_backend("naive")(q, k, v, mask)
-        result = _call(backend, cell, q, k, v, mask)
-    if isinstance(result, UnsupportedAttentionError):
-        return
+        result = _call(backend, cell, q, k, v, mask, mechanism=mechanism)
+        if isinstance(result, UnsupportedAttentionError):
+            return
+        expected, _ = get_backend("naive")(q, k, v, mask, mechanism=mechanism)
     assert_close(result[0], expected, torch.float32, f"{cell}: output differs")
 
 
-def weights(backend: AttentionBackend, mask: Mask, heads: str) -> None:
-    """need_weights=True: the (B, H, T, S) weights naive computes, whoever computes them."""
-    cell = f"{backend.name} x {mask.name} x {heads} x need_weights"
+def weights(backend: AttentionBackend, mask: Mask, heads: str, mechanism: Mechanism | None = None) -> None:
+    """need_weights=True: the (B, H, T, S) weights of the mechanism's reference, whoever computes them."""
+    cell = f"{_who(backend, mechanism)} x {mask.name} x {heads} x need_weights"
     q, k, v = make_qkv(heads)
     with torch.no_grad():
-        _, expected = get_backend("naive")(q, k, v, mask, need_weights=True)
-        result = _call(backend, cell, q, k, v, mask, need_weights=True)
-    if isinstance(result, UnsupportedAttentionError):
-        return
+        result = _call(backend, cell, q, k, v, mask, need_weights=True, mechanism=mechanism)
+        if isinstance(result, UnsupportedAttentionError):
+            return
+        _, expected = get_backend("naive")(q, k, v, mask, need_weights=True, mechanism=mechanism)
     got = result[1]
     assert got is not None and expected is not None, f"{cell}: no weights returned"
     assert_close(got, expected, torch.float32, f"{cell}: weights differ")
 
 
-def empty_rows(backend: AttentionBackend) -> None:
+def empty_rows(backend: AttentionBackend, mechanism: Mechanism | None = None) -> None:
     """A sequence with no real token: every one of its rows is empty, and must come out zero."""
-    cell = f"{backend.name} x empty rows"
+    cell = f"{_who(backend, mechanism)} x empty rows"
     mask = KeyPadding(torch.tensor([SEQ, 0])) & (Causal() | Document(torch.tensor([[5] * SEQ, [0] * SEQ])))
     q, k, v = make_qkv("gqa")
     with torch.no_grad():
-        result = _call(backend, cell, q, k, v, mask)
+        result = _call(backend, cell, q, k, v, mask, mechanism=mechanism)
     if isinstance(result, UnsupportedAttentionError):
         return
     out = result[0]

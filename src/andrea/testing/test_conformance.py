@@ -1,4 +1,4 @@
-"""The conformance matrix over every registered backend and mask (built-in or plugin).
+"""The conformance matrix over every registered backend, mask and mechanism (built-in or plugin).
 
 Run with `pytest --pyargs andrea.testing`. A cell a backend declares unsupported is
 not skipped: the check asserts the refusal is one its capabilities declare, and the
@@ -12,8 +12,9 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from andrea.attention import Causal, backend_registry, get_backend, mask_registry
+from andrea.attention import Causal, backend_registry, get_backend, mask_registry, mechanism_registry
 from andrea.attention.masks import Mask
+from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import ALiBi
 from andrea.attention.registry import PluginError, broken_plugins
 from andrea.testing import checks
@@ -37,8 +38,29 @@ def conformance_masks() -> dict[str, Mask]:
     return masks | combined | {"window|document": window | document}
 
 
+def conformance_mechanisms() -> dict[str, Mechanism]:
+    """Every registered mechanism's examples whose kernel is not softmax, by label: what a backend computes
+    differently. Softmax is every other cell's; a mechanism that only wraps it (its `project` and
+    `combine`: gated, qknorm) leaves the backend's work as it is, and is proven as a block
+    (tests/attention/test_mechanisms.py for the built-ins)."""
+    mechanisms: dict[str, Mechanism] = {}
+    for name in mechanism_registry.names():
+        try:
+            examples = checks.mechanism_examples(name)
+        except PluginError:
+            continue
+        mechanisms.update({mechanism.label: mechanism for mechanism in examples if mechanism.kernel != "softmax"})
+    return mechanisms
+
+
 BACKENDS = backend_registry.names()
 MASKS = conformance_masks()
+MECHANISMS = conformance_mechanisms()
+# a mechanism meets the masks that make it handle what softmax handles for it: none, causal,
+# a window, padding (rows that see a few keys) and a union with documents (rows that see none)
+MECHANISM_MASKS = ["none", "causal", "sliding_window_3", "causal&padding", "window|document"]
+VARIANTS = {"float32-forward": (torch.float32, False), "float32-backward": (torch.float32, True),
+            "bfloat16-forward": (torch.bfloat16, False)}  # fmt: skip
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -85,6 +107,37 @@ def test_decode_and_weights(backend_name: str, mask_name: str, heads: str) -> No
     backend = get_backend(backend_name)
     checks.decode(backend, MASKS[mask_name], heads)
     checks.weights(backend, MASKS[mask_name], heads)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("heads", ["mha", "gqa"])
+@pytest.mark.parametrize("mask_name", MECHANISM_MASKS)
+@pytest.mark.parametrize("mechanism_name", MECHANISMS)
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_mechanism_parity(
+    backend_name: str, mechanism_name: str, mask_name: str, heads: str, variant: str, record_property: Record
+) -> None:
+    """Each backend that runs a mechanism, against the mechanism's own reference (a refusal: declared)."""
+    dtype, backward = VARIANTS[variant]
+    record = _cell(record_property, backend_name, f"{mask_name} ~{mechanism_name}", heads, *variant.split("-"))
+    mechanism = MECHANISMS[mechanism_name]
+    record(checks.parity(get_backend(backend_name), MASKS[mask_name], heads, dtype, backward, mechanism=mechanism))
+
+
+@pytest.mark.parametrize("heads", ["mha", "gqa"])
+@pytest.mark.parametrize("mask_name", MECHANISM_MASKS)
+@pytest.mark.parametrize("mechanism_name", MECHANISMS)
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_mechanism_decode_and_weights(backend_name: str, mechanism_name: str, mask_name: str, heads: str) -> None:
+    backend, mechanism = get_backend(backend_name), MECHANISMS[mechanism_name]
+    checks.decode(backend, MASKS[mask_name], heads, mechanism)
+    checks.weights(backend, MASKS[mask_name], heads, mechanism)
+
+
+@pytest.mark.parametrize("mechanism_name", MECHANISMS)
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_mechanism_empty_rows(backend_name: str, mechanism_name: str) -> None:
+    checks.empty_rows(get_backend(backend_name), MECHANISMS[mechanism_name])
 
 
 @pytest.mark.parametrize("backend_name", BACKENDS)

@@ -16,7 +16,7 @@ from andrea.train.checks_files import apply_init_from, check_checkpoint
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.train.keys import check_added_keys, check_ranges
-from andrea.train.lit.attention_maps import AttentionMaps
+from andrea.train.maps_settings import check_settings as check_maps
 
 if TYPE_CHECKING:
     from andrea.models.files.schema import NetSpec
@@ -58,7 +58,7 @@ def check_config(cfg: DictConfig) -> Estimate | None:
     if _get(cfg, "model.scheduler") is not None:  # built once on a stand-in optimizer: its own checks refuse
         instantiate(cfg.model.scheduler)(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0))
     maps = _get(cfg, "callbacks.attention_maps")
-    problem = AttentionMaps.check(maps) if isinstance(maps, DictConfig) else None
+    problem = check_maps(maps) if isinstance(maps, DictConfig) else None
     if problem:
         raise ConfigError(problem)
     _validate_distributed(cfg)

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from andrea.data.settings import DATA
 from andrea.models.settings import NET
-from andrea.train.lit.attention_maps import PREFIX, AttentionMaps
+from andrea.train import maps_settings
 from andrea.utils.rules import POSITIVE, Rule, duration, either, first_problem, integer, number, optional, prefixed
 
 HYDRA_KEYWORDS = ("_target_", "_partial_", "_convert_", "_recursive_", "_args_")
@@ -57,7 +57,7 @@ RANGES: dict[str, Rule] = {  # data first: the presets interpolate model.net fro
     "trainer.gradient_clip_val": optional(number(0.0)),
     "trainer.num_nodes": POSITIVE,
     "callbacks.last_checkpoint.every_n_train_steps": POSITIVE,
-    **prefixed(PREFIX, AttentionMaps.SETTINGS),
+    **prefixed(maps_settings.PREFIX, maps_settings.SETTINGS),
     "callbacks.run_stats.peak_tflops": optional(number(0.0, low_open=True)),
 }
 

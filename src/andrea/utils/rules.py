@@ -2,7 +2,7 @@
 integer").
 
 The part that owns settings declares them once, as a table of rules (andrea.models.settings.NET,
-andrea.data.settings.DATA, AttentionMaps.SETTINGS, each CLI's SETTINGS), and checks itself with
+andrea.data.settings.DATA, andrea.train.maps_settings.SETTINGS, each CLI's SETTINGS), and checks itself with
 `enforce`; the config checks (andrea.train.keys.RANGES) and the model-file schema read the same tables
 through `first_problem`, so a rule and its words are written once."""
 

@@ -1,24 +1,21 @@
 """eager: all heads at once, the (B, H, T, S) score tensor materialised.
 
-One batched matmul for the scores, one masked softmax, one matmul with V.
-What most model files do; the price is O(T·S) memory per head.
+One batched matmul for the scores, the mechanism's weights (a masked softmax by
+default) for all heads at once, one matmul with V. What most model files do; the
+price is O(T·S) memory per head. It runs every mechanism, from its dense form.
 """
 
 from torch import Tensor
 
-from andrea.attention.contract import (
-    AttentionBackend,
-    Capabilities,
-    attention_weights,
-    weighted_values,
-)
+from andrea.attention.contract import AttentionBackend, Capabilities, attention_weights, weighted_values
 from andrea.attention.masks import Mask
+from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import ScoreMod
 
 
 class EagerBackend(AttentionBackend):
     name = "eager"
-    capabilities = Capabilities(native_weights=True, cpu_backward=True, native_gqa=True, score_mod=True)
+    capabilities = Capabilities(native_weights=True, cpu_backward=True, native_gqa=True, score_mod=True, kernels=None)
 
     def forward(
         self,
@@ -30,7 +27,11 @@ class EagerBackend(AttentionBackend):
         scale: float,
         need_weights: bool,
         score_mod: ScoreMod | None = None,
+        mechanism: Mechanism | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        weights = attention_weights(q, k, mask, scale, score_mod)  # (B, H, T, S)
+        if mechanism is None:
+            weights = attention_weights(q, k, mask, scale, score_mod)  # (B, H, T, S)
+        else:
+            weights = mechanism.weights(q, k, mask, scale, score_mod)  # (B, H, T, S)
         out = weighted_values(weights, v)  # (B, H, T, d)
         return out, weights if need_weights else None

@@ -5,6 +5,10 @@ cached per (mask, shape, device), so a static mask is built once. Flex has no
 backward on CPU: the capability says so and training with it there is refused.
 Without torch.compile Flex runs an unfused path that materialises scores; by
 default it compiles on GPU and stays eager on CPU (compiling costs ~20 s there).
+
+Mechanisms: softmax (and those that only wrap it: gated, qknorm); softcap as a
+score_mod (cap · tanh(score / cap)); sink from the log-sum-exp Flex returns:
+out · Z / (Z + e^sink) = out · sigmoid(lse - sink).
 """
 
 import warnings
@@ -14,10 +18,11 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+from torch.nn.attention.flex_attention import AuxRequest, BlockMask, create_block_mask, flex_attention
 
 from andrea.attention.contract import AttentionBackend, Capabilities, UnsupportedAttentionError
 from andrea.attention.masks import Mask
+from andrea.attention.mechanisms import Mechanism, Sink, Softcap
 from andrea.attention.positions import ScoreMod
 
 
@@ -34,10 +39,14 @@ def _block_mask(
 
 
 @lru_cache(maxsize=32)
-def _score_fn(score_mod: ScoreMod, offset: int) -> Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]:
-    # One function object per (modifier, offset): a compiled Flex would recompile for a new one.
+def _score_fn(
+    score_mod: ScoreMod | None, offset: int, cap: float | None = None
+) -> Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]:
+    # One function object per (modifier, offset, cap): a compiled Flex would recompile for a new one.
     def flex_score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        return score + score_mod.bias(b, h, q_idx + offset, kv_idx)
+        if score_mod is not None:
+            score = score + score_mod.bias(b, h, q_idx + offset, kv_idx)
+        return score if cap is None else cap * torch.tanh(score / cap)
 
     return flex_score_mod
 
@@ -47,9 +56,14 @@ def _compiled_flex() -> Callable[..., Tensor]:
     return torch.compile(flex_attention, dynamic=False)
 
 
+KERNELS = frozenset({"softmax", "softcap", "sink"})
+
+
 class FlexBackend(AttentionBackend):
     name = "flex"
-    capabilities = Capabilities(native_weights=False, cpu_backward=False, native_gqa=True, score_mod=True)
+    capabilities = Capabilities(
+        native_weights=False, cpu_backward=False, native_gqa=True, score_mod=True, kernels=KERNELS
+    )
 
     def __init__(self, compile: bool | None = None) -> None:
         if compile is not None and not isinstance(compile, bool):
@@ -86,6 +100,7 @@ class FlexBackend(AttentionBackend):
         scale: float,
         need_weights: bool,
         score_mod: ScoreMod | None = None,
+        mechanism: Mechanism | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         B, H, T, _ = q.shape
         S = k.shape[2]
@@ -94,16 +109,23 @@ class FlexBackend(AttentionBackend):
             batch = B if mask.batch_dependent else None  # None: one BlockMask broadcast over the batch
             heads = H if mask.head_dependent else None
             block_mask = _block_mask(mask, batch, heads, T, S, str(q.device))
-        compile = q.device.type != "cpu" if self.compile is None else self.compile
-        options: dict[str, Any] = dict(
-            block_mask=block_mask,
-            score_mod=None if score_mod is None else _score_fn(score_mod, S - T),
-            scale=scale,
-            enable_gqa=k.shape[1] != H,
-        )
-        if compile:
-            return _compiled_flex()(q, k, v, **options), None
-        with warnings.catch_warnings():  # running unfused was chosen (compile=False or CPU default)
-            warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
-            out = flex_attention(q, k, v, **options)  # (B, H, T, d)
-        return out, None
+        cap = mechanism.cap if isinstance(mechanism, Softcap) else None
+        scores = None if score_mod is None and cap is None else _score_fn(score_mod, S - T, cap)
+        options: dict[str, Any] = dict(block_mask=block_mask, score_mod=scores, scale=scale, enable_gqa=k.shape[1] != H)
+        if not isinstance(mechanism, Sink):
+            return self._flex(q.device.type)(q, k, v, **options), None  # (B, H, T, d)
+        out, aux = self._flex(q.device.type)(q, k, v, return_aux=AuxRequest(lse=True), **options)
+        sink = mechanism.sink.view(1, H, 1).to(aux.lse.dtype)  # the sink's share of each row's mass: no value
+        return out * torch.sigmoid(aux.lse - sink).unsqueeze(-1).to(out.dtype), None
+
+    def _flex(self, device_type: str) -> Callable[..., Any]:
+        """Flex compiled, or run unfused (compile=False, or on CPU by default) without its warning."""
+        if device_type != "cpu" if self.compile is None else self.compile:
+            return _compiled_flex()
+
+        def unfused(*args: Any, **kwargs: Any) -> Any:
+            with warnings.catch_warnings():  # running unfused was chosen (compile=False or CPU default)
+                warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+                return flex_attention(*args, **kwargs)
+
+        return unfused

@@ -7,7 +7,9 @@ stores the resolved `model.net` config. Reading it never hands it to `hydra.util
     _target_           one of MODELS (andrea's model classes), nothing else
     vocab_size, ..., position, bias, activation    andrea.models.settings.NET's rules, as in a config
     attention          null, or n_head, n_kv_head (integers), backend (a registered backend's
-                       name), backend_options (plain values), mask (below)
+                       name), backend_options (plain values), mechanism (below), mask (below)
+    mechanism          null (softmax), a registered mechanism's name, or {name: a registered mechanism,
+                       its settings as plain values}; files written before mechanisms have none
     mask               null, an expression of registered mask names ("causal & sliding_window(window=8)",
                        at most registry.MAX_EXPRESSION characters), or {_target_: a registered mask class, its
                        fields as plain values}
@@ -32,7 +34,7 @@ from andrea.models.settings import NET
 from andrea.utils.rules import POSITIVE, first_problem
 
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
-ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mask")
+ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mechanism", "mask")
 PLAIN = (str, int, float, bool, type(None))
 POSITIVE_INT = POSITIVE[0]  # the value rules of andrea.utils.rules, for a file's fields as for a config's
 
@@ -148,7 +150,28 @@ def _parse_attention(
         raise refuse(
             ".attention.backend_options", f"are not options of {backend} ({str(err).splitlines()[0]})"
         ) from None
+    _check_mechanism(attention.get("mechanism"), refuse)
     return attention, _mask_terms(attention.get("mask"), refuse)
+
+
+def _check_mechanism(mechanism: Any, refuse: Callable[[str, str], ModelFileError]) -> None:
+    """A registered mechanism's name, with plain settings it takes (each checked by the mechanism when the
+    network builds it)."""
+    from andrea.attention.registry import mechanism_registry, mechanism_settings
+
+    if mechanism is None:
+        return
+    name = mechanism.get("name") if isinstance(mechanism, dict) else mechanism
+    if not isinstance(name, str) or name not in mechanism_registry.names():
+        registered = ", ".join(mechanism_registry.names())
+        raise refuse(".attention.mechanism", f"={mechanism!r} is not a registered mechanism ({registered})")
+    if not isinstance(mechanism, dict):
+        return
+    for key, value in mechanism.items():
+        if key != "name" and key not in mechanism_settings(name):
+            raise refuse(f".attention.mechanism.{key}", f"is not a setting of mechanism {name}")
+        if not isinstance(value, PLAIN):
+            raise refuse(f".attention.mechanism.{key}", f"is a {type(value).__name__}, not a plain value")
 
 
 def _mask_terms(mask: Any, refuse: Callable[[str, str], ModelFileError]) -> int:

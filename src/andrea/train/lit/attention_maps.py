@@ -15,11 +15,10 @@ schedule=log (the default): each gap doubles, never below `every_n_steps` (0, 50
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import lightning as L
 import numpy as np
@@ -32,16 +31,13 @@ from andrea.data.tasks import Pattern
 from andrea.lens import verdict as verdicts
 from andrea.lens.head_roles import HEAD_ROLES
 from andrea.lens.heads import head_name
-from andrea.lens.viz import MAPS_DIR, SCALES, map_file, save_attention_grid
+from andrea.lens.viz import MAPS_DIR, map_file, save_attention_grid
 from andrea.models.network import heads_shape, network
 from andrea.train.lit.dashboard import grouped_charts, grouped_layout, log_image
-from andrea.utils.rules import POSITIVE, Rule, first_problem, integer, one_of, optional
+from andrea.train.maps_settings import check_settings
 
 if TYPE_CHECKING:
     from andrea.train.lit.module import LanguageModelModule
-
-SCHEDULES = ("log", "linear")
-PREFIX = "callbacks.attention_maps."
 
 
 @dataclass
@@ -76,27 +72,6 @@ class AttentionMaps(L.Callback):
     line (the Custom Scalars tab); on wandb the same charts are logged at the end of training.
     """
 
-    SETTINGS: ClassVar[dict[str, Rule]] = {
-        "every_n_steps": POSITIVE,
-        "probe_rows": POSITIVE,
-        "row": integer(0),
-        "max_pending": POSITIVE,
-        "schedule": one_of(*SCHEDULES),
-        "window": optional(integer(2)),
-        "scale": one_of(*SCALES),
-    }
-
-    @classmethod
-    def check(cls, settings: Mapping[str, Any]) -> str | None:
-        """The first setting out of its rule, or a row beyond the probe rows, as one line (None: all fine):
-        what the constructor raises, and what the config checks refuse before anything is built."""
-        problem = first_problem(cls.SETTINGS, settings, PREFIX)
-        row, rows = settings.get("row", 0), settings.get("probe_rows", 8)
-        if problem is None and row >= rows:
-            problem = f"{PREFIX}row={row} must be below {PREFIX}probe_rows={rows}; "
-            problem += "pick a row in range, or draw more probe rows"
-        return problem
-
     def __init__(
         self,
         every_n_steps: int = 50,
@@ -110,7 +85,7 @@ class AttentionMaps(L.Callback):
         max_pending: int = 2,
     ) -> None:
         settings = dict(every_n_steps=every_n_steps, probe_rows=probe_rows, row=row, window=window, scale=scale)
-        problem = self.check(settings | dict(schedule=schedule, max_pending=max_pending))
+        problem = check_settings(settings | dict(schedule=schedule, max_pending=max_pending))  # train.maps_settings
         if problem:
             raise ValueError(problem)
         self.every_n_steps, self.layers, self.probe_rows, self.dirname = every_n_steps, layers, probe_rows, dirname

@@ -1,0 +1,140 @@
+"""The mechanism contract: what an attention layer computes between its scores and its values.
+
+A backend decides HOW attention is computed (a loop, one batched matmul, a fused kernel); a mechanism
+decides WHAT: softmax, sigmoid, a sink logit in the denominator, soft-capped scores, two maps
+subtracted, ... Each mechanism is one small nn.Module per attention layer (its parameters, if any,
+are the layer's), with up to four parts:
+
+    project(q, k, x)      -> q, k         before positions (RoPE) are applied: QK-norm normalises here
+    weights(q, k, mask, scale, score_mod)  the dense (B, H, T, S) map, all heads at once: what `eager`
+                                           runs and what a probe shows for backends that never form it
+    reference(q, k, v, mask, scale, score_mod) -> out, weights
+                                           the paper's formula, one head at a time: what `naive` runs
+                                           and what the conformance kit proves every backend against
+    combine(z, x)         -> z            the heads' outputs (B, H, T, d) before W_O: the gate of gated
+                                           attention, differential attention's per-head norm
+
+`kernel` names the math a backend must run between the scores and the values: "softmax" for every
+mechanism that changes only what goes in or comes out (softmax, gated, qknorm), its own name
+otherwise. A backend declares the kernels it runs (Capabilities.kernels); one that computes any
+mechanism's dense form (eager, naive) declares None.
+
+`rows_sum_to_one` and `weights_meaning` say what the weights are: the head-role metrics, verdicts
+and maps read them (a sigmoid map is not a distribution over keys).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from andrea.attention.masks import Mask
+from andrea.attention.positions import ScoreMod
+
+
+class Mechanism(nn.Module):
+    name: ClassVar[str]
+    kernel: ClassVar[str] = "softmax"
+    rows_sum_to_one: ClassVar[bool] = True
+    weights_meaning: ClassVar[str] = "softmax weights (each row sums to 1)"
+
+    def __init__(
+        self, *, n_head: int, head_dim: int, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1
+    ) -> None:
+        """The layer's sizes (every mechanism gets them all; its own settings come as further keywords).
+        `layer` counts from 0 among the network's `n_layer` attention layers."""
+        super().__init__()
+        self.n_head, self.head_dim, self.d_model, self.max_context = n_head, head_dim, d_model, max_context
+        self.layer, self.n_layer = layer, n_layer
+
+    def project(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """q (B, H, T, d), k (B, H_kv, S, d) as they leave the projection, before RoPE."""
+        return q, k
+
+    def scale(self) -> float | None:
+        """The score scale the block asks for; None: the contract's 1/sqrt(head_dim)."""
+        return None
+
+    def combine(self, z: Tensor, x: Tensor) -> Tensor:
+        """z (B, H, T, d), the heads' outputs, given the block's input x (B, T, D)."""
+        return z
+
+    def normalise(self, scores: Tensor, allowed: Tensor | None, attends_self: bool, head: int | None = None) -> Tensor:
+        """Scores -> weights: scores (B, H, T, S) with head None, or one head's (B, T, S); `allowed` shaped
+        like them (broadcastable), True where the mask lets a query see a key; a row with no key is 0."""
+        raise NotImplementedError
+
+    def weights(self, q: Tensor, k: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None) -> Tensor:
+        """The (B, H, T, S) weights for all heads at once, grouped heads read without copying k."""
+        scores = dense_scores(q, k, scale, score_mod)  # (B, H, T, S)
+        allowed = None
+        if mask is not None and not mask.is_full:
+            B, H, T, S = scores.shape
+            allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
+        return self.normalise(scores, allowed, mask is None or mask.attends_self)
+
+    def reference(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None
+    ) -> tuple[Tensor, Tensor]:
+        """out (B, H, T, d) and weights (B, H, T, S), one head at a time, as the paper writes it."""
+        B, H, T, _ = q.shape
+        H_kv, S = k.shape[1], k.shape[2]
+        group = H // H_kv  # query heads sharing one key/value head (1 for MHA)
+        allowed, attends_self = None, mask is None or mask.attends_self
+        if mask is not None and not mask.is_full:
+            allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device).expand(B, H, T, S)
+        bias = None if score_mod is None else score_mod.dense(T, S, num_heads=H, device=q.device, dtype=q.dtype)
+        outputs, weights = [], []
+        for h in range(H):
+            q_h, k_h, v_h = q[:, h], k[:, h // group], v[:, h // group]  # (B, T, d), (B, S, d) x2
+            scores = q_h @ k_h.transpose(-2, -1) * scale  # (B, T, S): how well query i matches key j
+            if bias is not None:
+                scores = scores + bias[:, h]  # (1, T, S): e.g. ALiBi's -m_h·|i - j|
+            a = self.normalise(scores, None if allowed is None else allowed[:, h], attends_self, head=h)  # (B, T, S)
+            outputs.append(a @ v_h)  # (B, T, d): output[i] = sum_j a[i, j] v[j]
+            weights.append(a)
+        return torch.stack(outputs, dim=1), torch.stack(weights, dim=1)
+
+    @property
+    def label(self) -> str:
+        """A name for this instance in logs and the kit's cells (its settings, where they matter)."""
+        return self.name
+
+    @classmethod
+    def examples(cls, sizes: dict[str, Any]) -> list[Mechanism]:
+        """Instances for the conformance kit (andrea.testing) to prove every backend that runs this mechanism
+        against its reference, for a layer of `sizes`. A mechanism with settings worth covering overrides it.
+        The kit draws every parameter at random first, so no parameter hides at its initial value."""
+        return [cls(**sizes)]
+
+    def extra_repr(self) -> str:
+        return f"{self.name}"
+
+
+def dense_scores(q: Tensor, k: Tensor, scale: float, score_mod: ScoreMod | None = None) -> Tensor:
+    """q kᵀ · scale (+ the score bias) for all heads: q (B, H, T, d), k (B, H_kv, S, d) -> (B, H, T, S).
+    Grouped heads view the H query heads as (H_kv, group) rather than copying k."""
+    B, H, T, d = q.shape
+    H_kv, S = k.shape[1], k.shape[2]
+    q = (q * scale).view(B, H_kv, H // H_kv, T, d)  # (B, H_kv, group, T, d); scaling q is cheaper than T·S scores
+    scores = (q @ k.unsqueeze(2).transpose(-2, -1)).view(B, H, T, S)  # (B, H_kv, group, T, S) -> (B, H, T, S)
+    if score_mod is not None:
+        scores = scores + score_mod.dense(T, S, num_heads=H, device=q.device, dtype=scores.dtype)  # (1, H, T, S)
+    return scores
+
+
+def zero_empty_rows(weights: Tensor, allowed: Tensor | None, attends_self: bool) -> Tensor:
+    """weights with the rows that see no key set to 0 (skipped when every query sees itself)."""
+    return weights if allowed is None or attends_self else weights * allowed.any(dim=-1, keepdim=True)
+
+
+def per_head(values: Tensor, head: int | None) -> Tensor:
+    """A per-head parameter (H,) shaped to broadcast over scores: (1, H, 1, 1) for all heads, or one head's."""
+    return values.view(1, -1, 1, 1) if head is None else values[head]
+
+
+def finite_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,98 @@
+"""diff: differential attention (Ye et al., ICLR 2025, "Differential Transformer").
+
+Each head's queries and keys are split into two halves of d/2 channels, giving two softmax maps;
+their difference cancels the attention both give to irrelevant keys ("attention noise"):
+
+    A_h  = softmax(Q1_h K1_hᵀ · s) - λ · softmax(Q2_h K2_hᵀ · s)     s = 1/sqrt(d/2); rows sum to 1 - λ
+    z_h  = (1 - λ_init) · RMSNorm(A_h V_h)                            per head, over its d channels
+    out  = concat_h(z_h) W_O
+
+    λ = exp(λ_q1 · λ_k1) - exp(λ_q2 · λ_k2) + λ_init                 λ_* in R^(d/2), N(0, 0.1²) at init
+    λ_init = 0.8 - 0.6 · exp(-0.3 · (l - 1))                          l = 1, 2, ...: the layer's depth
+
+Heads keep andrea's width d (the paper halves the head count instead, for the same parameters).
+Backends that run it: those computing any mechanism's dense form (eager, naive).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from andrea.attention.contract import masked_softmax
+from andrea.attention.masks import Mask
+from andrea.attention.mechanisms.base import Mechanism, dense_scores
+from andrea.attention.positions import ScoreMod
+
+
+class Diff(Mechanism):
+    name = "diff"
+    kernel = "diff"
+    rows_sum_to_one = False
+    weights_meaning = "differential weights (two softmax maps subtracted: signed, rows sum to 1 - λ)"
+
+    def __init__(self, **sizes: Any) -> None:
+        super().__init__(**sizes)
+        if self.head_dim % 2:
+            raise ValueError(
+                f"mechanism=diff splits each head in two halves: head_dim={self.head_dim} must be even "
+                "(model.net.d_model / heads.n_head)"
+            )
+        half = self.head_dim // 2
+        self.lambda_init = 0.8 - 0.6 * math.exp(-0.3 * self.layer)  # depth l = layer + 1
+        self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2 = (
+            nn.Parameter(torch.randn(half) * 0.1) for _ in range(4)
+        )
+        self.norm = nn.RMSNorm(self.head_dim, eps=1e-5)
+
+    def scale(self) -> float:
+        return 1.0 / math.sqrt(self.head_dim // 2)  # each map's queries and keys have d/2 channels
+
+    def lam(self) -> Tensor:
+        """λ, a scalar tensor (it trains through the four vectors)."""
+        q1k1, q2k2 = (self.lambda_q1 * self.lambda_k1).sum(), (self.lambda_q2 * self.lambda_k2).sum()
+        return torch.exp(q1k1) - torch.exp(q2k2) + self.lambda_init
+
+    def weights(self, q: Tensor, k: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None) -> Tensor:
+        (q1, q2), (k1, k2) = q.chunk(2, dim=-1), k.chunk(2, dim=-1)  # (B, H, T, d/2), (B, H_kv, S, d/2)
+        allowed, attends_self = None, mask is None or mask.attends_self
+        if mask is not None and not mask.is_full:
+            B, H, T, _ = q.shape
+            allowed = mask.dense(T, k.shape[2], batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
+        a1 = masked_softmax(dense_scores(q1, k1, scale, score_mod), allowed, attends_self, inplace=True)
+        a2 = masked_softmax(dense_scores(q2, k2, scale, score_mod), allowed, attends_self, inplace=True)
+        return a1 - self.lam().to(a1.dtype) * a2  # (B, H, T, S)
+
+    def reference(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None
+    ) -> tuple[Tensor, Tensor]:
+        B, H, T, d = q.shape
+        H_kv, S = k.shape[1], k.shape[2]
+        group, half = H // H_kv, d // 2
+        allowed, attends_self = None, mask is None or mask.attends_self
+        if mask is not None and not mask.is_full:
+            allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device).expand(B, H, T, S)
+        bias = None if score_mod is None else score_mod.dense(T, S, num_heads=H, device=q.device, dtype=q.dtype)
+        lam = self.lam().to(q.dtype)
+        outputs, weights = [], []
+        for h in range(H):
+            q_h, k_h, v_h = q[:, h], k[:, h // group], v[:, h // group]  # (B, T, d), (B, S, d) x2
+            maps = []
+            for part in (slice(0, half), slice(half, d)):  # Q1 K1ᵀ, then Q2 K2ᵀ
+                s = q_h[..., part] @ k_h[..., part].transpose(-2, -1) * scale  # (B, T, S)
+                if bias is not None:
+                    s = s + bias[:, h]
+                maps.append(masked_softmax(s, None if allowed is None else allowed[:, h], attends_self))
+            a = maps[0] - lam * maps[1]  # (B, T, S)
+            outputs.append(a @ v_h)  # (B, T, d)
+            weights.append(a)
+        return torch.stack(outputs, dim=1), torch.stack(weights, dim=1)
+
+    def combine(self, z: Tensor, x: Tensor) -> Tensor:
+        return (1 - self.lambda_init) * self.norm(z)  # (B, H, T, d): each head normalised on its own
+
+    def extra_repr(self) -> str:
+        return f"diff, lambda_init={self.lambda_init:.3f}"

@@ -1,0 +1,39 @@
+"""softcap: softmax of soft-capped scores (Gemma 2, Gemma Team 2024; Grok-1).
+
+    A = softmax(cap · tanh(s / cap))      s = q·k / sqrt(d) + bias; rows sum to 1
+    out = A V
+
+tanh keeps every score inside (-cap, cap) while leaving small ones almost as they are: a smooth
+guard against logits that grow without bound. Gemma 2 caps attention scores at 50 (the default).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from andrea.attention.contract import masked_softmax
+from andrea.attention.mechanisms.base import Mechanism, finite_number
+
+
+class Softcap(Mechanism):
+    name = "softcap"
+    kernel = "softcap"
+    weights_meaning = "softmax weights of capped scores (each row sums to 1)"
+
+    def __init__(self, *, cap: float = 50.0, **sizes: Any) -> None:
+        super().__init__(**sizes)
+        if not finite_number(cap) or cap <= 0:
+            raise ValueError(f"mechanism.cap={cap!r} must be a finite number > 0")
+        self.cap = float(cap)
+
+    def capped(self, scores: Tensor) -> Tensor:
+        return self.cap * torch.tanh(scores / self.cap)
+
+    def normalise(self, scores: Tensor, allowed: Tensor | None, attends_self: bool, head: int | None = None) -> Tensor:
+        return masked_softmax(self.capped(scores), allowed, attends_self, inplace=True)
+
+    def extra_repr(self) -> str:
+        return f"softcap, cap={self.cap:g}"
