@@ -98,7 +98,8 @@ def pytest_collection_modifyitems(config, items):
     """A test parametrized with the triton backend runs it under Triton's interpreter. Its bfloat16, ALiBi,
     MHA and MQA cells of the kit, and its mechanism cells, run under -m slow: the interpreter is slow (the
     default run keeps its GQA cells; tests/attention/test_triton_backend.py checks ALiBi over several blocks,
-    and a GPT with MHA)."""
+    and a GPT with MHA). Every backend's MQA and bfloat16-backward cells of the kit run under -m slow too
+    (GQA's and bfloat16's forward are kept), and Flex's bfloat16 cells and its decode cells but GQA's."""
     for item in items:
         params = getattr(item, "callspec", None)
         if params is not None and "triton" in params.params.values():
@@ -109,6 +110,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if item.name.startswith(("test_mechanism_parity[triton-", "test_mechanism_decode_and_weights[triton-")):
             item.add_marker(pytest.mark.slow)  # the softmax kernel again (gated, qknorm wrap it): its cells above
+        kit_cell = item.name.startswith(("test_parity[", "test_parity_with_alibi[", "test_decode_and_weights["))
+        if kit_cell and ("-mqa-" in item.name or item.name.endswith("-mqa]") or "-bfloat16-backward]" in item.name):
+            item.add_marker(pytest.mark.slow)  # MQA is GQA's extreme (one kv head); bfloat16's forward stays
+        flex_cell = item.name.startswith(("test_parity[flex-", "test_mechanism_parity[flex-"))
+        flex_decode = item.name.startswith(("test_decode_and_weights[flex-", "test_mechanism_decode_and_weights[flex-"))
+        if flex_cell and "-bfloat16-" in item.name or flex_decode and "-gqa" not in item.name:
+            item.add_marker(pytest.mark.slow)  # unfused Flex traces each new shape on CPU (~0.1 s a cell)
 
 
 @pytest.fixture(autouse=True)

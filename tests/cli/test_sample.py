@@ -125,6 +125,7 @@ def test_safetensors_load_without_pickle(toy_weights, monkeypatch):
     assert config["_target_"] == "andrea.models.toy.ToyModel" and tokenizer is None
 
 
+@pytest.mark.slow  # reason: a pseudo-terminal session of andrea-sample (~7 s); the other tests run it piped
 def test_a_terminal_sees_each_token_as_it_comes(toy_weights, tmp_path):
     """stdout a terminal: the prompt at once, then the tokens while generation goes on (many reads);
     the text is the same as piped."""

@@ -37,10 +37,22 @@ def cached_and_recomputed(model, prompt, new=NEW):
     return tokens, logits
 
 
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("heads", HEADS)
-@pytest.mark.parametrize("mask", MASKS)
-@pytest.mark.parametrize("backend", BACKENDS)
+def _cells():
+    """Every backend x mask x heads x position; MQA (GQA's extreme) and position-free cells under -m slow, and
+    Flex's beyond GQA with a causal or windowed mask (eager Flex on CPU traces each new shape: ~0.5 s a cell)."""
+    for backend in BACKENDS:
+        for mask in MASKS:
+            for heads in HEADS:
+                for position in POSITIONS:
+                    slow = heads == "mqa" or position == "none"
+                    slow |= backend == "flex" and (heads != "gqa" or mask not in ("causal", "sliding_window"))
+                    marks = [pytest.mark.slow] if slow else []
+                    yield pytest.param(
+                        backend, mask, heads, position, marks=marks, id=f"{backend}-{mask}-{heads}-{position}"
+                    )
+
+
+@pytest.mark.parametrize(("backend", "mask", "heads", "position"), list(_cells()))
 def test_cached_generation_matches_recomputing(backend, mask, heads, position):
     expression, prompt_len = MASKS[mask]
     model = tiny_gpt(backend, expression, HEADS[heads], position)
