@@ -11,7 +11,7 @@ import torch
 from andrea.attention import Capabilities, Causal, KeyPadding, SlidingWindow
 from andrea.attention.backends.eager import EagerBackend
 from andrea.attention.mechanisms import Sigmoid
-from andrea.testing import checks
+from andrea.testing import checks, declared
 
 from .helpers import files_plugin
 
@@ -63,10 +63,10 @@ def test_a_mask_with_a_false_flag_fails_naming_the_flag():
     with pytest.raises(
         AssertionError, match="mask sliding_window_3: declares is_causal, but its predicate is not causal"
     ):
-        checks.mask_flags(FalselyCausal(3))
+        declared.mask_flags(FalselyCausal(3))
     with pytest.raises(AssertionError, match="mask sliding_window_3: declares max_lookback=2, but sees further back"):
-        checks.mask_flags(ShortSighted(3))
-    checks.mask_flags(SlidingWindow(3))  # the true one passes
+        declared.mask_flags(ShortSighted(3))
+    declared.mask_flags(SlidingWindow(3))  # the true one passes
 
 
 def test_a_refusal_the_capabilities_do_not_declare_fails():
@@ -76,7 +76,7 @@ def test_a_refusal_the_capabilities_do_not_declare_fails():
     ):
         checks.parity(RefusesPadding(), padding, "mha")
     with pytest.raises(AssertionError, match="refuses_padding x padding: refused a mask its capabilities accept"):
-        checks.capabilities(RefusesPadding(), [padding])
+        declared.capabilities(RefusesPadding(), [padding])
 
 
 @pytest.mark.slow(reason="a pytest session of its own (~11 s); the default run's failing-plugin test runs the kit too")

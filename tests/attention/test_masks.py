@@ -153,7 +153,7 @@ def test_mask_draws_itself(tmp_path):
 
 def test_one_variadic_combinator_with_derived_flags():
     from andrea.attention.masks import Combined
-    from andrea.testing.checks import mask_flags
+    from andrea.testing.declared import mask_flags
 
     three = Causal() & SlidingWindow(3) & PrefixLM(2)
     assert isinstance(three, Combined) and len(three.masks) == 3  # flattened, not nested

@@ -9,8 +9,9 @@ import torch
 from torch.nn import functional as F
 
 from andrea.attention import MultiHeadSelfAttention, UnsupportedAttentionError, get_backend, mechanism_registry
-from andrea.attention.contract import attention_weights, weighted_values
+from andrea.attention.contract import weighted_values
 from andrea.attention.masks import Causal
+from andrea.attention.mechanisms.softmax import attention_weights
 from andrea.models.toy import ToyModel
 
 D, H, T = 32, 4, 7

@@ -37,9 +37,26 @@ def interrupt(run_dir: Path, signum: int) -> tuple[int, str]:
     """Start a run, send it `signum` once its first last.ckpt exists; its exit code and stderr."""
     process = start(run_dir)
     wait_for(run_dir / "checkpoints" / "last.ckpt", process)
+    helpers = descendants(process.pid)  # wandb's service among them, which outlives a SIGKILL
     process.send_signal(signum)
     _, err = process.communicate(timeout=120)
+    # A SIGKILLed run's wandb service finishes its run on its own a moment later; until then the run ID is
+    # in use and a resume started at once is refused by wandb (noticed in the notes, left to wandb's timing).
+    deadline = time.monotonic() + 60
+    while any(Path(f"/proc/{pid}").exists() for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
     return process.returncode, err
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes started by `pid`, and theirs (Linux's /proc; one that ends meanwhile is left out)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return children + [grandchild for child in children for grandchild in descendants(child)]
 
 
 def losses(run_dir: Path, version: int) -> dict[int, str]:

@@ -1,13 +1,7 @@
 """The attention zoo: one contract, interchangeable backends, mechanisms, masks and head configurations."""
 
 from andrea.attention.block import MultiHeadSelfAttention
-from andrea.attention.contract import (
-    AttentionBackend,
-    Capabilities,
-    UnsupportedAttentionError,
-    attention_weights,
-    masked_softmax,
-)
+from andrea.attention.contract import AttentionBackend, Capabilities, UnsupportedAttentionError
 from andrea.attention.heads import HeadConfig, gqa, mha, mqa
 from andrea.attention.masks import (
     Causal,
@@ -19,6 +13,7 @@ from andrea.attention.masks import (
     SlidingWindow,
 )
 from andrea.attention.mechanisms import Mechanism
+from andrea.attention.mechanisms.softmax import attention_weights, masked_softmax
 from andrea.attention.registry import (
     as_mask,
     as_mechanism,

@@ -148,8 +148,8 @@ class MultiHeadSelfAttention(nn.Module):
         h = self.heads
         return (
             f"d_model={self.d_model}, n_head={h.n_head}, n_kv_head={h.n_kv_head} ({h.kind}), "
-            f"backend={self.backend.name}, mechanism={self.mechanism.name}, mask={self.mask.name}, "
-            f"max_context={self.max_context}"
+            f"backend={self.backend.name}, mask={self.mask.name}, max_context={self.max_context}, "
+            f"mechanism={self.mechanism.name}"
             + (", rope" if self.rope is not None else ", alibi" if self.score_mod is not None else "")
         )
 

@@ -51,6 +51,7 @@ import torch
 from torch import Tensor
 
 from andrea.attention.masks import Mask
+from andrea.attention.mechanisms.softmax import SOFTMAX as SOFTMAX_MECHANISM
 from andrea.attention.positions import ScoreMod
 
 if TYPE_CHECKING:
@@ -73,43 +74,6 @@ class Capabilities:
     cpu: bool = True  # runs on CPU tensors at all (else: GPU only)
     unavailable: str | None = None  # why it cannot run in this environment (a missing package), else None
     kernels: frozenset[str] | None = SOFTMAX  # the mechanisms' kernels it runs; None = any, from its dense form
-
-
-def masked_softmax(scores: Tensor, allowed: Tensor | None, attends_self: bool = False, inplace: bool = False) -> Tensor:
-    """Softmax over keys (last dim) where `allowed` is True.
-
-    A row with no allowed key becomes all zeros instead of NaN: masked scores
-    are filled with the dtype's lowest finite value (so the softmax stays
-    finite, forward and backward) and empty rows are then zeroed, a step
-    skipped when the mask guarantees every query sees itself. `inplace=True`
-    overwrites `scores` (one score-sized tensor less), for callers that own it.
-    """
-    if allowed is None:
-        return scores.softmax(dim=-1)
-    fill = scores.masked_fill_ if inplace else scores.masked_fill
-    weights = fill(~allowed, torch.finfo(scores.dtype).min).softmax(dim=-1)
-    return weights if attends_self else weights * allowed.any(dim=-1, keepdim=True)
-
-
-def attention_weights(
-    q: Tensor, k: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None = None
-) -> Tensor:
-    """softmax(mask(q kᵀ · scale + bias)) for all heads at once: (B, H, T, S).
-
-    Grouped heads are handled by viewing the H query heads as (H_kv, group)
-    rather than copying k. This is the materialised math of the `eager`
-    backend, and the probe that gives weights for backends that never form them.
-    """
-    B, H, T, d = q.shape
-    H_kv, S = k.shape[1], k.shape[2]
-    q = (q * scale).view(B, H_kv, H // H_kv, T, d)  # (B, H_kv, group, T, d); scaling q is cheaper than T·S scores
-    scores = (q @ k.unsqueeze(2).transpose(-2, -1)).view(B, H, T, S)  # (B, H_kv, group, T, S) -> (B, H, T, S)
-    if score_mod is not None:
-        scores = scores + score_mod.dense(T, S, num_heads=H, device=q.device, dtype=scores.dtype)  # (1, H, T, S)
-    if mask is None or mask.is_full:
-        return scores.softmax(dim=-1)
-    allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
-    return masked_softmax(scores, allowed, mask.attends_self, inplace=True)  # scores is ours
 
 
 def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
@@ -237,10 +201,7 @@ class AttentionBackend(ABC):
             return self.forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights, score_mod=score_mod, **more)
         out, _ = self.forward(q, k, v, mask=mask, scale=scale, need_weights=False, score_mod=score_mod, **more)
         with torch.no_grad():  # the probe only shows; it never feeds the loss: the mechanism's own weights
-            if mechanism is None:
-                weights = attention_weights(q, k, mask, scale, score_mod)
-            else:
-                weights = mechanism.weights(q, k, mask, scale, score_mod)
+            weights = (mechanism or SOFTMAX_MECHANISM).weights(q, k, mask, scale, score_mod)
         return out, weights
 
     @abstractmethod

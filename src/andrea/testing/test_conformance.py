@@ -17,7 +17,7 @@ from andrea.attention.masks import Mask
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import ALiBi
 from andrea.attention.registry import PluginError, broken_plugins
-from andrea.testing import checks
+from andrea.testing import checks, declared
 from andrea.testing.checks import BATCH, HEADS, SEQ
 
 
@@ -163,12 +163,12 @@ def test_mechanism_empty_rows(backend_name: str, mechanism_name: str) -> None:
 def test_empty_rows_and_capabilities(backend_name: str) -> None:
     backend = get_backend(backend_name)
     checks.empty_rows(backend)
-    checks.capabilities(backend, list(MASKS.values()))
+    declared.capabilities(backend, list(MASKS.values()))
 
 
 @pytest.mark.parametrize("mask_name", MASKS)
 def test_mask_flags(mask_name: str) -> None:
-    checks.mask_flags(MASKS[mask_name])
+    declared.mask_flags(MASKS[mask_name])
 
 
 def test_plugin_entry_points_load() -> None:

@@ -7,9 +7,10 @@ price is O(T·S) memory per head. It runs every mechanism, from its dense form.
 
 from torch import Tensor
 
-from andrea.attention.contract import AttentionBackend, Capabilities, attention_weights, weighted_values
+from andrea.attention.contract import AttentionBackend, Capabilities, weighted_values
 from andrea.attention.masks import Mask
 from andrea.attention.mechanisms import Mechanism
+from andrea.attention.mechanisms.softmax import attention_weights
 from andrea.attention.positions import ScoreMod
 
 

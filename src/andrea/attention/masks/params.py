@@ -11,7 +11,7 @@
 A mask says itself this way through `Mask.params()`: the built-ins and their `&` combinations do;
 `|` combinations and a plugin's masks that do not override it return None, and a backend then
 reads their dense form. A backend asks `params()`, never the mask's class. The kit checks that
-what `params()` says equals the mask's own predicate (andrea.testing.checks.mask_flags).
+what `params()` says equals the mask's own predicate (andrea.testing.declared.mask_flags).
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from andrea.attention.contract import masked_softmax
 from andrea.attention.masks import Mask
 from andrea.attention.mechanisms.base import Mechanism, dense_scores
+from andrea.attention.mechanisms.softmax import masked_softmax
 from andrea.attention.positions import ScoreMod
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from andrea.attention.contract import masked_softmax
 from andrea.attention.mechanisms.base import Mechanism, finite_number
+from andrea.attention.mechanisms.softmax import masked_softmax
 
 
 class Softcap(Mechanism):

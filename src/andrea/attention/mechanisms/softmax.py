@@ -6,12 +6,45 @@ out = A V
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
-from andrea.attention.contract import attention_weights, masked_softmax
 from andrea.attention.masks import Mask
-from andrea.attention.mechanisms.base import Mechanism
+from andrea.attention.mechanisms.base import Mechanism, dense_scores
 from andrea.attention.positions import ScoreMod
+
+
+def masked_softmax(scores: Tensor, allowed: Tensor | None, attends_self: bool = False, inplace: bool = False) -> Tensor:
+    """Softmax over keys (last dim) where `allowed` is True.
+
+    A row with no allowed key becomes all zeros instead of NaN: masked scores
+    are filled with the dtype's lowest finite value (so the softmax stays
+    finite, forward and backward) and empty rows are then zeroed, a step
+    skipped when the mask guarantees every query sees itself. `inplace=True`
+    overwrites `scores` (one score-sized tensor less), for callers that own it.
+    """
+    if allowed is None:
+        return scores.softmax(dim=-1)
+    fill = scores.masked_fill_ if inplace else scores.masked_fill
+    weights = fill(~allowed, torch.finfo(scores.dtype).min).softmax(dim=-1)
+    return weights if attends_self else weights * allowed.any(dim=-1, keepdim=True)
+
+
+def attention_weights(
+    q: Tensor, k: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None = None
+) -> Tensor:
+    """softmax(mask(q kᵀ · scale + bias)) for all heads at once: (B, H, T, S).
+
+    Grouped heads are handled by viewing the H query heads as (H_kv, group)
+    rather than copying k (mechanisms.base.dense_scores). This is the materialised math
+    of the `eager` backend, and the probe that gives weights for backends that never form them.
+    """
+    scores = dense_scores(q, k, scale, score_mod)  # (B, H, T, S)
+    if mask is None or mask.is_full:
+        return scores.softmax(dim=-1)
+    B, H, T, S = scores.shape
+    allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
+    return masked_softmax(scores, allowed, mask.attends_self, inplace=True)  # scores is ours
 
 
 class Softmax(Mechanism):
@@ -21,9 +54,8 @@ class Softmax(Mechanism):
         return masked_softmax(scores, allowed, attends_self, inplace=True)  # the scores are the caller's own
 
     def weights(self, q: Tensor, k: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None) -> Tensor:
-        return attention_weights(q, k, mask, scale, score_mod)  # contract's: what the probe has always computed
+        return attention_weights(q, k, mask, scale, score_mod)  # what eager and the probe have always computed
 
 
-SOFTMAX = Softmax(
-    n_head=1, head_dim=1, d_model=1, max_context=1
-)  # no parameters: the one a call without a mechanism uses
+# softmax has no parameters: one instance serves every call that names no mechanism
+SOFTMAX = Softmax(n_head=1, head_dim=1, d_model=1, max_context=1)
