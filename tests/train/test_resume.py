@@ -3,6 +3,7 @@ wandb run, and the per-step losses continue exactly as an unbroken run's; SIGTER
 
 import csv
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -18,10 +19,17 @@ TRAIN = [sys.executable, "-m", "andrea.cli.train"]
 RUN = ["logger=many_loggers", "trainer.max_epochs=3", "callbacks.last_checkpoint.every_n_train_steps=10", "seed=7"]
 
 
+def own_env() -> dict[str, str]:
+    """The environment without WANDB_SERVICE: an in-process wandb run earlier in the suite sets it, and a
+    child would then share this process's wandb service, which keeps a SIGKILLed child's run ID "in use"
+    for a while. From a user's shell each run starts a service of its own."""
+    return {key: value for key, value in os.environ.items() if key != "WANDB_SERVICE"}
+
+
 def start(run_dir: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [*TRAIN, *RUN, f"hydra.run.dir={run_dir}", *extra], cwd=run_dir.parent,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=own_env(),
     )  # fmt: skip
 
 
@@ -37,26 +45,9 @@ def interrupt(run_dir: Path, signum: int) -> tuple[int, str]:
     """Start a run, send it `signum` once its first last.ckpt exists; its exit code and stderr."""
     process = start(run_dir)
     wait_for(run_dir / "checkpoints" / "last.ckpt", process)
-    helpers = descendants(process.pid)  # wandb's service among them, which outlives a SIGKILL
     process.send_signal(signum)
     _, err = process.communicate(timeout=120)
-    # A SIGKILLed run's wandb service finishes its run on its own a moment later; until then the run ID is
-    # in use and a resume started at once is refused by wandb (noticed in the notes, left to wandb's timing).
-    deadline = time.monotonic() + 60
-    while any(Path(f"/proc/{pid}").exists() for pid in helpers) and time.monotonic() < deadline:
-        time.sleep(0.1)
     return process.returncode, err
-
-
-def descendants(pid: int) -> list[int]:
-    """The processes started by `pid`, and theirs (Linux's /proc; one that ends meanwhile is left out)."""
-    children = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children += [int(child) for child in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return children + [grandchild for child in children for grandchild in descendants(child)]
 
 
 def losses(run_dir: Path, version: int) -> dict[int, str]:
@@ -67,7 +58,9 @@ def losses(run_dir: Path, version: int) -> dict[int, str]:
 
 def resume(run_dir: Path, args: list[str]) -> dict[int, str]:
     """Run andrea-train with `args` to the end; the losses its attempt logged (the run's second)."""
-    done = subprocess.run([*TRAIN, *args], cwd=run_dir.parent, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*TRAIN, *args], cwd=run_dir.parent, capture_output=True, text=True, timeout=300, env=own_env()
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (
         "not resumable" not in done.stderr + done.stdout
