@@ -1,6 +1,10 @@
 """The kit catches a wrong plugin: a backend off by its scale, a mask that lies about its flags,
 a backend that refuses what it declares it can do. Each failure names its cell."""
 
+import os
+import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -14,6 +18,24 @@ from andrea.attention.mechanisms import Sigmoid
 from andrea.testing import checks, declared
 
 from .helpers import files_plugin
+
+
+def user_shell(site: Path | None = None) -> dict[str, str]:
+    """A user's shell (without TRITON_INTERPRET, which some tests set), with `site`'s plugins importable."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    return env
+
+
+def run_kit(
+    folder: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    """What a plugin author runs, from `folder`: `pytest --pyargs andrea.testing` with `args`."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "andrea.testing", "-q", "-p", "no:cacheprovider", *args],
+        cwd=folder, capture_output=True, text=True, timeout=timeout, env=env or user_shell(),
+    )  # fmt: skip
 
 
 class OffByScale(EagerBackend):
@@ -83,16 +105,10 @@ def test_a_refusal_the_capabilities_do_not_declare_fails():
 def test_the_kit_runs_from_the_installed_package(tmp_path):
     """What a plugin author runs: `pytest --pyargs andrea.testing` (here a slice of it, from another folder),
     ending with the parity matrix: a row per backend and mask, a character per cell."""
-    import os
-    import subprocess
-    import sys
 
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}  # as a user's shell
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--pyargs", "andrea.testing", "-q", "-p", "no:cacheprovider",
-         "-k", "test_mask_flags or test_empty_rows_and_capabilities or (test_parity and -causal-mha-)"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+    done = run_kit(
+        tmp_path, "-k", "test_mask_flags or test_empty_rows_and_capabilities or (test_parity and -causal-mha-)"
+    )
     assert done.returncode == 0, done.stdout[-2000:]
     assert " passed" in done.stdout.splitlines()[-1]
     report = done.stdout[done.stdout.index("attention parity matrix") :].splitlines()
@@ -119,22 +135,15 @@ class OffByScale(EagerBackend):
 def test_a_failing_plugin_s_cells_are_drawn_x_and_counted_as_pytest_counts_them(tmp_path):
     """The kit narrowed to one plugin (--andrea-backends) draws each failed cell X, and its count line equals
     pytest's own counts; a plugin entry point that cannot be imported fails one test naming it."""
-    import os
-    import re
-    import subprocess
-    import sys
 
     site = tmp_path / "site"
     files_plugin(site, "off_by_scale_plugin", [
         ("andrea.attention_backends", "off_by_scale", "off_by_scale_plugin:OffByScale"),
         ("andrea.attention_masks", "missing_mask", "no_such_module:Missing"),
     ], {"off_by_scale_plugin": OFF_BY_SCALE})  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--pyargs", "andrea.testing", "-q", "-p", "no:cacheprovider",
-         "--andrea-backends", "off_by_scale", "-k", "test_parity or test_plugin_entry_points", "-rN"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
-    )  # fmt: skip
+    env = user_shell(site)
+    selection = "test_parity or test_plugin_entry_points"
+    done = run_kit(tmp_path, "--andrea-backends", "off_by_scale", "-k", selection, "-rN", env=env)
     assert done.returncode == 1, done.stdout[-3000:]
     out = done.stdout
     assert "plugin entry point 'missing_mask = no_such_module:Missing' (group 'andrea.attention_masks') " in out
@@ -205,20 +214,11 @@ class ReluAttention(Mechanism):
 def test_a_plugin_mechanism_joins_the_grid_unedited(tmp_path):
     """A package declaring a mechanism under `andrea.attention_mechanisms` gets cells for every backend: those
     that run any mechanism (eager, naive) are proven against its reference, the others refuse, declared."""
-    import os
-    import re
-    import subprocess
-    import sys
 
     site = tmp_path / "site"
     files_plugin(site, "relu_plugin", [("andrea.attention_mechanisms", "relu", "relu_plugin:ReluAttention")],
                  {"relu_plugin": RELU})  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--pyargs", "andrea.testing", "-q", "-p", "no:cacheprovider",
-         "-k", "test_mechanism and relu and (eager or naive or sdpa)"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
-    )  # fmt: skip
+    done = run_kit(tmp_path, "-k", "test_mechanism and relu and (eager or naive or sdpa)", env=user_shell(site))
     assert done.returncode == 0, done.stdout[-3000:]
     rows = {tuple(line.split()[:3]): line.split()[3:] for line in done.stdout.splitlines() if "~relu" in line}
     assert rows[("eager", "causal", "~relu")] == ["...", "..."]  # mha, gqa: float32 fwd/bwd, bfloat16 fwd

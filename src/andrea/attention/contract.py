@@ -51,13 +51,13 @@ import torch
 from torch import Tensor
 
 from andrea.attention.masks import Mask
-from andrea.attention.mechanisms.softmax import SOFTMAX as SOFTMAX_MECHANISM
+from andrea.attention.mechanisms.softmax import SOFTMAX
 from andrea.attention.positions import ScoreMod
 
 if TYPE_CHECKING:
     from andrea.attention.mechanisms import Mechanism
 
-SOFTMAX = frozenset({"softmax"})
+SOFTMAX_ONLY = frozenset({"softmax"})
 
 
 class UnsupportedAttentionError(ValueError):
@@ -73,7 +73,7 @@ class Capabilities:
     score_mod: bool = False  # takes a ScoreMod (ALiBi); its forward then accepts `score_mod=`
     cpu: bool = True  # runs on CPU tensors at all (else: GPU only)
     unavailable: str | None = None  # why it cannot run in this environment (a missing package), else None
-    kernels: frozenset[str] | None = SOFTMAX  # the mechanisms' kernels it runs; None = any, from its dense form
+    kernels: frozenset[str] | None = SOFTMAX_ONLY  # the mechanisms' kernels it runs; None = any, from its dense form
 
 
 def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
@@ -201,7 +201,7 @@ class AttentionBackend(ABC):
             return self.forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights, score_mod=score_mod, **more)
         out, _ = self.forward(q, k, v, mask=mask, scale=scale, need_weights=False, score_mod=score_mod, **more)
         with torch.no_grad():  # the probe only shows; it never feeds the loss: the mechanism's own weights
-            weights = (mechanism or SOFTMAX_MECHANISM).weights(q, k, mask, scale, score_mod)
+            weights = (mechanism or SOFTMAX).weights(q, k, mask, scale, score_mod)
         return out, weights
 
     @abstractmethod

@@ -10,7 +10,7 @@ from torch import Tensor
 from andrea.attention.contract import AttentionBackend, Capabilities, weighted_values
 from andrea.attention.masks import Mask
 from andrea.attention.mechanisms import Mechanism
-from andrea.attention.mechanisms.softmax import attention_weights
+from andrea.attention.mechanisms.softmax import SOFTMAX
 from andrea.attention.positions import ScoreMod
 
 
@@ -30,9 +30,6 @@ class EagerBackend(AttentionBackend):
         score_mod: ScoreMod | None = None,
         mechanism: Mechanism | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        if mechanism is None:
-            weights = attention_weights(q, k, mask, scale, score_mod)  # (B, H, T, S)
-        else:
-            weights = mechanism.weights(q, k, mask, scale, score_mod)  # (B, H, T, S)
+        weights = (mechanism or SOFTMAX).weights(q, k, mask, scale, score_mod)  # (B, H, T, S)
         out = weighted_values(weights, v)  # (B, H, T, d)
         return out, weights if need_weights else None

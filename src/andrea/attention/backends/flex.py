@@ -120,7 +120,8 @@ class FlexBackend(AttentionBackend):
 
     def _flex(self, device_type: str) -> Callable[..., Any]:
         """Flex compiled, or run unfused (compile=False, or on CPU by default) without its warning."""
-        if device_type != "cpu" if self.compile is None else self.compile:
+        compiled = device_type != "cpu" if self.compile is None else self.compile
+        if compiled:
             return _compiled_flex()
 
         def unfused(*args: Any, **kwargs: Any) -> Any:

@@ -12,7 +12,7 @@ from functools import cached_property
 
 from torch import Tensor
 
-from andrea.attention.masks.base import Mask
+from andrea.attention.masks.base import FLAGS, Mask
 from andrea.attention.masks.params import MaskParams
 
 
@@ -31,30 +31,10 @@ class Composite(Mask):
     def params(self) -> MaskParams | None:
         return self.composed.params()
 
-    @property
-    def is_causal(self) -> bool:  # type: ignore[override]
-        return self.composed.is_causal
 
-    @property
-    def is_full(self) -> bool:  # type: ignore[override]
-        return self.composed.is_full
+def _from_composition(flag: str) -> property:
+    return property(lambda self: getattr(self.composed, flag), doc=f"{flag}: the composition's")
 
-    @property
-    def attends_self(self) -> bool:  # type: ignore[override]
-        return self.composed.attends_self
 
-    @property
-    def translation_invariant(self) -> bool:  # type: ignore[override]
-        return self.composed.translation_invariant
-
-    @property
-    def max_lookback(self) -> int | None:  # type: ignore[override]
-        return self.composed.max_lookback
-
-    @property
-    def batch_dependent(self) -> bool:  # type: ignore[override]
-        return self.composed.batch_dependent
-
-    @property
-    def head_dependent(self) -> bool:  # type: ignore[override]
-        return self.composed.head_dependent
+for _flag in FLAGS:  # every flag a mask declares (masks.base.FLAGS) is its composition's
+    setattr(Composite, _flag, _from_composition(_flag))

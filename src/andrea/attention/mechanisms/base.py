@@ -5,12 +5,13 @@ decides WHAT: softmax, sigmoid, a sink logit in the denominator, soft-capped sco
 subtracted, ... Each mechanism is one small nn.Module per attention layer (its parameters, if any,
 are the layer's), with up to four parts:
 
-    project(q, k, x)      -> q, k         before positions (RoPE) are applied: QK-norm normalises here
+    project(q, k)         -> q, k         before positions (RoPE) are applied: QK-norm normalises here
     weights(q, k, mask, scale, score_mod)  the dense (B, H, T, S) map, all heads at once: what `eager`
                                            runs and what a probe shows for backends that never form it
     reference(q, k, v, mask, scale, score_mod) -> out, weights
-                                           the paper's formula, one head at a time: what `naive` runs
-                                           and what the conformance kit proves every backend against
+                                           the paper's formula, one head at a time (`head_weights`):
+                                           what `naive` runs and the conformance kit proves every
+                                           backend against
     combine(z, x)         -> z            the heads' outputs (B, H, T, d) before W_O: the gate of gated
                                            attention, differential attention's per-head norm
 
@@ -19,8 +20,8 @@ mechanism that changes only what goes in or comes out (softmax, gated, qknorm), 
 otherwise. A backend declares the kernels it runs (Capabilities.kernels); one that computes any
 mechanism's dense form (eager, naive) declares None.
 
-`rows_sum_to_one` and `weights_meaning` say what the weights are: the head-role metrics, verdicts
-and maps read them (a sigmoid map is not a distribution over keys).
+`rows_sum_to_one` and `weights_meaning` say what the weights are (a sigmoid map is not a
+distribution over keys); andrea-demo prints the meaning beside its map.
 """
 
 from __future__ import annotations
@@ -70,10 +71,8 @@ class Mechanism(nn.Module):
     def weights(self, q: Tensor, k: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None) -> Tensor:
         """The (B, H, T, S) weights for all heads at once, grouped heads read without copying k."""
         scores = dense_scores(q, k, scale, score_mod)  # (B, H, T, S)
-        allowed = None
-        if mask is not None and not mask.is_full:
-            B, H, T, S = scores.shape
-            allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
+        B, H, T, S = scores.shape
+        allowed = dense_allowed(mask, B, H, T, S, device=q.device)  # (B|1, H|1, T, S)
         return self.normalise(scores, allowed, mask is None or mask.attends_self)
 
     def reference(
@@ -83,20 +82,28 @@ class Mechanism(nn.Module):
         B, H, T, _ = q.shape
         H_kv, S = k.shape[1], k.shape[2]
         group = H // H_kv  # query heads sharing one key/value head (1 for MHA)
-        allowed, attends_self = None, mask is None or mask.attends_self
-        if mask is not None and not mask.is_full:
-            allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device).expand(B, H, T, S)
+        allowed, attends_self = dense_allowed(mask, B, H, T, S, device=q.device), mask is None or mask.attends_self
+        allowed = None if allowed is None else allowed.expand(B, H, T, S)
         bias = None if score_mod is None else score_mod.dense(T, S, num_heads=H, device=q.device, dtype=q.dtype)
         outputs, weights = [], []
         for h in range(H):
             q_h, k_h, v_h = q[:, h], k[:, h // group], v[:, h // group]  # (B, T, d), (B, S, d) x2
-            scores = q_h @ k_h.transpose(-2, -1) * scale  # (B, T, S): how well query i matches key j
-            if bias is not None:
-                scores = scores + bias[:, h]  # (1, T, S): e.g. ALiBi's -m_h·|i - j|
-            a = self.normalise(scores, None if allowed is None else allowed[:, h], attends_self, head=h)  # (B, T, S)
+            allowed_h = None if allowed is None else allowed[:, h]  # (B, T, S)
+            bias_h = None if bias is None else bias[:, h]  # (1, T, S): e.g. ALiBi's -m_h·|i - j|
+            a = self.head_weights(q_h, k_h, scale, bias_h, allowed_h, attends_self, h)  # (B, T, S)
             outputs.append(a @ v_h)  # (B, T, d): output[i] = sum_j a[i, j] v[j]
             weights.append(a)
         return torch.stack(outputs, dim=1), torch.stack(weights, dim=1)
+
+    def head_weights(
+        self, q_h: Tensor, k_h: Tensor, scale: float, bias_h: Tensor | None, allowed_h: Tensor | None,
+        attends_self: bool, head: int,
+    ) -> Tensor:  # fmt: skip
+        """One head's weights (B, T, S) from its queries (B, T, d) and keys (B, S, d): the paper's formula."""
+        scores = q_h @ k_h.transpose(-2, -1) * scale  # (B, T, S): how well query i matches key j
+        if bias_h is not None:
+            scores = scores + bias_h
+        return self.normalise(scores, allowed_h, attends_self, head=head)
 
     @property
     def label(self) -> str:
@@ -126,9 +133,11 @@ def dense_scores(q: Tensor, k: Tensor, scale: float, score_mod: ScoreMod | None 
     return scores
 
 
-def zero_empty_rows(weights: Tensor, allowed: Tensor | None, attends_self: bool) -> Tensor:
-    """weights with the rows that see no key set to 0 (skipped when every query sees itself)."""
-    return weights if allowed is None or attends_self else weights * allowed.any(dim=-1, keepdim=True)
+def dense_allowed(mask: Mask | None, B: int, H: int, T: int, S: int, device: torch.device) -> Tensor | None:
+    """The mask as booleans (B|1, H|1, T, S), True where a query may see a key; None where it masks nothing."""
+    if mask is None or mask.is_full:
+        return None
+    return mask.dense(T, S, batch_size=B, num_heads=H, device=device)
 
 
 def per_head(values: Tensor, head: int | None) -> Tensor:

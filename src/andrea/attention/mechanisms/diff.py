@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from andrea.attention.masks import Mask
-from andrea.attention.mechanisms.base import Mechanism, dense_scores
+from andrea.attention.mechanisms.base import Mechanism, dense_allowed, dense_scores
 from andrea.attention.mechanisms.softmax import masked_softmax
 from andrea.attention.positions import ScoreMod
 
@@ -58,38 +58,24 @@ class Diff(Mechanism):
 
     def weights(self, q: Tensor, k: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None) -> Tensor:
         (q1, q2), (k1, k2) = q.chunk(2, dim=-1), k.chunk(2, dim=-1)  # (B, H, T, d/2), (B, H_kv, S, d/2)
-        allowed, attends_self = None, mask is None or mask.attends_self
-        if mask is not None and not mask.is_full:
-            B, H, T, _ = q.shape
-            allowed = mask.dense(T, k.shape[2], batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
+        B, H, T, _ = q.shape
+        allowed = dense_allowed(mask, B, H, T, k.shape[2], device=q.device)  # (B|1, H|1, T, S)
+        attends_self = mask is None or mask.attends_self
         a1 = masked_softmax(dense_scores(q1, k1, scale, score_mod), allowed, attends_self, inplace=True)
         a2 = masked_softmax(dense_scores(q2, k2, scale, score_mod), allowed, attends_self, inplace=True)
         return a1 - self.lam().to(a1.dtype) * a2  # (B, H, T, S)
 
-    def reference(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None
-    ) -> tuple[Tensor, Tensor]:
-        B, H, T, d = q.shape
-        H_kv, S = k.shape[1], k.shape[2]
-        group, half = H // H_kv, d // 2
-        allowed, attends_self = None, mask is None or mask.attends_self
-        if mask is not None and not mask.is_full:
-            allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device).expand(B, H, T, S)
-        bias = None if score_mod is None else score_mod.dense(T, S, num_heads=H, device=q.device, dtype=q.dtype)
-        lam = self.lam().to(q.dtype)
-        outputs, weights = [], []
-        for h in range(H):
-            q_h, k_h, v_h = q[:, h], k[:, h // group], v[:, h // group]  # (B, T, d), (B, S, d) x2
-            maps = []
-            for part in (slice(0, half), slice(half, d)):  # Q1 K1ᵀ, then Q2 K2ᵀ
-                s = q_h[..., part] @ k_h[..., part].transpose(-2, -1) * scale  # (B, T, S)
-                if bias is not None:
-                    s = s + bias[:, h]
-                maps.append(masked_softmax(s, None if allowed is None else allowed[:, h], attends_self))
-            a = maps[0] - lam * maps[1]  # (B, T, S)
-            outputs.append(a @ v_h)  # (B, T, d)
-            weights.append(a)
-        return torch.stack(outputs, dim=1), torch.stack(weights, dim=1)
+    def head_weights(
+        self, q_h: Tensor, k_h: Tensor, scale: float, bias_h: Tensor | None, allowed_h: Tensor | None,
+        attends_self: bool, head: int,
+    ) -> Tensor:  # fmt: skip
+        maps = []
+        for q_part, k_part in zip(q_h.chunk(2, dim=-1), k_h.chunk(2, dim=-1), strict=True):  # Q1 K1ᵀ, Q2 K2ᵀ
+            s = q_part @ k_part.transpose(-2, -1) * scale  # (B, T, S)
+            if bias_h is not None:
+                s = s + bias_h
+            maps.append(masked_softmax(s, allowed_h, attends_self))
+        return maps[0] - self.lam().to(q_h.dtype) * maps[1]  # (B, T, S)
 
     def combine(self, z: Tensor, x: Tensor) -> Tensor:
         return (1 - self.lambda_init) * self.norm(z)  # (B, H, T, d): each head normalised on its own

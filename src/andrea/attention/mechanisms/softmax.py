@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from andrea.attention.masks import Mask
-from andrea.attention.mechanisms.base import Mechanism, dense_scores
+from andrea.attention.mechanisms.base import Mechanism, dense_allowed, dense_scores
 from andrea.attention.positions import ScoreMod
 
 
@@ -40,11 +40,9 @@ def attention_weights(
     of the `eager` backend, and the probe that gives weights for backends that never form them.
     """
     scores = dense_scores(q, k, scale, score_mod)  # (B, H, T, S)
-    if mask is None or mask.is_full:
-        return scores.softmax(dim=-1)
     B, H, T, S = scores.shape
-    allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
-    return masked_softmax(scores, allowed, mask.attends_self, inplace=True)  # scores is ours
+    allowed = dense_allowed(mask, B, H, T, S, device=q.device)  # (B|1, H|1, T, S), None: nothing masked
+    return masked_softmax(scores, allowed, mask is None or mask.attends_self, inplace=True)  # scores is ours
 
 
 class Softmax(Mechanism):
