@@ -56,6 +56,10 @@ def payloads(tmp_path, good: dict) -> dict[str, object]:
         **good,
         "attention": {**good["attention"], "backend_options": {"x": {"_target_": "os.makedirs", "name": made}}},
     }
+    nested_mechanism = {
+        **good,
+        "attention": {**good["attention"], "mechanism": {"_target_": "os.makedirs", "name": made}},
+    }
     return {
         "torch.load": {"_target_": "torch.load", "f": str(tmp_path / "payload.ckpt"), "weights_only": False},
         "builtins.open": {"_target_": "builtins.open", "file": victim, "mode": "w"},
@@ -64,6 +68,7 @@ def payloads(tmp_path, good: dict) -> dict[str, object]:
         "subprocess.run": {"_target_": "subprocess.run", "args": ["touch", str(tmp_path / "touched")]},
         "nested mask": nested_mask,
         "nested option": nested_option,
+        "nested mechanism": nested_mechanism,
         "extra key": {**good, "callback": {"_target_": "os.makedirs", "name": made}},
         "a list": [good],
     }
@@ -77,6 +82,7 @@ MESSAGES = {
     "subprocess.run": "._target_='subprocess.run' is not one of andrea's models",
     "nested mask": ".attention.mask._target_='os.makedirs' is not a registered mask",
     "nested option": ".attention.backend_options must map option names to plain values",
+    "nested mechanism": ".attention.mechanism={'_target_': 'os.makedirs', 'name': ",
     "extra key": ".callback is not a setting of ToyModel",
     "a list": " is a list, not a model config",
 }
