@@ -9,7 +9,14 @@ import torch
 from andrea.attention import get_backend
 from andrea.data.tasks import Pattern
 from andrea.lens import transformer_lens as tl
-from andrea.lens.head_roles import AttentionEntropy, FirstTokenScore, InductionScore, LookbackScore, PreviousTokenScore
+from andrea.lens.head_roles import (
+    AttentionEntropy,
+    FirstTokenScore,
+    InductionScore,
+    LookbackScore,
+    PreviousTokenScore,
+    first_token_mass,
+)
 from andrea.lens.verdict import score_heads, summary, verdict
 from andrea.models.toy import ToyModel
 
@@ -131,3 +138,22 @@ def test_backends_give_the_same_metrics():
     for backend, scores in values.items():
         for got, expected in zip(scores, values["naive"], strict=True):
             torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5, msg=backend)
+
+
+def test_rows_that_do_not_sum_to_one_are_scored_as_shares_of_their_weight():
+    """Sigmoid rows (each weight in [0, 1], rows summing to anything) and differential rows (signed) read
+    as the share of the row's absolute weight: a head giving 0.9 to the previous token and 0.3 to itself
+    is 75% a previous-token head, whichever sign the 0.3 has; softmax rows are read as they are."""
+    for self_weight in (0.3, -0.3):
+        rows = 0.9 * PREVIOUS + self_weight * SELF
+        rows[..., 0, 0] = 1.0
+        scores = score_heads([rows], DISTINCT, rows_sum_to_one=False)
+        assert scores["previous_token"].values.item() == pytest.approx(0.75)
+        assert scores["previous_token"].values.item() != pytest.approx(0.9)  # what the raw rows would say
+    assert score_heads([PREVIOUS_AND_SELF], DISTINCT)["previous_token"].values.item() == pytest.approx(0.5)
+
+
+def test_first_token_mass_reads_the_raw_weights():
+    """The sink question: how much weight key 0 gets (queries t >= 2), per layer, rows as they are."""
+    assert first_token_mass([SINK, 0.2 * SINK, -0.1 * SINK]) == pytest.approx([1.0, 0.2, -0.1])
+    assert first_token_mass([PREVIOUS]) == [0.0]

@@ -3,6 +3,7 @@ outputs, on a trained induction model, and from andrea-inspect."""
 
 import json
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -187,3 +188,18 @@ def test_the_explorer_reacts_to_a_hover_in_a_browser(induction_run, monkeypatch,
     shown = [float(s.get_attribute("data-weight")) for s in browser.find_elements(By.CSS_SELECTOR, "#keys .tok")]
     assert shown == pytest.approx(row.tolist(), abs=0.0025)  # the page carries round(255 · weight)
     browser.save_screenshot(str(tmp_path / "explorer.png"))
+
+
+@pytest.mark.parametrize("mechanism", ["sigmoid", "sink", "gated", "diff", "softcap", "qknorm"])
+def test_ablating_every_head_removes_the_layer_whatever_the_mechanism(mechanism):
+    """The hook sees the heads' outputs after the mechanism's own step (the gate, the per-head norm): zeroing
+    them all leaves the layer adding its output projection's bias only, as for softmax."""
+    torch.manual_seed(0)
+    attention = {"n_head": 4, "backend": "eager", "mechanism": mechanism}
+    net: Any = ToyModel(16, 8, d_model=16, n_layer=1, attention=attention).eval()  # a Network
+    idx = torch.randint(16, (2, 8))
+    with intervene(net, {(0, h): 0.0 for h in range(4)}):
+        logits = net(idx)[0]
+    assert not torch.allclose(logits, net(idx)[0])  # the heads mattered
+    net.attention[0].hook_z = torch.zeros_like  # the same layer, what W_O reads set to 0 by hand
+    assert torch.equal(logits, net(idx)[0])

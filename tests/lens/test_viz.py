@@ -44,7 +44,7 @@ def test_a_log_scale_shows_weights_near_one_over_t(tmp_path):
     assert linear.max() < 0.01 and 0.25 < log.min() < 0.75
     path = viz.save_attention_grid(uniform, tmp_path / "uniform.png")
     pixels = np.asarray(Image.open(path).convert("RGB"))
-    assert (pixels == viz._viridis(np.array([log[0, 0, 0]]))[0]).all(-1).sum() > 256 * 256 * 0.9  # the map's colour
+    assert (pixels == viz._colours(np.array([log[0, 0, 0]]))[0]).all(-1).sum() > 256 * 256 * 0.9  # the map's colour
 
 
 def test_row_normalised_puts_every_row_s_largest_at_the_top():
@@ -79,3 +79,19 @@ def test_map_files_are_named_in_one_place_and_read_from_the_folder_the_run_used(
     )  # a run dir moved since: the folder's name counts, not its old path
     frames = training_frames(tmp_path)
     assert {layer: [step for step, _ in found] for layer, found in frames.items()} == {0: [0, 50], 1: [0]}
+
+
+def test_signed_weights_get_a_scale_symmetric_about_zero(tmp_path):
+    """Differential attention's weights can be negative: 0 is the middle (white) of a red-white-blue bar
+    running from -max|w| to +max|w|, whatever scale was asked for, and the subtitle says what they are."""
+    w = torch.zeros(1, 6, 6)
+    w[0, 1, 0], w[0, 2, 1] = -0.25, 0.5
+    layout = viz.grid_layout(1, 6, 6, scale="log", limit=0.5)
+    values = viz.colour_values(w, layout)
+    assert values[0, 0, 0] == 0.5 and values[0, 2, 1] == 1.0 and values[0, 1, 0] == 0.25
+    assert layout.colour_label == viz.SIGNED_LABEL
+    path = viz.save_attention_grid(w, tmp_path / "signed.png", "diff", signed=True, subtitle="signed weights")
+    pixels = np.asarray(Image.open(path).convert("RGB")).reshape(-1, 3)
+    red, blue = viz._colours(np.array([0.0]), signed=True)[0], viz._colours(np.array([1.0]), signed=True)[0]
+    assert red[0] > red[2] and blue[2] > blue[0]  # the ends: red below zero, blue above
+    assert (pixels == viz._colours(np.array([1.0]), signed=True)[0]).all(-1).any()  # the largest weight is drawn blue

@@ -218,6 +218,22 @@ def test_the_schema_builds_what_it_describes_and_counts_it(config):
 
 
 @pytest.mark.parametrize(
+    "mechanism, per_layer",
+    [  # n_head 4, head_dim 8, d_model 32
+        ("sigmoid", 0), ("softcap", 0), ("sink", 4), ("gated", 32 * 32 + 32), ("diff", 4 * 4 + 8), ("qknorm", 2 * 8)
+    ],
+)  # fmt: skip
+def test_a_mechanism_s_parameters_are_counted_before_it_is_built(mechanism, per_layer):
+    """A sink logit per head, the gate's Linear, λ's four vectors and the norm, QK norms: from the config alone."""
+    attention = {"n_head": 4, "n_kv_head": 2, "backend": "eager", "mechanism": {"name": mechanism}}
+    config = {"_target_": "andrea.models.gpt.GPT", "vocab_size": 97, "max_context": 16, "n_layer": 2, "d_model": 32}
+    spec = net_config.parse(config | {"attention": attention}, "test", "net")
+    softmax = net_config.parse(config | {"attention": attention | {"mechanism": "softmax"}}, "test", "net")
+    assert memory.parameters(spec) == sum(p.numel() for p in build(spec).parameters())
+    assert memory.parameters(spec) == memory.parameters(softmax) + 2 * per_layer
+
+
+@pytest.mark.parametrize(
     "options, message",
     [
         ({"compile": 1e30}, "backend_options are not options of flex (attention.options.compile=1e+30 must be true"),

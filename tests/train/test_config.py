@@ -222,6 +222,26 @@ REJECTED = [
         "callbacks.attention_maps.row=8 must be below callbacks.attention_maps.probe_rows=8; pick a row in range",
     ),
     (["model.ablate=L0H1"], "model.ablate='L0H1' must be a list of heads, e.g. model.ablate=\\[L0H1,L1H3\\]"),
+    # mechanisms: a backend that does not run one names those that do; each setting checked by its mechanism
+    (
+        ["mechanism=sigmoid", "attention=sdpa"],
+        "attention backend 'sdpa' does not run mechanism 'sigmoid'; use attention backend eager / naive, or another",
+    ),
+    (
+        ["mechanism=softcap", "attention=triton"],
+        "attention backend 'triton' does not run mechanism 'softcap'; use attention backend eager / flex / naive",
+    ),
+    (
+        ["mechanism=diff", "model.net.d_model=36"],
+        "mechanism=diff splits each head in two halves: head_dim=9 must be even (model.net.d_model / heads.n_head)",
+    ),
+    (["mechanism=sigmoid", "mechanism.bias=inf"], "mechanism.bias=inf must be a finite number, or null for -log"),
+    (["mechanism=softcap", "mechanism.cap=0"], "mechanism.cap=0 must be a finite number > 0"),
+    (["mechanism=sink", "mechanism.learned=maybe"], "mechanism.learned='maybe' must be true or false"),
+    (
+        ["mechanism=softcap", "+mechanism.capp=1"],
+        "mechanism.capp is not a setting of mechanism softcap (it takes cap) (did you mean mechanism.cap?)",
+    ),
 ]
 
 

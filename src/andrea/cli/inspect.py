@@ -150,10 +150,16 @@ def inspect_app(cfg: DictConfig) -> None:
     except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
         sys.exit(2)
-    scores = {role: s.values for role, s in score_heads(weights, ids).items()}
+    mechanism = model.attention[0].mechanism
+    scores = {
+        role: s.values for role, s in score_heads(weights, ids, rows_sum_to_one=mechanism.rows_sum_to_one).items()
+    }
     ablated = f" · ablated ({cfg.ablation}): {', '.join(cfg.ablate)}" if heads else ""
-    title = f"{Path(cfg.ckpt_path).name} · {ids.shape[1]} tokens{ablated}"
-    page = explorer_page(token_labels(tokenizer, ids[0].tolist()), [w[0].cpu() for w in weights], scores, title, frames)
+    title = f"{Path(cfg.ckpt_path).name} · {mechanism.label} · {ids.shape[1]} tokens{ablated}"
+    page = explorer_page(
+        token_labels(tokenizer, ids[0].tolist()), [w[0].cpu() for w in weights], scores, title, frames,
+        meaning=mechanism.weights_meaning, signed=mechanism.signed,
+    )  # fmt: skip
     out.write_text(page)
     if table:
         print(table)

@@ -3,7 +3,8 @@ network for one input. Hover a token to see what it attends to in the selected h
 weight; click a head to select it; each head shows its role scores; with a run dir, the maps the run
 drew across its training steps.
 
-The weights travel inside the page as bytes (round(255 · A), base64): about L · H · T² bytes.
+The weights travel inside the page as bytes (round(255 · A), base64): about L · H · T² bytes; signed
+weights (differential attention) as round(127.5 · (A / max|A| + 1)).
 """
 
 from __future__ import annotations
@@ -23,14 +24,16 @@ SCRIPT = """
 const D = JSON.parse(document.getElementById("data").textContent);
 const W = Uint8Array.from(atob(D.weights), c => c.charCodeAt(0));
 const {L, H, T} = D;
-const weight = (l, h, t, j) => W[((l * H + h) * T + t) * T + j] / 255;
+const byte = (l, h, t, j) => W[((l * H + h) * T + t) * T + j];
+const weight = (l, h, t, j) => D.signed ? (byte(l, h, t, j) / 127.5 - 1) * D.limit : byte(l, h, t, j) / 255;
 let selected = {l: 0, h: 0}, query = null;
 
 function drawHead(canvas, l, h) {
   const ctx = canvas.getContext("2d"), img = ctx.createImageData(T, T);
   for (let t = 0; t < T; t++) for (let j = 0; j < T; j++) {
-    const v = Math.sqrt(weight(l, h, t, j)), i = 4 * (t * T + j);  // sqrt: faint weights stay visible
-    img.data[i] = 255 - 200 * v; img.data[i + 1] = 255 - 140 * v; img.data[i + 2] = 255 - 40 * v; img.data[i + 3] = 255;
+    const w = weight(l, h, t, j) / D.limit, v = Math.sqrt(Math.abs(w)), i = 4 * (t * T + j);  // sqrt: faint ones show
+    const [r, g, b] = w < 0 ? [40, 200, 200] : [200, 140, 40];  // subtracted: blue for a weight, red below 0
+    img.data[i] = 255 - r * v; img.data[i + 1] = 255 - g * v; img.data[i + 2] = 255 - b * v; img.data[i + 3] = 255;
   }
   ctx.putImageData(img, 0, 0);
 }
@@ -42,7 +45,8 @@ function showQuery(t) {
   const ranked = [];
   keys.forEach((span, j) => {
     const w = weight(l, h, t, j);
-    span.style.background = `rgba(230, 120, 20, ${w.toFixed(3)})`;
+    const shade = Math.min(1, Math.abs(w) / D.limit).toFixed(3);
+    span.style.background = w < 0 ? `rgba(200, 40, 40, ${shade})` : `rgba(230, 120, 20, ${shade})`;
     span.title = `weight ${w.toFixed(3)}`;
     span.dataset.weight = w.toFixed(3);
     ranked.push([w, j]);
@@ -102,15 +106,23 @@ def explorer_page(
     scores: dict[str, Tensor],
     title: str,
     steps: dict[int, list[tuple[int, Path]]] | None = None,
+    meaning: str = "softmax weights (each row sums to 1)",
+    signed: bool = False,
 ) -> str:
     """The page for one input: tokens (T,), weights one (H, T, T) per layer, scores role -> (L, H)
-    (NaN: not applicable), steps layer -> [(step, PNG path)] drawn during training."""
+    (NaN: not applicable), steps layer -> [(step, PNG path)] drawn during training; `meaning` says what
+    the weights are and `signed` whether they can be negative (the mechanism's weights_meaning, signed)."""
     L, (H, T, _) = len(weights), weights[0].shape
-    quantised = torch.stack([w.float().clamp(0, 1) for w in weights]).mul(255).round().to(torch.uint8)
+    stacked = torch.stack([w.float() for w in weights])  # (L, H, T, T)
+    limit = (stacked.abs().max().item() or 1.0) if signed else 1.0
+    levels = (stacked / limit + 1) * 127.5 if signed else stacked.clamp(0, 1) * 255  # one byte a weight
+    quantised = levels.round().to(torch.uint8)
     data = {
         "L": L,
         "H": H,
         "T": T,
+        "signed": signed,
+        "limit": limit,
         "tokens": tokens,
         "weights": base64.b64encode(quantised.contiguous().numpy().tobytes()).decode(),
         "steps": {
@@ -130,7 +142,8 @@ def explorer_page(
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{STYLE}</style></head><body>
 <h1>{html.escape(title)}</h1>
 <p>Hover a token to see what it attends to in the selected head (<b id="selected"></b>); click a head to
-select it. Maps: query rows, key columns, colour = sqrt(weight).</p>
+select it. Maps: query rows, key columns, colour = sqrt(weight){", red where it is negative" if signed else ""}.
+Weights: {html.escape(meaning)}.</p>
 <div>queries (hover):</div><div id="queries" class="strip">{strip}</div>
 <div>keys, shaded by the weight the query gives them:</div><div id="keys" class="strip">{strip}</div>
 <div id="readout"></div>

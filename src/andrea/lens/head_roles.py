@@ -14,12 +14,18 @@ defined query is not applicable (NaN here, "n/a" wherever it is shown), never a 
   (ids[k - 1] == ids[t]) and that no other role explains: not the query itself or its previous
   token (k <= t - 2), not a copy of the query's token (ids[k] != ids[t]).
 
+Weights whose rows do not sum to 1 (sigmoid, sink and differential attention: the mechanism's
+rows_sum_to_one) are scored as shares: each row divided by its total absolute weight (`shares`), so a
+score is the part of what the head reads that follows the role, and stays in [0, 1].
+first_token_mass reads the raw weights instead: the sink question.
+
 Weights from any backend give the same numbers (the block returns the same weights for all of
 them), so the metrics compare backends too. TransformerLens's figures: andrea.lens.transformer_lens.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -62,6 +68,19 @@ class HeadScore(Metric):
     def queries(self) -> Tensor:
         """(L, H) number of defined queries each score rests on."""
         return self.count.long()
+
+
+def shares(weights: Tensor) -> Tensor:
+    """(..., T, S) weights -> each row over its total absolute weight: |A[t, j]| / sum_j |A[t, j]| (a row of
+    zeros stays zeros)."""
+    magnitude = weights.abs()
+    return magnitude / magnitude.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(weights.dtype).tiny)
+
+
+def first_token_mass(weights: list[Tensor]) -> list[float]:
+    """The raw weight on key 0 (the attention sink), per layer: the mean over heads, rows and queries
+    t >= 2 of A[t, 0] (negative where a differential head subtracts it), whatever the rows sum to."""
+    return [float(w[..., 2:, 0].double().mean()) if w.shape[-2] > 2 else math.nan for w in weights]
 
 
 def _positions(T: int, device: torch.device) -> Tensor:

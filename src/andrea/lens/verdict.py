@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from torch import Tensor
 
 from andrea.lens import transformer_lens
-from andrea.lens.head_roles import HEAD_ROLES, role_metric
+from andrea.lens.head_roles import HEAD_ROLES, role_metric, shares
 from andrea.lens.heads import head_name, parse_head
 
 if TYPE_CHECKING:
@@ -39,9 +39,12 @@ class RoleScores:
         return found
 
 
-def score_heads(weights: list[Tensor], input_ids: Tensor, extra_roles: tuple[str, ...] = ()) -> dict[str, RoleScores]:
-    """weights: one (B, H, T, T) per layer, input_ids (B, T) -> every role's scores (HEAD_ROLES + extra)."""
-    weights = [w.detach().cpu() for w in weights]
+def score_heads(
+    weights: list[Tensor], input_ids: Tensor, extra_roles: tuple[str, ...] = (), rows_sum_to_one: bool = True
+) -> dict[str, RoleScores]:
+    """weights: one (B, H, T, T) per layer, input_ids (B, T) -> every role's scores (HEAD_ROLES + extra).
+    Rows that do not sum to 1 (the mechanism says so) are scored as shares of their absolute weight."""
+    weights = [w.detach().cpu() if rows_sum_to_one else shares(w.detach().cpu().double()) for w in weights]
     input_ids = input_ids.cpu()
     n_layer, n_head = len(weights), weights[0].shape[1]
     scores = {}

@@ -25,6 +25,7 @@ SCALE_LABELS = {
     "row": "weight / its row's largest (row-normalised)",
     "linear": "attention weight",
 }
+SIGNED_LABEL = "signed weight (linear: red < 0 < blue)"  # weights that can be negative: differential attention
 MAX_TOKEN_LABELS = 48  # beyond this many positions, numbered ticks instead of the tokens
 PANEL = 256  # pixels a head's map takes at most, each side
 MAPS_DIR = "attention_maps"  # a run dir's folder of map PNGs, unless callbacks.attention_maps.dirname says otherwise
@@ -67,13 +68,21 @@ class GridLayout:
     scale: str
     colour_label: str
     floor: float  # the log scale's lowest weight
+    limit: float | None = None  # signed weights: the colour scale runs from -limit to +limit, whatever `scale` says
 
 
 def grid_layout(
-    n_head: int, T: int, S: int, scale: str = "log", start: int = 0, tokens: list[str] | None = None
+    n_head: int,
+    T: int,
+    S: int,
+    scale: str = "log",
+    start: int = 0,
+    tokens: list[str] | None = None,
+    limit: float | None = None,
 ) -> GridLayout:
     """A near-square grid (4 heads: 2 x 2, 12: 3 x 4), position ticks counted from `start` (a window's first
-    position), or the tokens on both axes when there are few enough, and the named colour scale."""
+    position), or the tokens on both axes when there are few enough, and the named colour scale (a signed,
+    linear one from -limit to +limit when `limit` is given)."""
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r} must be one of {', '.join(SCALES)}")
     columns = math.ceil(math.sqrt(n_head))
@@ -86,14 +95,17 @@ def grid_layout(
         return [(i, str(start + i)) for i in _ticks(n, start)]
 
     floor = min(1e-3, 0.1 / max(S, 1))
-    return GridLayout(
-        math.ceil(n_head / columns), columns, ticks(S), ticks(T), labelled, scale, SCALE_LABELS[scale], floor
-    )
+    label = SCALE_LABELS[scale] if limit is None else SIGNED_LABEL
+    return GridLayout(math.ceil(n_head / columns), columns, ticks(S), ticks(T), labelled, scale, label, floor, limit)
 
 
 def colour_values(weights: Tensor | np.ndarray, layout: GridLayout) -> np.ndarray:
-    """(H, T, S) weights -> (H, T, S) values in [0, 1] on the layout's colour scale."""
-    w = np.clip(weights.float().cpu().numpy() if isinstance(weights, Tensor) else weights, 0, 1)
+    """(H, T, S) weights -> (H, T, S) values in [0, 1] on the layout's colour scale (0.5 is a weight of 0
+    on the signed scale)."""
+    w = weights.float().cpu().numpy() if isinstance(weights, Tensor) else weights
+    if layout.limit is not None:
+        return np.clip(0.5 + 0.5 * w / layout.limit, 0, 1)
+    w = np.clip(w, 0, 1)
     if layout.scale == "log":
         return (np.log10(np.maximum(w, layout.floor)) - math.log10(layout.floor)) / -math.log10(layout.floor)
     if layout.scale == "row":
@@ -108,10 +120,11 @@ def _font(size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(font_manager.findfont("DejaVu Sans"), size)
 
 
-def _viridis(values: np.ndarray) -> np.ndarray:
+def _colours(values: np.ndarray, signed: bool = False) -> np.ndarray:
+    """Values in [0, 1] -> RGB: viridis, or red-white-blue (white at 0.5) for signed weights."""
     from matplotlib import colormaps
 
-    return (colormaps["viridis"](values)[..., :3] * 255).astype(np.uint8)
+    return (colormaps["RdBu" if signed else "viridis"](values)[..., :3] * 255).astype(np.uint8)
 
 
 def save_attention_grid(
@@ -121,11 +134,18 @@ def save_attention_grid(
     scale: str = "log",
     start: int = 0,
     tokens: list[str] | None = None,
+    signed: bool = False,
+    subtitle: str = "",
 ) -> str:
     """(H, T, S) per-head weights as a PNG grid of heatmaps with one shared, named colour bar. Given a
-    numpy array it runs no torch op: safe on a worker thread beside a training loop's thread pool."""
+    numpy array it runs no torch op: safe on a worker thread beside a training loop's thread pool.
+    `signed` weights (a mechanism's `signed`) get a red-white-blue scale symmetric about 0 instead; the
+    subtitle, under the title, says what the weights are (the mechanism's weights_meaning)."""
     n_head, T, S = weights.shape
-    layout = grid_layout(n_head, T, S, scale, start, tokens)
+    if isinstance(weights, Tensor):
+        weights = weights.float().cpu().numpy()
+    limit = (float(np.abs(weights).max()) or 1.0) if signed else None  # signed: the largest weight either way
+    layout = grid_layout(n_head, T, S, scale, start, tokens, limit)
     px = max(1, PANEL // max(T, S), 12 if layout.tokens else 1)  # pixels per position; a token's line of text
     height, width = T * px, S * px
     small, text = _font(10), _font(12)
@@ -139,7 +159,7 @@ def save_attention_grid(
     canvas_h = top + layout.rows * height + (layout.rows - 1) * gap_y + label_h + 24
     image = Image.new("RGB", (canvas_w, canvas_h), "white")
     draw = ImageDraw.Draw(image)
-    pixels = _viridis(colour_values(weights, layout))  # (H, T, S, 3)
+    pixels = _colours(colour_values(weights, layout), signed)  # (H, T, S, 3)
     for h in range(n_head):
         row, column = divmod(h, layout.columns)
         x0, y0 = left + column * (width + gap_x), top + row * (height + gap_y)
@@ -158,7 +178,8 @@ def save_attention_grid(
             else:
                 draw.text((x, y0 + height + 4), label, fill="black", font=small, anchor="mt")
     _colour_bar(draw, image, layout, canvas_w - colour_bar + 20, top, layout.rows * height + (layout.rows - 1) * gap_y)
-    draw.text((canvas_w // 2, 6), title, fill="black", font=text, anchor="mt")
+    draw.text((canvas_w // 2, 4), title, fill="black", font=text, anchor="mt")
+    draw.text((canvas_w // 2, 19), subtitle, fill="dimgray", font=small, anchor="mt")
     axis = ("key", "query") if layout.tokens else ("key position", "query position")
     draw.text((left + (canvas_w - colour_bar - left) // 2, canvas_h - 4), axis[0], fill="black", font=text, anchor="md")
     query = _upright(axis[1], text, 16)
@@ -172,10 +193,12 @@ def save_attention_grid(
 def _colour_bar(draw: ImageDraw.ImageDraw, image: Image.Image, layout: GridLayout, x: int, y: int, h: int) -> None:
     """A vertical viridis bar with its values and its scale's name."""
     h = max(h, 60)
-    ramp = _viridis(np.linspace(1, 0, h)[:, None].repeat(14, axis=1))
+    ramp = _colours(np.linspace(1, 0, h)[:, None].repeat(14, axis=1), layout.limit is not None)
     image.paste(Image.fromarray(ramp), (x, y))
     small = _font(10)
-    if layout.scale == "log":
+    if layout.limit is not None:
+        marks = [(1.0 - (v + 1) / 2, f"{v * layout.limit:.2g}") for v in (-1.0, -0.5, 0.0, 0.5, 1.0)]
+    elif layout.scale == "log":
         low = math.log10(layout.floor)  # the bottom of the bar
         marks = [(1.0 - (e - low) / -low, f"1e{e}" if e else "1") for e in range(math.ceil(low), 1)]
     else:

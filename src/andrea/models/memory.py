@@ -144,7 +144,25 @@ def parameters(spec: NetSpec) -> int:
         return vocab * d_model + positions + 2 * d_model + vocab * d_model
     head_dim = d_model // spec.n_head
     attention = d_model * (spec.n_head + 2 * spec.n_kv_head) * head_dim + d_model * d_model  # fused QKV + W_O
+    attention += _mechanism_parameters(spec, dict(n_head=spec.n_head, head_dim=head_dim, d_model=d_model))
     if not spec.is_gpt:  # LayerNorm with bias before each block and at the end, untied LM head
         return vocab * d_model + positions + n_layer * (2 * d_model + attention) + 2 * d_model + vocab * d_model
     mlp = 2 * f["mlp_ratio"] * d_model * d_model  # bias-free fc and proj
     return vocab * d_model + positions + n_layer * (2 * d_model + attention + mlp) + d_model  # tied LM head
+
+
+def _mechanism_parameters(spec: NetSpec, sizes: dict[str, int]) -> int:
+    """One layer's mechanism parameters (a gate, a sink logit per head, λ, norms), counted on a mechanism
+    built on the meta device: nothing allocated, and a plugin's mechanism counted like ours."""
+    import torch
+
+    from andrea.attention.registry import as_mechanism
+
+    assert spec.attention is not None
+    sizes = sizes | dict(max_context=spec.fields["max_context"], n_layer=spec.fields["n_layer"])
+    try:
+        with torch.device("meta"):
+            mechanism = as_mechanism(spec.attention.get("mechanism"), sizes)
+    except ValueError:  # a setting the network refuses by name when it builds: nothing to count yet
+        return 0
+    return sum(p.numel() for p in mechanism.parameters())

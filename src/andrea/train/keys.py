@@ -97,6 +97,8 @@ def check_added_keys(cfg: DictConfig, overrides: list[str]) -> str | None:
 def _accepted(node: DictConfig, added: str, node_key: str) -> tuple[list[str] | None, str]:
     """The keys `node` may hold (None: any, a class taking **kwargs) and who takes them."""
     target = node.get("_target_")
+    if node_key.rpartition(".")[2] == "mechanism" and isinstance(node.get("name"), str):
+        return _mechanism_settings(node.name)
     if target is None:
         return [str(k) for k in node if k != added and not str(k).startswith("_")], node_key or "the config"
     try:
@@ -108,6 +110,17 @@ def _accepted(node: DictConfig, added: str, node_key: str) -> tuple[list[str] | 
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None, cls.__name__
     return [p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL], cls.__name__
+
+
+def _mechanism_settings(name: str) -> tuple[list[str] | None, str]:
+    """A mechanism config (`mechanism: {name: softcap, cap: 50}`) takes its name and the mechanism's settings."""
+    from andrea.attention.registry import mechanism_settings
+
+    try:
+        settings = mechanism_settings(name)
+    except Exception:  # an unknown mechanism is the block's to report, by name
+        return None, name
+    return ["name", *settings], f"mechanism {name} (it takes {', '.join(settings) or 'no settings'})"
 
 
 def _is_object(value: Any) -> bool:

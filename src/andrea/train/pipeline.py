@@ -163,6 +163,8 @@ def _summary(
         head_roles=maps.scores if maps else {},
         roles=maps.roles if maps else {},
         verdict=_verdict(trainer, maps),
+        verdict_step=maps.verdict_step if maps else None,
+        first_token_mass=maps.first_token_mass if maps else None,
         config=cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # a DictConfig gives a dict
     )
 

@@ -33,7 +33,8 @@ def result_path(run_dir: Path, keep_existing: bool = False) -> Path:
 _COMPLETED = (
     "status", "exit_code", "overrides", "train_loss", "train_acc", "val_loss", "val_acc", "val_perplexity",
     "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s", "memory_estimate", "global_step",
-    "epochs", "run_dir", "attention_maps", "attention_maps_skipped", "head_roles", "roles", "verdict", "config",
+    "epochs", "run_dir", "attention_maps", "attention_maps_skipped", "head_roles", "roles", "verdict",
+    "verdict_step", "first_token_mass", "config",
 )  # fmt: skip
 KEYS = {
     "completed": _COMPLETED,
@@ -73,6 +74,8 @@ class RunResult:
     head_roles: dict[str, float] = field(default_factory=dict)
     roles: dict[str, dict] = field(default_factory=dict)  # the best head per role
     verdict: dict[str, Any] | None = None
+    verdict_step: int | None = None  # the step of the first record whose verdict was met
+    first_token_mass: list[float] | None = None  # per layer, the last record's raw weight on key 0
     config: dict[str, Any] | None = None  # the resolved config
 
     def as_dict(self) -> dict[str, Any]:

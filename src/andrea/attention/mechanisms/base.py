@@ -20,8 +20,10 @@ mechanism that changes only what goes in or comes out (softmax, gated, qknorm), 
 otherwise. A backend declares the kernels it runs (Capabilities.kernels); one that computes any
 mechanism's dense form (eager, naive) declares None.
 
-`rows_sum_to_one` and `weights_meaning` say what the weights are (a sigmoid map is not a
-distribution over keys); andrea-demo prints the meaning beside its map.
+`rows_sum_to_one`, `signed` and `weights_meaning` say what the weights are (a sigmoid map is not a
+distribution over keys, a differential map has negative weights): the head-role scores read rows that do
+not sum to 1 as shares of their absolute weight (docs/head_roles.md), maps draw signed weights on a
+red-white-blue scale, and every map names the mechanism and the meaning.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Mechanism(nn.Module):
     name: ClassVar[str]
     kernel: ClassVar[str] = "softmax"
     rows_sum_to_one: ClassVar[bool] = True
+    signed: ClassVar[bool] = False  # whether a weight can be negative
     weights_meaning: ClassVar[str] = "softmax weights (each row sums to 1)"
 
     def __init__(

@@ -32,6 +32,7 @@ class Diff(Mechanism):
     name = "diff"
     kernel = "diff"
     rows_sum_to_one = False
+    signed = True
     weights_meaning = "differential weights (two softmax maps subtracted: signed, rows sum to 1 - λ)"
 
     def __init__(self, **sizes: Any) -> None:

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from andrea.data.tasks import Pattern
 from andrea.lens import verdict as verdicts
-from andrea.lens.head_roles import HEAD_ROLES
+from andrea.lens.head_roles import HEAD_ROLES, first_token_mass
 from andrea.lens.heads import head_name
 from andrea.lens.viz import MAPS_DIR, map_file, save_attention_grid
 from andrea.models.network import heads_shape, network
@@ -49,12 +49,13 @@ class Probe:
     start: int  # the window's first position
     tokens: list[str] | None  # the drawn row's decoded tokens (text data)
     masks: list[str]  # each layer's mask name
+    mechanism: str  # the network's mechanism (its label)
+    meaning: str  # what its weights are
+    signed: bool  # whether a weight can be negative (a red-white-blue scale)
 
 
 @dataclass
-class Drawn:
-    """What the worker hands back: the step and its PNGs."""
-
+class Drawn:  # what the worker hands back: the step and its PNGs
     step: int
     pngs: list[tuple[int, Path]] = field(default_factory=list)  # (layer, path)
 
@@ -67,9 +68,9 @@ class AttentionMaps(L.Callback):
     window: draw only the last `window` positions of a long context (null: all of them).
     scale:  the colour scale, named in the colour bar: log (weights near 1/T stay visible),
             row (each query row divided by its largest weight) or linear.
-    Text models get their decoded tokens on both axes (up to 48 positions), others position ticks.
-    On TensorBoard the head-role scalars are laid out one chart per role and layer, every head a
-    line (the Custom Scalars tab); on wandb the same charts are logged at the end of training.
+    Text models get their decoded tokens on both axes (up to 48 positions), others position ticks. The
+    head-role scalars: one chart per role and layer, every head a line (TensorBoard's Custom Scalars
+    tab; on wandb, logged at the end of training).
     """
 
     def __init__(
@@ -98,6 +99,8 @@ class AttentionMaps(L.Callback):
         self.scores: dict[str, float] = {}  # "heads/<role>/L<l>H<h>" -> score, the applicable ones
         self.roles: dict[str, dict] = {}  # role -> its best head (andrea.lens.verdict.summary)
         self.verdict: dict | None = None  # whether the head the task needs appeared
+        self.verdict_step: int | None = None  # the first record at which it had
+        self.first_token_mass: list[float] | None = None  # per layer, the raw weight on key 0 (the sink)
         self.history: list[tuple[int, dict[str, float]]] = []  # (step, scores) of every record, for grouped charts
         self._worker: ThreadPoolExecutor | None = None
         self._pending: list[Future[Drawn]] = []
@@ -180,23 +183,24 @@ class AttentionMaps(L.Callback):
         pl_module.train(was_training)
         if not weights:  # a model without attention (the ablation): nothing to draw
             return
-        self._score(trainer, weights, input_ids, step)
+        mechanism = net.attention[0].mechanism  # every layer has the same kind
+        self._score(trainer, weights, input_ids, step, mechanism.rows_sum_to_one)
         tokenizer = getattr(trainer.datamodule, "tokenizer", None)  # type: ignore[attr-defined]  # text data only
         row_ids = input_ids[self.row].tolist()
         tokens = [tokenizer.decode([i]).replace("\n", "⏎") for i in row_ids] if tokenizer is not None else None
-        T = weights[0].shape[-1]
-        start = max(0, T - self.window) if self.window else 0
+        start = max(0, weights[0].shape[-1] - self.window) if self.window else 0
         layers = range(len(weights)) if self.layers is None else self.layers
         maps = {layer: weights[layer][self.row, :, start:, start:].float().cpu().numpy() for layer in layers}
-        job = Probe(step, maps, start, tokens, [layer.mask.name for layer in net.attention])
+        masks = [layer.mask.name for layer in net.attention]
+        job = Probe(step, maps, start, tokens, masks, mechanism.label, mechanism.weights_meaning, mechanism.signed)
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="andrea-maps")
         self._pending.append(self._worker.submit(self._draw, job))
 
-    def _score(self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int) -> None:
+    def _score(self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int, normalised: bool) -> None:
         """The head-role metrics and the verdict of this record, logged at once."""
         pattern = _pattern(trainer)
-        scores = verdicts.score_heads(weights, input_ids, _task_roles(pattern))
+        scores = verdicts.score_heads(weights, input_ids, _task_roles(pattern), rows_sum_to_one=normalised)
         self.scores = {
             f"heads/{role}/{head_name(layer, head)}": float(s.values[layer, head])
             for role, s in scores.items()
@@ -206,6 +210,9 @@ class AttentionMaps(L.Callback):
         }
         self.roles = verdicts.summary(scores)
         self.verdict = verdicts.verdict(pattern, scores) if pattern is not None else None
+        if self.verdict_step is None and self.verdict is not None and self.verdict["appeared"]:
+            self.verdict_step = step
+        self.first_token_mass = first_token_mass(weights)
         self.history.append((step, self.scores))
         for logger in trainer.loggers:
             logger.log_metrics(self.scores, step=step)
@@ -215,9 +222,11 @@ class AttentionMaps(L.Callback):
         drawn = Drawn(job.step)
         assert self.out_dir is not None  # set in setup(), before any training hook
         for layer, shown in job.maps.items():
-            title = f"layer {layer} · step {job.step} · {job.masks[layer]} · probe row {self.row}"
+            title = f"layer {layer} · step {job.step} · {job.masks[layer]} · {job.mechanism} · probe row {self.row}"
             path = self.out_dir / map_file(layer, job.step)
-            save_attention_grid(shown, path, title=title, scale=self.scale, start=job.start, tokens=job.tokens)
+            save_attention_grid(
+                shown, path, title, self.scale, job.start, job.tokens, signed=job.signed, subtitle=job.meaning
+            )
             drawn.pngs.append((layer, path))
         return drawn
 
