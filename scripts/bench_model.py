@@ -5,6 +5,7 @@
     python scripts/bench_model.py --models andrea-120m --backends sdpa --peer-impls sdpa --no-compile \\
         --rounds 30 --best-of 2                                     # the train-step target, paired
     python scripts/bench_model.py --models andrea-120m --seq-lens 256 --profile 15   # where a step's time goes
+    python scripts/bench_model.py --heads                           # the KV cache of MHA, GQA, MQA and MLA
 
 Per model and sequence length, at batch 1 and float32:
   train    forward + backward + AdamW step: median ms, tokens/s, MFU, peak MiB
@@ -26,6 +27,11 @@ matmul peak measured at the start of the same run. Peak MiB is the most extra
 memory one train step holds at once (activations, gradients, temporaries) on
 top of the weights and the optimizer state.
 
+--heads prints only the head configurations' table, at each model's sizes with RoPE: the numbers
+the KV cache keeps a token (all layers) and its size for a full context in bfloat16, parameters,
+and cached greedy generation tokens/s on sdpa. MLA (DeepSeek-V2's proportions): kv_rank = 4·head_dim,
+rope_dim = head_dim / 2; GQA: n_head / 4 key/value heads.
+
 Targets: our train step at most 0.9x the peer's time (sdpa beside sdpa), and
 cached generation at least the peer's tokens/s.
 """
@@ -44,12 +50,14 @@ from andrea.attention import backend_registry, get_backend
 from andrea.bench.timing import median_ms, peak_memory_mib, ratio_spread, round_ms
 from andrea.models.generate import generate
 from andrea.models.gpt import GPT
+from andrea.models.network import kv_cache_widths
 
 PRESETS = {  # conf/model/<name>.yaml, at the benchmark's longest context
     "andrea-120m": dict(n_layer=12, d_model=768, n_head=12),
     "andrea-12m": dict(n_layer=6, d_model=192, n_head=6),
     "andrea-tiny": dict(n_layer=2, d_model=64, n_head=4),
 }
+CONTEXT = {"andrea-120m": 1024, "andrea-12m": 256, "andrea-tiny": 64}  # each preset's max_context
 VOCAB = 50257
 PEER = "HF GPT-2"
 
@@ -290,6 +298,37 @@ def print_tables(rows, gen_rows, args) -> None:
             )
 
 
+def heads_table(args) -> None:
+    """The KV cache, parameters and cached generation speed of each head configuration, per model."""
+    print("| model | heads | KV cache a token (numbers) | × MHA | cache at max_context (bf16) | parameters | "
+          "cached generation (tokens/s) |\n|---|---|---:|---:|---:|---:|---:|")  # fmt: skip
+    for preset in args.models:
+        p = PRESETS[preset]
+        head_dim, context = p["d_model"] // p["n_head"], args.prompt + args.new_tokens
+        groups = next(g for g in (4, 3, 2, 1) if p["n_head"] % g == 0 and g < p["n_head"])  # kv heads of GQA
+        configs = {
+            "mha": {},
+            f"gqa ({groups} kv heads)": {"n_kv_head": groups},
+            "mqa": {"n_kv_head": 1},
+            f"mla (kv_rank {4 * head_dim}, rope_dim {head_dim // 2})": {
+                "latent": {"kv_rank": 4 * head_dim, "rope_dim": head_dim // 2}
+            },
+        }
+        for name, heads in configs.items():
+            prompt = torch.randint(VOCAB, (1, args.prompt))
+            torch.manual_seed(0)
+            attention = dict(n_head=p["n_head"], backend="sdpa") | heads
+            model = GPT(VOCAB, context, p["n_layer"], p["d_model"], attention=attention, position="rope").eval()
+            widths = kv_cache_widths(model)
+            calls = {"gen": lambda model=model, prompt=prompt: generate(model, prompt, args.new_tokens, temperature=0)}
+            ms = median_ms(calls, repeats=args.rounds, warmup=1)["gen"]
+            print(
+                f"| {preset} | {name} | {widths['kept']:,} | {widths['kept'] / widths['mha']:.3f} | "
+                f"{widths['kept'] * CONTEXT[preset] * 2 / 2**20:.2f} MiB | {model.num_parameters():,} | "
+                f"{args.new_tokens / (ms / 1e3):,.0f} |"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["andrea-120m", "andrea-12m"], choices=sorted(PRESETS))
@@ -305,7 +344,11 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=int, metavar="TOP", help="only profile a train step: the TOP ops, ours beside the peer's"
     )
+    parser.add_argument("--heads", action="store_true", help="only the KV cache of MHA, GQA, MQA and MLA")
     args = parser.parse_args()
+    if args.heads:
+        heads_table(args)
+        return
     if args.profile:
         torch.manual_seed(0)
         for preset in args.models:

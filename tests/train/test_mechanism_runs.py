@@ -1,6 +1,6 @@
-"""Every built-in mechanism trains through andrea-train on the induction task and gets its verdict, its
-role scores (rows that do not sum to 1 read as shares), the sink's mass per layer and a parameter
-count that the estimate made before the run agrees with."""
+"""Every built-in mechanism, and latent heads, train through andrea-train. A mechanism on the induction task
+gets its verdict, its role scores (rows that do not sum to 1 read as shares), the sink's mass per layer and
+a parameter count that the estimate made before the run agrees with."""
 
 import math
 
@@ -30,3 +30,24 @@ def test_each_mechanism_trains_on_induction_and_says_its_verdict(mechanism, tmp_
         "layer0_step000000.png",
         "layer0_step000008.png",
     ]
+
+
+def test_latent_heads_train_print_their_cache_and_generate_from_the_checkpoint(tmp_path, capsys):
+    """andrea-train heads=mla on a GPT with RoPE: the summary prints the latent cache beside MHA's and MQA's,
+    and the trained checkpoint generates through its latent cache the tokens it generates without one."""
+    import torch
+
+    from andrea.models.files.load import load_any
+    from andrea.models.generate import generate
+    from andrea.models.network import network
+
+    overrides = [*SHORT, "model=andrea-tiny", "heads=mla", "position=rope"]
+    result = train(compose_train(tmp_path, overrides))
+    HydraConfig.instance().cfg = None
+    assert "KV cache: 48 numbers a token (mla; MHA would keep 256, MQA 64)" in capsys.readouterr().out
+    assert result.kv_cache == {"heads": "mla", "kept": 2 * (16 + 8), "mha": 2 * 2 * 4 * 16, "mqa": 2 * 2 * 16}
+    net, _, _ = load_any(tmp_path / "checkpoints" / "last.ckpt")
+    prompt = torch.randint(64, (2, 4), generator=torch.Generator().manual_seed(0))
+    assert network(net).attention[0].head_kind == "mla"
+    cached = generate(net, prompt, 12, temperature=0)
+    assert torch.equal(cached, generate(net, prompt, 12, temperature=0, use_cache=False))

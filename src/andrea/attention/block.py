@@ -9,9 +9,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from andrea.attention.contract import AttentionBackend
+from andrea.attention.contract import AttentionBackend, UnsupportedAttentionError, _alternatives
 from andrea.attention.heads import HeadConfig
-from andrea.attention.kv_cache import KVCache
+from andrea.attention.kv_cache import KVCache, LatentCache
+from andrea.attention.latent import LatentAttention, latent_settings
 from andrea.attention.masks import Mask, PrecomputedMask
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import POSITIONS, ALiBi, Rotary
@@ -40,6 +41,8 @@ class MultiHeadSelfAttention(nn.Module):
              its fields ({"name": "sliding_window", "window": 64}), or None (no mask).
     position: "rope" rotates q and k, "alibi" biases the scores; anything else
               ("learned", "none") leaves attention position-free (the embedding's job).
+    latent:  multi-head latent attention's sizes (andrea.attention.latent: kv_rank, rope_dim, q_rank): keys and
+             values from one latent per token, which is all the KV cache keeps; None: the fused QKV projection.
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
     """
 
@@ -63,6 +66,7 @@ class MultiHeadSelfAttention(nn.Module):
         mechanism: str | Mapping[str, Any] | None = None,
         layer: int = 0,
         n_layer: int = 1,
+        latent: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.heads = HeadConfig(n_head, n_head if n_kv_head is None else n_kv_head)
@@ -85,7 +89,16 @@ class MultiHeadSelfAttention(nn.Module):
         self.mechanism: Mechanism = as_mechanism(mechanism, sizes | dict(layer=layer, n_layer=n_layer))
         self.backend.check_mechanism(self.mechanism)
 
-        self.qkv = nn.Linear(d_model, self.heads.qkv_features(self.head_dim), bias=bias)  # W_Q, W_K, W_V fused
+        self.latent: LatentAttention | None = None
+        if latent is None:
+            self.qkv = nn.Linear(d_model, self.heads.qkv_features(self.head_dim), bias=bias)  # W_Q, W_K, W_V fused
+        else:  # its own projections, with RoPE on their decoupled part only
+            settings = latent_settings(latent)
+            self.latent = LatentAttention(
+                d_model, n_head, self.head_dim, **settings, rope=self.rope is not None, bias=bias
+            )
+            self.rope = None
+            check_latent(self.heads, self.backend, self.mechanism)
         self.proj = nn.Linear(d_model, d_model, bias=bias)  # W_O: mixes the heads
         self.dropout = nn.Dropout(dropout)
         if not self.mask.batch_dependent:
@@ -109,27 +122,41 @@ class MultiHeadSelfAttention(nn.Module):
             raise ValueError(f"sequence length {T} exceeds max_context={self.max_context}; raise max_context")
         full_mask = self._mask() if mask is None else self._mask() & mask
         # refused before any tensor work; the backend then computes without checking again
-        needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.qkv.weight.requires_grad)
+        needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.proj.weight.requires_grad)
         self.backend.check(mask=full_mask, device=x.device, needs_grad=needs_grad, score_mod=self.score_mod)
 
-        qkv = self.qkv(x)  # (B, T, (H + 2·H_kv)·d)
-        q, k, v = self.heads.split_qkv(qkv, self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2
-        q, k = self.mechanism.project(q, k)  # e.g. QK-norm, before positions
-        if self.rope is not None:
-            start = 0 if cache is None else cache.next_position  # absolute position of x's first token
-            q, k = self.rope(q, start), self.rope(k, start)
-        if cache is not None:
-            k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
-        scale, mechanism = self.mechanism.scale(), self.mechanism
+        q, k, v = self._qkv(x, cache)  # (B, H, T, d), (B, H_kv, S, d) x2: S counts the cached tokens too
+        scale, mechanism = self.latent.scale if self.latent else self.mechanism.scale(), self.mechanism
         y, weights = self.backend.compute(q, k, v, full_mask, scale, return_weights, self.score_mod, mechanism)
         if cache is not None:
             cache.trim()
+        if self.latent is not None and cache is not None:
+            y = self.latent.unabsorb(y)  # (B, H, T, r) -> (B, H, T, d)
         y = self.mechanism.combine(y, x)  # (B, H, T, d): e.g. the output gate, differential attention's norm
         if self.hook_z is not None:
             y = self.hook_z(y)  # (B, H, T, d)
         y = y.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
         y = self.dropout(self.proj(y))  # (B, T, D)
         return y, weights
+
+    def _qkv(self, x: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, D) -> q, k, v for the backend: positions applied, the cache extended with the new tokens.
+        Latent attention: the expanded form, or with a cache the absorbed one (andrea.attention.latent)."""
+        start = 0 if cache is None else cache.next_position  # absolute position of x's first token
+        if self.latent is not None:
+            q_c, q_r = self.latent.queries(x, start)  # (B, H, T, d), (B, H, T, d_R)
+            latent = self.latent.latent(x, start)  # (B, 1, T, r + d_R)
+            if cache is None:
+                return self.latent.expand(q_c, q_r, latent)  # (B, H, T, d + d_R) x2, (B, H, T, d)
+            latent, _ = cache.extend(latent, latent)
+            return self.latent.absorb(q_c, q_r, latent)  # (B, H, T, r + d_R), (B, 1, S, r + d_R), (B, 1, S, r)
+        q, k, v = self.heads.split_qkv(self.qkv(x), self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2
+        q, k = self.mechanism.project(q, k)  # e.g. QK-norm, before positions
+        if self.rope is not None:
+            q, k = self.rope(q, start), self.rope(k, start)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
+        return q, k, v
 
     def _mask(self) -> Mask:
         if hasattr(self, "mask_buffer"):
@@ -138,6 +165,8 @@ class MultiHeadSelfAttention(nn.Module):
 
     def per_head_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         """W_Q^h (H, D, d), W_K^h and W_V^h (H_kv, D, d): the per-head view of the fused projection."""
+        if self.latent is not None:
+            raise ValueError("heads=mla has no per-head W_K, W_V: its keys and values come from a shared latent")
         return self.heads.unfuse(self.qkv.weight.detach(), self.head_dim)
 
     @torch.no_grad()
@@ -147,7 +176,7 @@ class MultiHeadSelfAttention(nn.Module):
     def extra_repr(self) -> str:
         h = self.heads
         return (
-            f"d_model={self.d_model}, n_head={h.n_head}, n_kv_head={h.n_kv_head} ({h.kind}), "
+            f"d_model={self.d_model}, n_head={h.n_head}, n_kv_head={h.n_kv_head} ({self.head_kind}), "
             f"backend={self.backend.name}, mask={self.mask.name}, max_context={self.max_context}, "
             f"mechanism={self.mechanism.name}"
             + (", rope" if self.rope is not None else ", alibi" if self.score_mod is not None else "")
@@ -155,4 +184,35 @@ class MultiHeadSelfAttention(nn.Module):
 
     def new_cache(self) -> KVCache:
         """An empty cache for this layer, bounded when the mask's look-back is."""
+        if self.latent is not None:
+            return LatentCache(self.latent.kv_rank, self.mask.max_lookback)
         return KVCache(self.mask.max_lookback)
+
+    @property
+    def head_kind(self) -> str:
+        """mha, gqa, mqa, or mla (latent attention)."""
+        return "mla" if self.latent else self.heads.kind
+
+    def cache_width(self) -> int:
+        """Numbers the KV cache keeps per token for this layer: 2·H_kv·d, or latent attention's r + d_R."""
+        return self.latent.cache_width() if self.latent else 2 * self.heads.n_kv_head * self.head_dim
+
+
+def check_latent(heads: HeadConfig, backend: AttentionBackend, mechanism: Mechanism) -> None:
+    """Refuse what latent attention cannot run with: grouped heads, a backend whose values must have the
+    queries' size, a mechanism that changes q and k itself (QK-norm, differential attention)."""
+    if heads.n_kv_head != heads.n_head:
+        raise ValueError(
+            f"heads=mla derives every head's keys and values from one latent: heads.n_kv_head={heads.n_kv_head} "
+            f"must equal heads.n_head={heads.n_head}"
+        )
+    if not backend.capabilities.distinct_value_dim:
+        raise UnsupportedAttentionError(
+            f"attention backend '{backend.name}' needs values of the queries' size, which heads=mla's are not; "
+            f"use {_alternatives(lambda c: c.distinct_value_dim)}"
+        )
+    if type(mechanism).project is not Mechanism.project or type(mechanism).scale is not Mechanism.scale:
+        raise ValueError(
+            f"mechanism={mechanism.name} changes queries and keys itself, which heads=mla's latent form cannot "
+            "carry; use another mechanism (softmax, sigmoid, sink, gated, softcap) or another head configuration"
+        )

@@ -74,6 +74,7 @@ class Capabilities:
     cpu: bool = True  # runs on CPU tensors at all (else: GPU only)
     unavailable: str | None = None  # why it cannot run in this environment (a missing package), else None
     kernels: frozenset[str] | None = SOFTMAX_ONLY  # the mechanisms' kernels it runs; None = any, from its dense form
+    distinct_value_dim: bool = False  # takes v with another head size than q and k (latent attention: heads=mla)
 
 
 def weighted_values(weights: Tensor, v: Tensor) -> Tensor:

@@ -45,3 +45,19 @@ class KVCache:
 
     def __repr__(self) -> str:
         return f"KVCache(start={self.start}, length={len(self)}, max_lookback={self.max_lookback})"
+
+
+class LatentCache(KVCache):
+    """Latent attention's cache (andrea.attention.latent): one [c_KV ; k_R] (B, 1, S, r + d_R) per token, the
+    shared key of the absorbed form; its values are the first r numbers of the same tensor, kept as a view."""
+
+    def __init__(self, kv_rank: int, max_lookback: int | None = None) -> None:
+        super().__init__(max_lookback)
+        self.kv_rank = kv_rank
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append the new tokens' latents k (B, 1, T, r + d_R) (v, a view of them, is not stored twice)."""
+        if self.k is not None:
+            k = torch.cat((self.k, k), dim=2)  # (B, 1, S + T, r + d_R)
+        self.k, self.v = k, k[..., : self.kv_rank]
+        return self.k, self.v

@@ -38,12 +38,13 @@ def demo_app(cfg: DictConfig) -> None:
     console.print(f"[bold]block[/bold] {block.extra_repr()}")
 
     mechanism = cast(dict, OmegaConf.to_container(cfg.block.mechanism, resolve=True))  # each block builds its own
+    latent = cast(dict | None, OmegaConf.to_container(cfg.block.latent) if cfg.block.latent is not None else None)
     results, cannot = {}, {}  # backend -> (output, weights, milliseconds); backend -> why it cannot run here
     for name in backend_registry.names():
         try:
             other = MultiHeadSelfAttention(
                 block.d_model, block.heads.n_head, block.heads.n_kv_head, backend=name,
-                mask=block.mask, max_context=block.max_context, mechanism=mechanism,
+                mask=block.mask, max_context=block.max_context, mechanism=mechanism, latent=latent,
             )  # fmt: skip
             other.backend.check(mask=other.mask, device=x.device, needs_grad=False, score_mod=other.score_mod)
         except UnsupportedAttentionError as refused:

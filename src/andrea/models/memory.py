@@ -143,12 +143,33 @@ def parameters(spec: NetSpec) -> int:
     if spec.attention is None:  # the toy model's ablation: no blocks at all
         return vocab * d_model + positions + 2 * d_model + vocab * d_model
     head_dim = d_model // spec.n_head
-    attention = d_model * (spec.n_head + 2 * spec.n_kv_head) * head_dim + d_model * d_model  # fused QKV + W_O
+    attention = _projection_parameters(spec, head_dim) + d_model * d_model  # Q, K, V projections + W_O
     attention += _mechanism_parameters(spec, dict(n_head=spec.n_head, head_dim=head_dim, d_model=d_model))
     if not spec.is_gpt:  # LayerNorm with bias before each block and at the end, untied LM head
         return vocab * d_model + positions + n_layer * (2 * d_model + attention) + 2 * d_model + vocab * d_model
     mlp = 2 * f["mlp_ratio"] * d_model * d_model  # bias-free fc and proj
     return vocab * d_model + positions + n_layer * (2 * d_model + attention + mlp) + d_model  # tied LM head
+
+
+def _projection_parameters(spec: NetSpec, head_dim: int) -> int:
+    """The fused QKV projection's weights, or latent attention's projections (counted on the meta device)."""
+    import torch
+
+    from andrea.attention.latent import LatentAttention
+
+    assert spec.attention is not None
+    d_model, latent = spec.fields["d_model"], spec.attention.get("latent")
+    if latent is None:
+        return d_model * (spec.n_head + 2 * spec.n_kv_head) * head_dim
+    rope = spec.fields.get("position") == "rope"
+    try:
+        with torch.device("meta"):
+            projections = LatentAttention(
+                d_model, spec.n_head, head_dim, **latent, rope=rope, bias=bool(spec.fields.get("bias"))
+            )
+    except (TypeError, ValueError):  # refused by name when the network builds
+        return 0
+    return sum(p.numel() for p in projections.parameters())
 
 
 def _mechanism_parameters(spec: NetSpec, sizes: dict[str, int]) -> int:

@@ -7,7 +7,7 @@ instead what a network of the zoo holds, for the code that reads it (sampling, t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from torch import Tensor, nn
 
@@ -37,6 +37,19 @@ class Network(Protocol):
 def heads_shape(net: Network) -> tuple[int, int]:
     """(attention layers, query heads per layer); (0, 0) for a network without attention."""
     return len(net.attention), net.attention[0].heads.n_head if net.attention else 0
+
+
+def kv_cache_widths(net: Network) -> dict[str, Any]:
+    """Numbers the KV cache keeps per token, over all layers: this network's ("kept", with its "heads" kind),
+    and what MHA (2·H·d a layer) and MQA (2·d) would keep at its sizes; {} for a network without attention."""
+    layers = net.attention
+    if not layers:
+        return {}
+    width = {"heads": layers[0].head_kind, "kept": sum(layer.cache_width() for layer in layers)}
+    return width | {
+        "mha": sum(2 * layer.heads.n_head * layer.head_dim for layer in layers),
+        "mqa": sum(2 * layer.head_dim for layer in layers),
+    }
 
 
 def network(net: nn.Module) -> Network:

@@ -7,7 +7,7 @@ import shlex
 import time
 import warnings
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import lightning as L
 from hydra.utils import instantiate
@@ -19,6 +19,7 @@ from torch.nn import Module
 from andrea.data.sampler import ResumableTrainData
 from andrea.lens.verdict import describe, verdict
 from andrea.models.memory import Estimate
+from andrea.models.network import kv_cache_widths, network
 from andrea.train.config import Parts, validate
 from andrea.train.hydra_run import is_multirun, job_number, task_overrides
 from andrea.train.lit.attention_maps import AttentionMaps
@@ -165,8 +166,16 @@ def _summary(
         verdict=_verdict(trainer, maps),
         verdict_step=maps.verdict_step if maps else None,
         first_token_mass=maps.first_token_mass if maps else None,
+        kv_cache=_kv_cache(trainer.lightning_module),
         config=cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # a DictConfig gives a dict
     )
+
+
+def _kv_cache(module: L.LightningModule) -> dict[str, Any] | None:
+    """The KV cache's numbers per token (this run's head configuration beside MHA's and MQA's), or None for
+    a network andrea does not know, or one without attention."""
+    net = getattr(module, "net", None)
+    return (kv_cache_widths(network(net)) or None) if isinstance(net, Module) and hasattr(net, "attention") else None
 
 
 def _verdict(trainer: L.Trainer, maps: AttentionMaps | None) -> dict | None:
@@ -194,6 +203,12 @@ def _print_summary(result: RunResult) -> None:
     if result.memory_estimate:
         lines.append(f"estimated training memory: {result.memory_estimate['text']}")
     lines.append(f"run dir: {result.run_dir}")
+    if result.kv_cache:
+        cache = result.kv_cache
+        lines.append(
+            f"KV cache: {cache['kept']:,} numbers a token ({cache['heads']}; MHA would keep {cache['mha']:,}, "
+            f"MQA {cache['mqa']:,})"
+        )
     if result.roles:
         lines.append(f"best head per role: {describe(result.roles)}")
     if result.verdict:

@@ -1,5 +1,6 @@
 """The sweep summary: one row per job of a multirun, as markdown and CSV in the sweep dir, and the
-sweep report beside them (andrea.train.sweep_report: curves.png, report.html).
+sweep report beside them (andrea.train.sweep_report: curves.png, report.html); jobs that differ only in
+their seed grouped as one setting (andrea.train.sweep_groups: groups.md, curves_by_setting.png).
 
 Rewritten after every job (so a sweep that stops part-way still has its rows)
 and once more when the sweep ends. Every job gets a row, whatever became of it:
@@ -24,6 +25,7 @@ from omegaconf import DictConfig
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_internals import job_error
 from andrea.train.hydra_run import is_multirun
+from andrea.train.sweep_groups import seed_groups, write_groups
 from andrea.train.sweep_report import CURVES, REPORT, differing_overrides, heads_cell, plot_curves, write_html
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
@@ -108,7 +110,9 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     lines += ["| " + " | ".join(_cell(row[k]) for k in COLUMNS) + " |" for row in rows]
     (sweep_dir / "summary.md").write_text("\n".join(lines) + "\n")
     plot_curves(results, labels, sweep_dir / CURVES)
-    write_html(sweep_dir, rows, [c for c in COLUMNS if c not in ("overrides", "error")] + ["error"])
+    groups = seed_groups(results)
+    grouped = write_groups(sweep_dir, groups) if groups else []
+    write_html(sweep_dir, rows, [c for c in COLUMNS if c not in ("overrides", "error")] + ["error"], grouped)
     return rows
 
 

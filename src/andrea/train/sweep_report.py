@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from andrea.utils.run_result import RunResult
 
 CURVES, REPORT = "curves.png", "report.html"
+GROUPED_CURVES = "curves_by_setting.png"  # andrea.train.sweep_groups: each setting over its seeds
 
 
 def differing_overrides(jobs: list[list[str]]) -> list[str]:
@@ -67,15 +68,16 @@ def plot_curves(results: list[RunResult], labels: list[str], path: Path) -> None
     plt.close(fig)
 
 
-def write_html(sweep_dir: Path, rows: list[dict], columns: list[str]) -> Path:
-    """report.html: the sweep's curves (inlined) and its table; no network, no scripts."""
-    curves = sweep_dir / CURVES
-    image = base64.b64encode(curves.read_bytes()).decode() if curves.exists() else ""
+def write_html(sweep_dir: Path, rows: list[dict], columns: list[str], grouped: list[dict] | None = None) -> Path:
+    """report.html: the sweep's curves (inlined) and its table, first its settings with their seeds grouped
+    (andrea.train.sweep_groups) when it has any; no network, no scripts."""
+    image = _inline(sweep_dir / CURVES)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
         f'<tr class="{html.escape(str(row["status"]))}">' + "".join(_cell(row, c) for c in columns) + "</tr>"
         for row in rows
     )
+    by_setting = _grouped_section(sweep_dir, grouped) if grouped else ""
     done = sum(row["status"] == "completed" for row in rows)
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>andrea sweep {html.escape(sweep_dir.name)}</title>
@@ -90,6 +92,8 @@ img {{ max-width: 100%; }}
 </style></head><body>
 <h1>Sweep {html.escape(sweep_dir.name)}</h1>
 <p>{done} of {len(rows)} jobs completed. Folder: <code>{html.escape(str(sweep_dir))}</code></p>
+{by_setting}
+<h2>Every job</h2>
 {f'<img alt="train and val loss of every job" src="data:image/png;base64,{image}">' if image else ""}
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
 </body></html>
@@ -111,3 +115,22 @@ def _cell(row: dict, column: str) -> str:
         return f'<td class="num">{value:,}</td>'
     wrap = ' class="wrap"' if column in ("heads", "error") else ""
     return f"<td{wrap}>{'' if value is None else html.escape(str(value))}</td>"
+
+
+def _inline(png: Path) -> str:
+    return base64.b64encode(png.read_bytes()).decode() if png.exists() else ""
+
+
+def _grouped_section(sweep_dir: Path, grouped: list[dict]) -> str:
+    """The settings' table (mean and min-max over seeds) and their curves."""
+    columns = list(grouped[0])
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    cell = {c: '<td class="wrap">' if c in ("setting", "first-token mass") else "<td>" for c in columns}
+    body = "".join(
+        "<tr>" + "".join(f"{cell[c]}{html.escape(row[c])}</td>" for c in columns) + "</tr>" for row in grouped
+    )
+    image = _inline(sweep_dir / GROUPED_CURVES)
+    curves = f'<img alt="train loss of every setting over its seeds" src="data:image/png;base64,{image}">'
+    return f"""<h2>By setting, seeds grouped: mean (min to max)</h2>
+<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+{curves if image else ""}"""

@@ -34,7 +34,7 @@ _COMPLETED = (
     "status", "exit_code", "overrides", "train_loss", "train_acc", "val_loss", "val_acc", "val_perplexity",
     "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s", "memory_estimate", "global_step",
     "epochs", "run_dir", "attention_maps", "attention_maps_skipped", "head_roles", "roles", "verdict",
-    "verdict_step", "first_token_mass", "config",
+    "verdict_step", "first_token_mass", "kv_cache", "config",
 )  # fmt: skip
 KEYS = {
     "completed": _COMPLETED,
@@ -76,6 +76,7 @@ class RunResult:
     verdict: dict[str, Any] | None = None
     verdict_step: int | None = None  # the step of the first record whose verdict was met
     first_token_mass: list[float] | None = None  # per layer, the last record's raw weight on key 0
+    kv_cache: dict[str, Any] | None = None  # numbers a token keeps in the KV cache, all layers (models.network)
     config: dict[str, Any] | None = None  # the resolved config
 
     def as_dict(self) -> dict[str, Any]:

@@ -17,7 +17,9 @@ from andrea.attention.positions import ScoreMod
 
 class NaiveBackend(AttentionBackend):
     name = "naive"
-    capabilities = Capabilities(native_weights=True, cpu_backward=True, native_gqa=True, score_mod=True, kernels=None)
+    capabilities = Capabilities(
+        native_weights=True, cpu_backward=True, native_gqa=True, score_mod=True, kernels=None, distinct_value_dim=True
+    )
 
     def forward(
         self,

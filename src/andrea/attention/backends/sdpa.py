@@ -19,7 +19,9 @@ from andrea.attention.positions import ScoreMod
 
 class SDPABackend(AttentionBackend):
     name = "sdpa"
-    capabilities = Capabilities(native_weights=False, cpu_backward=True, native_gqa=True, score_mod=True)
+    capabilities = Capabilities(
+        native_weights=False, cpu_backward=True, native_gqa=True, score_mod=True, distinct_value_dim=True
+    )
 
     def forward(
         self,

@@ -34,7 +34,7 @@ from andrea.models.settings import NET
 from andrea.utils.rules import POSITIVE, first_problem
 
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
-ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mechanism", "mask")
+ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mechanism", "mask", "latent")
 PLAIN = (str, int, float, bool, type(None))
 POSITIVE_INT = POSITIVE[0]  # the value rules of andrea.utils.rules, for a file's fields as for a config's
 
@@ -151,7 +151,16 @@ def _parse_attention(
             ".attention.backend_options", f"are not options of {backend} ({str(err).splitlines()[0]})"
         ) from None
     _check_mechanism(attention.get("mechanism"), refuse)
+    _check_latent(attention.get("latent"), refuse)
     return attention, _mask_terms(attention.get("mask"), refuse)
+
+
+def _check_latent(latent: Any, refuse: Callable[[str, str], ModelFileError]) -> None:
+    """heads=mla's sizes, plain integers (andrea.attention.latent.SETTINGS)."""
+    from andrea.attention.latent import settings_problem
+
+    if latent is not None and (problem := settings_problem(latent)):
+        raise refuse(f".attention.latent{problem[0]}", problem[1])
 
 
 def _check_mechanism(mechanism: Any, refuse: Callable[[str, str], ModelFileError]) -> None:

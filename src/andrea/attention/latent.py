@@ -1,0 +1,133 @@
+"""Multi-head latent attention (MLA; DeepSeek-AI, "DeepSeek-V2", 2024, §2.1): keys and values come from one
+low-rank latent per token, and the KV cache holds that latent instead of every head's keys and values.
+
+    c_KV = RMSNorm(W_DKV x)                    (B, T, r)       the joint key/value latent: r = kv_rank
+    k_C^h = W_UK^h c_KV,  v^h = W_UV^h c_KV     (B, H, T, d)    every head's keys and values, up-projected
+    k_R = RoPE(W_KR x)                          (B, 1, T, d_R)  one rotary key shared by the heads
+    q^h = [q_C^h ; RoPE(q_R^h)] = W_UQ c_Q      (B, H, T, d + d_R), c_Q = RMSNorm(W_DQ x) (or x: q_rank null)
+    k^h = [k_C^h ; k_R]                         scores q^h·k^h / sqrt(d + d_R)
+
+RoPE rotates only the decoupled d_R dimensions: rotating k_C would tie W_UK to the position and stop it from
+being absorbed. The **absorbed** form, for decoding, never expands the cache: q_C^h·k_C^h = (W_UK^hᵀ q_C^h)·c_KV,
+so every head attends with the query [W_UK^hᵀ q_C^h ; q_R^h] (r + d_R) to the one shared key [c_KV ; k_R] and
+value c_KV (multi-query attention), and its output is up-projected by W_UV^h afterwards. Per token and layer
+the cache holds r + d_R numbers, against 2·H_kv·d for MHA/GQA/MQA.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from andrea.attention.positions import Rotary
+from andrea.utils.rules import POSITIVE, enforce, first_problem, integer, optional
+
+SETTINGS = {"kv_rank": POSITIVE, "rope_dim": optional(integer(0)), "q_rank": optional(POSITIVE)}
+
+
+class LatentAttention(nn.Module):
+    """The projections of latent attention for H heads of size d: queries, the latent, and the two forms."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        head_dim: int,
+        kv_rank: int,
+        rope_dim: int | None = None,
+        q_rank: int | None = None,
+        rope: bool = False,
+        bias: bool = False,
+    ) -> None:
+        """rope_dim (d_R) null: head_dim / 2 with RoPE, 0 without (learned or no positions need no
+        decoupled key); q_rank (d_c') null: full-rank queries, as DeepSeek-V2-Lite."""
+        super().__init__()
+        enforce(SETTINGS, dict(kv_rank=kv_rank, rope_dim=rope_dim, q_rank=q_rank), "heads.latent.")
+        rope_dim = (head_dim // 2 if rope else 0) if rope_dim is None else rope_dim
+        if rope_dim and not rope:
+            raise ValueError(f"heads.latent.rope_dim={rope_dim} rotates keys: it needs position=rope, or rope_dim=0")
+        if rope and not rope_dim:
+            raise ValueError("heads=mla with position=rope needs heads.latent.rope_dim > 0 (its decoupled RoPE key)")
+        self.n_head, self.head_dim, self.kv_rank, self.rope_dim = n_head, head_dim, kv_rank, rope_dim
+        H, d, r, d_r = n_head, head_dim, kv_rank, rope_dim
+        self.q_down = nn.Linear(d_model, q_rank, bias=bias) if q_rank else None  # W_DQ
+        self.q_norm = nn.RMSNorm(q_rank) if q_rank else None
+        self.q_up = nn.Linear(q_rank or d_model, H * (d + d_r), bias=bias)  # W_UQ and W_QR, per head side by side
+        self.kv_down = nn.Linear(d_model, r + d_r, bias=bias)  # W_DKV and W_KR: the latent and the rotary key
+        self.kv_norm = nn.RMSNorm(r)
+        self.kv_up = nn.Linear(r, 2 * H * d, bias=False)  # W_UK then W_UV: linear, so they can be absorbed
+        self.rotary = Rotary(d_r) if d_r else None
+
+    @property
+    def scale(self) -> float:
+        return 1.0 / math.sqrt(self.head_dim + self.rope_dim)
+
+    def cache_width(self) -> int:
+        """Numbers the KV cache keeps per token and layer: r + d_R."""
+        return self.kv_rank + self.rope_dim
+
+    def queries(self, x: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        """x (B, T, D) -> q_C (B, H, T, d) and the rotated q_R (B, H, T, d_R), at positions start.."""
+        B, T, _ = x.shape
+        c_q = x if self.q_down is None or self.q_norm is None else self.q_norm(self.q_down(x))  # (B, T, d_c')
+        q = self.q_up(c_q).view(B, T, self.n_head, -1).transpose(1, 2)  # (B, H, T, d + d_R)
+        q_c, q_r = q.split([self.head_dim, self.rope_dim], dim=-1)
+        return q_c, q_r if self.rotary is None else self.rotary(q_r, start)
+
+    def latent(self, x: Tensor, start: int) -> Tensor:
+        """x (B, T, D) -> [c_KV ; k_R] (B, 1, T, r + d_R): what the cache keeps of each token."""
+        c, k_r = self.kv_down(x).unsqueeze(1).split([self.kv_rank, self.rope_dim], dim=-1)  # (B, 1, T, r), d_R
+        k_r = k_r if self.rotary is None else self.rotary(k_r, start)
+        return torch.cat((self.kv_norm(c), k_r), dim=-1)
+
+    def expand(self, q_c: Tensor, q_r: Tensor, latent: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The expanded form: q (B, H, T, d + d_R), k (B, H, S, d + d_R), v (B, H, S, d), as in training."""
+        B, _, S, _ = latent.shape
+        c, k_r = latent.split([self.kv_rank, self.rope_dim], dim=-1)  # (B, 1, S, r), (B, 1, S, d_R)
+        kv = self.kv_up(c).view(B, S, 2, self.n_head, self.head_dim)  # (B, S, 2, H, d)
+        k_c, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)  # (B, H, S, d) each
+        k = torch.cat((k_c, k_r.expand(B, self.n_head, S, self.rope_dim)), dim=-1)  # (B, H, S, d + d_R)
+        return torch.cat((q_c, q_r), dim=-1), k, v
+
+    def absorb(self, q_c: Tensor, q_r: Tensor, latent: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The absorbed form: q (B, H, T, r + d_R) against the one shared key (B, 1, S, r + d_R) and value
+        c_KV (B, 1, S, r); the heads' outputs (B, H, T, r) then go through `unabsorb`."""
+        w_uk = self.kv_up.weight[: self.n_head * self.head_dim].view(self.n_head, self.head_dim, self.kv_rank)
+        q_latent = q_c @ w_uk  # (B, H, T, d) @ (H, d, r) -> (B, H, T, r): W_UK^hᵀ q_C^h
+        return torch.cat((q_latent, q_r), dim=-1), latent, latent[..., : self.kv_rank]
+
+    def unabsorb(self, z: Tensor) -> Tensor:
+        """(B, H, T, r) outputs over the latent -> (B, H, T, d): W_UV^h applied after the weighted sum."""
+        w_uv = self.kv_up.weight[self.n_head * self.head_dim :].view(self.n_head, self.head_dim, self.kv_rank)
+        return z @ w_uv.transpose(1, 2)  # (B, H, T, r) @ (H, r, d)
+
+    def extra_repr(self) -> str:
+        return f"kv_rank={self.kv_rank}, rope_dim={self.rope_dim}, q_rank={self.q_down and self.q_down.out_features}"
+
+
+def settings_problem(latent: Any) -> tuple[str, str] | None:
+    """What is wrong with a `latent` setting (a mapping of kv_rank, rope_dim, q_rank), as (the key under
+    `latent`, e.g. ".kv_rank", and the problem), or None."""
+    if not isinstance(latent, Mapping):
+        return "", f"={latent!r} must be a mapping of {', '.join(SETTINGS)}"
+    for key in latent:
+        if key not in SETTINGS:
+            return f".{key}", f"is not a setting of latent attention ({', '.join(SETTINGS)})"
+    problem = first_problem(SETTINGS, latent)
+    if problem:
+        key, _, rest = problem.partition("=")
+        return f".{key}", f"={rest}"
+    return None
+
+
+def latent_settings(latent: Any) -> dict[str, Any]:
+    """A block's `latent` setting as keywords for LatentAttention, refused in one line if it is wrong."""
+    problem = settings_problem(latent)
+    if problem:
+        key, text = problem
+        raise ValueError(f"heads.latent{key}{'' if text.startswith('=') else ' '}{text}")
+    return {str(key): value for key, value in latent.items()}
