@@ -99,7 +99,8 @@ def pytest_collection_modifyitems(config, items):
     MHA and MQA cells of the kit, and its mechanism cells, run under -m slow: the interpreter is slow (the
     default run keeps its GQA cells; tests/attention/test_triton_backend.py checks ALiBi over several blocks,
     and a GPT with MHA). Every backend's MQA and bfloat16-backward cells of the kit run under -m slow too
-    (GQA's and bfloat16's forward are kept), and Flex's bfloat16 cells and its decode cells but GQA's."""
+    (GQA's and bfloat16's forward are kept), Flex's bfloat16 cells, its decode and ALiBi cells but GQA's and
+    its mechanisms' decode cells but one composed mask's, and triton's decode cells but GQA's."""
     for item in items:
         params = getattr(item, "callspec", None)
         if params is not None and "triton" in params.params.values():
@@ -115,8 +116,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)  # MQA is GQA's extreme (one kv head); bfloat16's forward stays
         flex_cell = item.name.startswith(("test_parity[flex-", "test_mechanism_parity[flex-"))
         flex_decode = item.name.startswith(("test_decode_and_weights[flex-", "test_mechanism_decode_and_weights[flex-"))
-        if flex_cell and "-bfloat16-" in item.name or flex_decode and "-gqa" not in item.name:
+        flex_alibi = item.name.startswith("test_parity_with_alibi[flex-")
+        if flex_cell and "-bfloat16-" in item.name or (flex_decode or flex_alibi) and "-gqa" not in item.name:
             item.add_marker(pytest.mark.slow)  # unfused Flex traces each new shape on CPU (~0.1 s a cell)
+        if item.name.startswith("test_mechanism_decode_and_weights[flex-") and "-causal&padding-" not in item.name:
+            item.add_marker(pytest.mark.slow)  # a mechanism's decode on Flex: one composed mask each stays
+        if item.name.startswith("test_decode_and_weights[triton-") and "-gqa" not in item.name:
+            item.add_marker(pytest.mark.slow)  # the interpreter again: GQA's decode cells stay
 
 
 @pytest.fixture(autouse=True)

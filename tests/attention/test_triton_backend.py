@@ -58,7 +58,8 @@ HEADS = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}
 QUERIES = {"square": T, "decode": 5}
 # the default run: every mask the kernel reads as parameters, over several blocks (the kit's cells take no-mask,
 # the dense path and decode shapes at one block); every other case under -m slow
-DEFAULT = {(mask, "gqa", "square") for mask in MASKS if mask not in ("none", "window|document")}
+# (causal and the window also reach the kernel inside a GPT, below, and in causal&padding, causal&document)
+DEFAULT = {(mask, "gqa", "square") for mask in MASKS if mask not in ("none", "window|document", "causal", "window")}
 CASES = [  # the interpreter is slow: the DEFAULT cases in the default run, every other one under -m slow
     pytest.param(case, id="-".join(case), marks=() if case in DEFAULT else pytest.mark.slow)
     for case in ((mask, heads, queries) for mask in MASKS for heads in HEADS for queries in QUERIES)
@@ -138,7 +139,14 @@ class Launches:
 
 
 @pytest.mark.triton_interpreter
-@pytest.mark.parametrize("mask", ["causal", "sliding_window(window=5)", "causal & sliding_window(window=5)"])
+@pytest.mark.parametrize(
+    "mask",  # a GPT trained under the interpreter (3 s): the composed mask in the default run, its parts under -m slow
+    [
+        pytest.param("causal", marks=pytest.mark.slow),
+        pytest.param("sliding_window(window=5)", marks=pytest.mark.slow),
+        "causal & sliding_window(window=5)",
+    ],
+)
 def test_inside_a_gpt_the_mask_reaches_the_kernel_as_parameters_and_it_trains(mask, monkeypatch):
     """The block wraps its static mask in a precomputed buffer: the kernel still gets the parameters
     (CAUSAL, a window, no dense tile), so it skips the key blocks they rule out; and the GPT learns."""

@@ -20,7 +20,10 @@ def options(group):
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
-@pytest.mark.parametrize("heads", options("heads"))
+@pytest.mark.parametrize(
+    "heads",  # GQA and latent heads in the default run (every backend and mask meets both); MHA, MQA under -m slow
+    [pytest.param(h, marks=() if h in ("gqa", "mla") else pytest.mark.slow) for h in options("heads")],
+)
 @pytest.mark.parametrize("mask", options("mask"))
 @pytest.mark.parametrize("attention", options("attention"))
 def test_every_attention_option_composes_into_a_block(attention, mask, heads):

@@ -22,6 +22,7 @@ def run(script: str, *args: str, cwd: Path, timeout: int = 600) -> subprocess.Co
     )  # fmt: skip
 
 
+@pytest.mark.slow  # reason: an andrea-demo process timing every backend
 def test_andrea_demo_shows_every_backend_that_runs_here_and_names_the_others(tmp_path):
     done = run("andrea-demo", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -40,6 +40,7 @@ def toy_weights(default_run, tmp_path_factory):
     return checkpoint, export_checkpoint(checkpoint, tmp_path_factory.mktemp("export") / "toy.safetensors")
 
 
+@pytest.mark.slow  # reason: andrea-sample processes
 def test_sample_from_a_checkpoint_and_from_safetensors(toy_weights, tmp_path):
     outputs = []
     for path in toy_weights:
@@ -57,6 +58,7 @@ def test_a_one_token_prompt_of_ids(toy_weights, tmp_path):
     assert done.stdout.strip() == "3 3 3 3"
 
 
+@pytest.mark.slow  # reason: an andrea-sample process
 def test_a_typo_d_setting_names_the_closest(toy_weights, tmp_path):
     done = run_sample(f"ckpt_path={toy_weights[0]}", "+temprature=0", cwd=tmp_path)
     assert done.returncode == 2
@@ -66,6 +68,7 @@ def test_a_typo_d_setting_names_the_closest(toy_weights, tmp_path):
     ]
 
 
+@pytest.mark.slow  # reason: andrea-sample processes
 def test_a_bad_setting_is_one_line_before_loading(toy_weights, tmp_path):
     done = run_sample(f"ckpt_path={toy_weights[0]}", "prompt=3 99", cwd=tmp_path)
     assert done.returncode == 2

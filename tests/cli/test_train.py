@@ -51,6 +51,7 @@ def test_shell_completion(tmp_path):
     assert set(result.stdout.split()) >= {f"attention={name}" for name in group_options("attention")}
 
 
+@pytest.mark.slow  # reason: an andrea-train process per refusal
 def test_bad_config_is_one_line_and_exit_2(tmp_path):
     result = run(["heads.n_kv_head=3"], tmp_path)
     assert result.returncode == 2
@@ -71,20 +72,28 @@ def test_a_refused_resume_keeps_its_run_dir(tmp_path):
     assert (run_dir / ".hydra" / "config.yaml").read_text() == "the first attempt's config\n"
 
 
+SLOW = pytest.mark.slow  # an andrea-train process each (4 s): one refusal in the default run
+
+
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("model.net.width=3", "Could not override 'model.net.width'. To append to your config use +model.net.width=3"),
+        pytest.param(
+            "model.net.width=3",
+            "Could not override 'model.net.width'. To append to your config use +model.net.width=3",
+            marks=SLOW,
+        ),
         (
             "attention=fast",
             "In 'train': Could not find 'attention/fast' Available options in 'attention': ",  # + plugins
         ),
-        (
+        pytest.param(
             "experiment=nope",
             "In 'train': Could not find 'experiment/nope' Available options in 'experiment': andrea-120m "
             "andrea-12m-shakespeare induction lookback mechanisms repetition repetition_no_attention",
+            marks=SLOW,
         ),
-        ("trainer.max_epochs=[1", "trainer.max_epochs=[1: no viable alternative at input '[1'"),
+        pytest.param("trainer.max_epochs=[1", "trainer.max_epochs=[1: no viable alternative at input '[1'", marks=SLOW),
     ],
 )
 def test_hydra_s_own_refusals_are_one_line_and_exit_2(override, message, tmp_path):

@@ -127,6 +127,7 @@ def test_every_reader_refuses_a_config_that_names_code(case, trained, disk, tmp_
     untouched()
 
 
+@pytest.mark.slow  # reason: an andrea-sample process
 def test_andrea_sample_refuses_it_in_one_line(trained, disk):
     folder, untouched = disk
     _, state = trained

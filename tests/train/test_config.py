@@ -16,6 +16,11 @@ from tests.compose import compose_train, group_options
 
 GROUPS = ["data", "model", "attention", "mask", "heads", "position", "trainer", "logger", "callbacks", "debug"]
 OPTIONS = [(group, option) for group in GROUPS for option in group_options(group)]
+SLOW_GROUPS = ("trainer", "logger", "callbacks", "debug")  # Lightning's settings: composed under -m slow (0.5 s each)
+OPTION_CASES = [
+    pytest.param(group, option, id=f"{group}={option}", marks=pytest.mark.slow if group in SLOW_GROUPS else ())
+    for group, option in OPTIONS
+]
 
 
 def composes_and_validates(tmp_path, overrides):
@@ -39,7 +44,7 @@ def composes_and_validates_where_it_can(tmp_path, overrides, needs_gpu: bool):
     composes_and_validates(tmp_path, overrides)
 
 
-@pytest.mark.parametrize("group, option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+@pytest.mark.parametrize("group, option", OPTION_CASES)
 def test_every_group_option(group, option, tmp_path):
     overrides = [f"{group}={option}"]
     if (group, option) == ("trainer", "fsdp"):
@@ -53,7 +58,13 @@ def test_every_group_option(group, option, tmp_path):
     composes_and_validates_where_it_can(tmp_path, overrides, needs_gpu)
 
 
-@pytest.mark.parametrize("experiment", group_options("experiment"))
+BIG_EXPERIMENTS = ("andrea-120m", "andrea-12m-shakespeare")  # their models' dry builds take 3-4 s: under -m slow
+
+
+@pytest.mark.parametrize(
+    "experiment",
+    [pytest.param(e, marks=pytest.mark.slow if e in BIG_EXPERIMENTS else ()) for e in group_options("experiment")],
+)
 def test_every_experiment(experiment, tmp_path):
     import importlib.util
 
@@ -254,7 +265,24 @@ REJECTED = [
 ]
 
 
-@pytest.mark.parametrize("overrides, message", REJECTED, ids=[" ".join(o) for o, _ in REJECTED])
+# The default run: one refusal of each kind (a divisibility, an unknown name, a typo'd key, a range, a size,
+# a mechanism's own rule, ...); the rest of REJECTED runs under -m slow (each composes a config: 0.3 s).
+DEFAULT_REFUSALS = {
+    "model.net.d_model=30", "heads.n_kv_head=3", "attention.backend=fast", "attention=flex", "data.num_train=32",
+    "+data.k=3", "mask=sliding_window mask.window=0", "mask=prefix_lm mask.prefix_len=40", "data=lookback data.k=32",
+    "model.net.max_context=16", "position=rope heads.n_head=32", "logger.wandb.mode=sometimes", "trainer=fsdp",
+    "+trainer.max_epoch=3", "model.optimizer.lr=nan", "trainer.max_time=1h", "++model.net.d_modl=64",
+    "model=andrea-tiny data=text data.seq_len=32 model.net.dropout=1.5", "model.net.d_model=100000",
+    "model.ablate=[L0H7]", "callbacks.attention_maps.scale=viridis", "mechanism=sigmoid attention=sdpa",
+    "mechanism=diff model.net.d_model=36", "mechanism=softcap +mechanism.capp=1",
+}  # fmt: skip
+REFUSALS = [
+    pytest.param(o, m, id=" ".join(o), marks=() if " ".join(o) in DEFAULT_REFUSALS else pytest.mark.slow)
+    for o, m in REJECTED
+]
+
+
+@pytest.mark.parametrize("overrides, message", REFUSALS)
 def test_rejected(overrides, message, tmp_path):
     cfg = compose_train(tmp_path, overrides)
     with pytest.raises(ConfigError, match=as_pattern(message)) as refused:

@@ -80,6 +80,7 @@ def test_tiny_gpt_trains_in_the_pipeline(tmp_path):
     assert result.val_loss < 4.0 and len([k for k in result.head_roles if k.startswith("heads/entropy/")]) == 2 * 4
 
 
+@pytest.mark.slow  # reason: a GPT trained on text through the pipeline (12 s)
 def test_tiny_gpt_on_text(tmp_path):
     overrides = [
         "data=text",

@@ -13,7 +13,13 @@ from tests.compose import compose_train, group_options
 SHORT = ["experiment=induction", "data.num_train=512", "data.num_val=64", "trainer.max_epochs=1", "logger=none"]
 
 
-@pytest.mark.parametrize("mechanism", group_options("mechanism"))
+DEFAULT_RUN = ("sigmoid", "diff")  # rows that do not sum to 1, and signed ones; the others under -m slow (3 s each)
+
+
+@pytest.mark.parametrize(
+    "mechanism",
+    [pytest.param(m, marks=[] if m in DEFAULT_RUN else [pytest.mark.slow]) for m in group_options("mechanism")],
+)
 def test_each_mechanism_trains_on_induction_and_says_its_verdict(mechanism, tmp_path, capsys):
     result = train(compose_train(tmp_path, [*SHORT, f"mechanism={mechanism}"]))
     HydraConfig.instance().cfg = None

@@ -19,6 +19,7 @@ from tests.compose import QUICK, compose_train
 TRAIN = [str(Path(sys.executable).with_name("andrea-train"))]
 
 
+@pytest.mark.slow  # reason: two andrea-train processes
 def test_a_second_run_in_the_same_dir_is_refused_with_the_owner_pid(tmp_path):
     run_dir = tmp_path / "run"
     with hold(run_dir):
