@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from andrea.cli import inspect as inspect_cli
 from andrea.data.from_run import data_from_run
 from andrea.data.tasks import IGNORE_INDEX, SyntheticTaskDataModule
-from andrea.lens.interventions import head_importance, head_means, intervene, parse_heads
+from andrea.lens.cache import hooks, run_with_cache
+from andrea.lens.interventions import ablation_loss, head_importance, head_means, intervene, parse_heads
 from andrea.models.files.checkpoint import load_checkpoint
 from andrea.models.network import network
 from andrea.models.toy import ToyModel
@@ -25,48 +26,48 @@ def toy():
 
 
 def z_of(net, layer, idx):
-    """Layer `layer`'s head outputs z (B, H, T, d), as the block hands them to W_O."""
-    seen = []
-
-    def record(z):
-        seen.append(z)
-        return z
-
-    with intervene(net, {}):
-        net.attention[layer].hook_z = record
-        net(idx)
-    return seen[0]
+    """Layer `layer`'s head outputs z (B, T, H, d), as W_O reads them (after any intervention)."""
+    return run_with_cache(net, idx, names=f"blocks.{layer}.attn.hook_z")[1][f"blocks.{layer}.attn.hook_z"]
 
 
 def test_zero_scale_and_mean_change_only_the_named_head():
     net, idx = toy(), torch.randint(16, (2, 8))
     z = z_of(net, 1, idx)
     with intervene(net, {(1, 2): 0.0}):
-        zero = z_of_after_hook(net, 1, idx)
-    assert (zero[:, 2] == 0).all() and torch.equal(zero[:, [0, 1, 3]], z[:, [0, 1, 3]])
+        zero = z_of(net, 1, idx)
+    assert (zero[:, :, 2] == 0).all() and torch.equal(zero[:, :, [0, 1, 3]], z[:, :, [0, 1, 3]])
     with intervene(net, {(1, 2): 0.5}):
-        torch.testing.assert_close(z_of_after_hook(net, 1, idx)[:, 2], 0.5 * z[:, 2])
+        torch.testing.assert_close(z_of(net, 1, idx)[:, :, 2], 0.5 * z[:, :, 2])
     means = head_means(net, [idx])
-    torch.testing.assert_close(means[1], z.mean(dim=(0, 2)))  # (H, d): over every position
+    torch.testing.assert_close(means[1], z.mean(dim=(0, 1)))  # (H, d): over every position
     with intervene(net, {(1, 2): None}, means):
-        torch.testing.assert_close(z_of_after_hook(net, 1, idx)[:, 2], means[1][2].expand(2, 8, -1))
+        torch.testing.assert_close(z_of(net, 1, idx)[:, :, 2], means[1][2].expand(2, 8, -1))
     with intervene(net, {(1, 2): 1.0}):
         assert torch.equal(net(idx)[0], toy()(idx)[0])  # scale 1 changes nothing
-    assert all(layer.hook_z is None for layer in net.attention)  # every hook removed after the block
+    assert not any(point.fns for point in net.hook_points().values())  # every hook removed after the block
 
 
-def z_of_after_hook(net, layer, idx):
-    """z after the installed intervention: wrap the layer's hook to see what it returns."""
-    installed, seen = net.attention[layer].hook_z, []
+def test_joint_ablation_shows_what_heads_that_back_each_other_up_carry():
+    """Two identical heads: ablating either alone leaves the other's copy; ablating both removes it."""
+    net, idx = toy(), torch.randint(16, (2, 8))
+    with torch.no_grad():
+        w_q, w_k, w_v = net.attention[0].per_head_weights()
+        w_q[1], w_k[1], w_v[1] = w_q[0], w_k[0], w_v[0]  # head 1 computes what head 0 does
+        net.attention[0].load_per_head_weights(w_q, w_k, w_v)
+    batches = [(idx, torch.randint(16, (2, 8)))]
 
-    def record(z):
-        seen.append(installed(z))
-        return seen[-1]
+    def loss(logits, labels):
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
 
-    net.attention[layer].hook_z = record
-    net(idx)
-    net.attention[layer].hook_z = installed
-    return seen[0]
+    both = ablation_loss(net, batches, [(0, 0), (0, 1)], loss)
+    with intervene(net, {(0, 0): 0.0, (0, 1): 0.0}):
+        assert both["ablated_loss"] == pytest.approx(float(loss(net(idx)[0], batches[0][1])))
+    alone = ablation_loss(net, batches, [(0, 0)], loss)
+    assert both["base_loss"] == alone["base_loss"] and both["rise"] != alone["rise"]
+    means = head_means(net, [idx])
+    mean_both = ablation_loss(net, batches, [(0, 0), (0, 1)], loss, means)
+    with intervene(net, {(0, 0): None, (0, 1): None}, means):
+        assert mean_both["ablated_loss"] == pytest.approx(float(loss(net(idx)[0], batches[0][1])))
 
 
 def test_head_names_are_checked():
@@ -80,7 +81,7 @@ def test_head_names_are_checked():
 def test_the_model_option_zeroes_heads_in_every_forward():
     net, idx = toy(), torch.randint(16, (2, 8))
     LanguageModelModule(net, optimizer=torch.optim.AdamW, ablate=["L0H1"])
-    assert (z_of_after_hook(net, 0, idx)[:, 1] == 0).all()
+    assert (z_of(net, 0, idx)[:, :, 1] == 0).all()
 
 
 def test_head_importance_ranks_the_previous_token_head_of_induction_first(induction_run):
@@ -201,5 +202,5 @@ def test_ablating_every_head_removes_the_layer_whatever_the_mechanism(mechanism)
     with intervene(net, {(0, h): 0.0 for h in range(4)}):
         logits = net(idx)[0]
     assert not torch.allclose(logits, net(idx)[0])  # the heads mattered
-    net.attention[0].hook_z = torch.zeros_like  # the same layer, what W_O reads set to 0 by hand
-    assert torch.equal(logits, net(idx)[0])
+    with hooks(net, {"blocks.0.attn.hook_z": lambda z, point: torch.zeros_like(z)}):  # what W_O reads, by hand
+        assert torch.equal(logits, net(idx)[0])

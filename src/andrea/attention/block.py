@@ -3,18 +3,21 @@ config and in-attention position scheme (RoPE, ALiBi), with an optional KV cache
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from andrea.attention.contract import AttentionBackend, UnsupportedAttentionError, _alternatives
+from andrea.attention.contract import AttentionBackend, weighted_values
 from andrea.attention.heads import HeadConfig
+from andrea.attention.hook_points import HookPoint
 from andrea.attention.kv_cache import KVCache, LatentCache
-from andrea.attention.latent import LatentAttention, latent_settings
+from andrea.attention.latent import LatentAttention, check_latent, latent_settings
 from andrea.attention.masks import Mask, PrecomputedMask
 from andrea.attention.mechanisms import Mechanism
+from andrea.attention.mechanisms.base import dense_allowed, dense_scores
 from andrea.attention.positions import POSITIONS, ALiBi, Rotary
 from andrea.attention.registry import as_backend, as_mask, as_mechanism
 
@@ -44,12 +47,15 @@ class MultiHeadSelfAttention(nn.Module):
     latent:  multi-head latent attention's sizes (andrea.attention.latent: kv_rank, rope_dim, q_rank): keys and
              values from one latent per token, which is all the KV cache keeps; None: the fused QKV projection.
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
+
+    Hook points (andrea.attention.hook_points; `hook_points()` lists this block's): hook_q, hook_k, hook_v as the
+    projection gives them, hook_rot_q, hook_rot_k after RoPE, hook_attn_scores (the scaled, biased scores, masked
+    keys at -inf), hook_pattern (the mechanism's weights), hook_z (the heads' outputs before W_O). With a function
+    on the scores or the pattern, the block computes attention from the mechanism's dense form (what `eager`
+    runs), so that what the function returns is what the values are weighted with, whatever the backend.
     """
 
     mask_buffer: Tensor  # (1, H or 1, L, L), registered only for a mask that does not depend on the batch
-    # Called on the heads' outputs z (B, H, T, d) before W_O mixes them; returns the z to use:
-    # where interventions (andrea.lens.interventions: zero, scale or mean-ablate a head) plug in.
-    hook_z: Callable[[Tensor], Tensor] | None = None
 
     def __init__(
         self,
@@ -101,6 +107,10 @@ class MultiHeadSelfAttention(nn.Module):
             check_latent(self.heads, self.backend, self.mechanism)
         self.proj = nn.Linear(d_model, d_model, bias=bias)  # W_O: mixes the heads
         self.dropout = nn.Dropout(dropout)
+        self.hook_q, self.hook_k, self.hook_v = HookPoint("hook_q"), HookPoint("hook_k"), HookPoint("hook_v")
+        self.hook_rot_q, self.hook_rot_k = HookPoint("hook_rot_q"), HookPoint("hook_rot_k")
+        self.hook_attn_scores, self.hook_pattern = HookPoint("hook_attn_scores"), HookPoint("hook_pattern")
+        self.hook_z = HookPoint("hook_z")
         if not self.mask.batch_dependent:
             # (1, 1, L, L) True = attend; not a parameter, not saved in checkpoints, moves with .to()
             dense = self.mask.dense(max_context, max_context, num_heads=n_head)
@@ -127,17 +137,46 @@ class MultiHeadSelfAttention(nn.Module):
 
         q, k, v = self._qkv(x, cache)  # (B, H, T, d), (B, H_kv, S, d) x2: S counts the cached tokens too
         scale, mechanism = self.latent.scale if self.latent else self.mechanism.scale(), self.mechanism
-        y, weights = self.backend.compute(q, k, v, full_mask, scale, return_weights, self.score_mod, mechanism)
+        weights: Tensor | None
+        if self.hook_attn_scores.fns or self.hook_pattern.fns:
+            y, weights = self._attention_in_the_open(q, k, v, full_mask, scale)
+        else:
+            y, weights = self.backend.compute(q, k, v, full_mask, scale, return_weights, self.score_mod, mechanism)
         if cache is not None:
             cache.trim()
         if self.latent is not None and cache is not None:
             y = self.latent.unabsorb(y)  # (B, H, T, r) -> (B, H, T, d)
         y = self.mechanism.combine(y, x)  # (B, H, T, d): e.g. the output gate, differential attention's norm
-        if self.hook_z is not None:
-            y = self.hook_z(y)  # (B, H, T, d)
-        y = y.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
+        y = self.hook_z(y.transpose(1, 2))  # (B, T, H, d): what W_O reads, where ablations act
+        y = y.contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
         y = self.dropout(self.proj(y))  # (B, T, D)
-        return y, weights
+        return y, weights if return_weights else None
+
+    def _attention_in_the_open(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask, scale: float | None
+    ) -> tuple[Tensor, Tensor]:
+        """The mechanism's dense form with its scores and weights passed through their hook points:
+        q (B, H, T, d), k (B, H_kv, S, d), v (B, H_kv, S, d_v) -> out (B, H, T, d_v), weights (B, H, T, S)."""
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        if self.mechanism.has_scores:
+            scores = dense_scores(q, k, scale, self.score_mod)  # (B, H, T, S)
+            B, H, T, S = scores.shape
+            allowed = dense_allowed(mask, B, H, T, S, device=q.device)  # (B|1, H|1, T, S) or None
+            shown = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
+            shown = self.hook_attn_scores(shown)
+            weights = self.mechanism.normalise(shown.clone(), allowed, mask.attends_self)  # normalise may write
+        else:  # two maps (differential attention): only the weights have one (B, H, T, S) form
+            weights = self.mechanism.weights(q, k, mask, scale, self.score_mod)
+        weights = self.hook_pattern(weights)  # (B, H, T, S)
+        return weighted_values(weights, v), weights
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        """This block's hook points by name, those its configuration has (RoPE's, scores where the mechanism
+        forms one score map); a network lists them under `blocks.<layer>.attn.`."""
+        skip = set() if self.rope is not None else {"hook_rot_q", "hook_rot_k"}
+        if not self.mechanism.has_scores:
+            skip.add("hook_attn_scores")
+        return {name: getattr(self, name) for name in POINTS if name not in skip}
 
     def _qkv(self, x: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor, Tensor]:
         """x (B, T, D) -> q, k, v for the backend: positions applied, the cache extended with the new tokens.
@@ -147,13 +186,15 @@ class MultiHeadSelfAttention(nn.Module):
             q_c, q_r = self.latent.queries(x, start)  # (B, H, T, d), (B, H, T, d_R)
             latent = self.latent.latent(x, start)  # (B, 1, T, r + d_R)
             if cache is None:
-                return self.latent.expand(q_c, q_r, latent)  # (B, H, T, d + d_R) x2, (B, H, T, d)
+                q, k, v = self.latent.expand(q_c, q_r, latent)  # (B, H, T, d + d_R) x2, (B, H, T, d)
+                return self.hook_q.heads(q), self.hook_k.heads(k), self.hook_v.heads(v)
             latent, _ = cache.extend(latent, latent)
             return self.latent.absorb(q_c, q_r, latent)  # (B, H, T, r + d_R), (B, 1, S, r + d_R), (B, 1, S, r)
         q, k, v = self.heads.split_qkv(self.qkv(x), self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2
+        q, k, v = self.hook_q.heads(q), self.hook_k.heads(k), self.hook_v.heads(v)
         q, k = self.mechanism.project(q, k)  # e.g. QK-norm, before positions
         if self.rope is not None:
-            q, k = self.rope(q, start), self.rope(k, start)
+            q, k = self.hook_rot_q.heads(self.rope(q, start)), self.hook_rot_k.heads(self.rope(k, start))
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
         return q, k, v
@@ -198,21 +239,5 @@ class MultiHeadSelfAttention(nn.Module):
         return self.latent.cache_width() if self.latent else 2 * self.heads.n_kv_head * self.head_dim
 
 
-def check_latent(heads: HeadConfig, backend: AttentionBackend, mechanism: Mechanism) -> None:
-    """Refuse what latent attention cannot run with: grouped heads, a backend whose values must have the
-    queries' size, a mechanism that changes q and k itself (QK-norm, differential attention)."""
-    if heads.n_kv_head != heads.n_head:
-        raise ValueError(
-            f"heads=mla derives every head's keys and values from one latent: heads.n_kv_head={heads.n_kv_head} "
-            f"must equal heads.n_head={heads.n_head}"
-        )
-    if not backend.capabilities.distinct_value_dim:
-        raise UnsupportedAttentionError(
-            f"attention backend '{backend.name}' needs values of the queries' size, which heads=mla's are not; "
-            f"use {_alternatives(lambda c: c.distinct_value_dim)}"
-        )
-    if type(mechanism).project is not Mechanism.project or type(mechanism).scale is not Mechanism.scale:
-        raise ValueError(
-            f"mechanism={mechanism.name} changes queries and keys itself, which heads=mla's latent form cannot "
-            "carry; use another mechanism (softmax, sigmoid, sink, gated, softcap) or another head configuration"
-        )
+# hook points of a block, in the order a forward pass reaches them
+POINTS = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_attn_scores", "hook_pattern", "hook_z")

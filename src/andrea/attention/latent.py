@@ -23,6 +23,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from andrea.attention.contract import AttentionBackend, UnsupportedAttentionError, _alternatives
+from andrea.attention.heads import HeadConfig
+from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import Rotary
 from andrea.utils.rules import POSITIVE, enforce, first_problem, integer, optional
 
@@ -131,3 +134,23 @@ def latent_settings(latent: Any) -> dict[str, Any]:
         key, text = problem
         raise ValueError(f"heads.latent{key}{'' if text.startswith('=') else ' '}{text}")
     return {str(key): value for key, value in latent.items()}
+
+
+def check_latent(heads: HeadConfig, backend: AttentionBackend, mechanism: Mechanism) -> None:
+    """Refuse what latent attention cannot run with: grouped heads, a backend whose values must have the
+    queries' size, a mechanism that changes q and k itself (QK-norm, differential attention)."""
+    if heads.n_kv_head != heads.n_head:
+        raise ValueError(
+            f"heads=mla derives every head's keys and values from one latent: heads.n_kv_head={heads.n_kv_head} "
+            f"must equal heads.n_head={heads.n_head}"
+        )
+    if not backend.capabilities.distinct_value_dim:
+        raise UnsupportedAttentionError(
+            f"attention backend '{backend.name}' needs values of the queries' size, which heads=mla's are not; "
+            f"use {_alternatives(lambda c: c.distinct_value_dim)}"
+        )
+    if type(mechanism).project is not Mechanism.project or type(mechanism).scale is not Mechanism.scale:
+        raise ValueError(
+            f"mechanism={mechanism.name} changes queries and keys itself, which heads=mla's latent form cannot "
+            "carry; use another mechanism (softmax, sigmoid, sink, gated, softcap) or another head configuration"
+        )

@@ -3,7 +3,8 @@ head-importance table (how much the loss rises when each head alone is ablated).
 
 Heads are named `L<layer>H<head>` (L0H1: layer 0, head 1), as in the run summary. An
 intervention acts on a head's output z (B, H, T, d) before W_O mixes the heads
-(MultiHeadSelfAttention.hook_z), so the other heads and the residual stream are untouched:
+(the hook point `blocks.<l>.attn.hook_z`, andrea.lens.cache), so the other heads and the residual stream are
+untouched:
 
     zero   z_h = 0                            the head removed
     scale  z_h = s · z_h                       the head turned down (s < 1) or up
@@ -18,6 +19,8 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
+from andrea.attention.hook_points import Hook, HookPoint
+from andrea.lens.cache import add_hooks, hooks
 from andrea.lens.heads import head_name, parse_head
 from andrea.models.network import Network, heads_shape
 
@@ -36,44 +39,42 @@ def parse_heads(names: Iterable[str], n_layer: int, n_head: int, key: str = "abl
     return heads
 
 
-def _per_layer(scales: dict[tuple[int, int], float | None]) -> dict[int, dict[int, float | None]]:
-    layers: dict[int, dict[int, float | None]] = {}
-    for (layer, head), s in scales.items():
-        layers.setdefault(layer, {})[head] = s
-    return layers
+def z_point(layer: int) -> str:
+    """The hook point of layer `layer`'s head outputs z (B, T, H, d), what W_O reads."""
+    return f"blocks.{layer}.attn.hook_z"
 
 
-def _hook(scales: dict[int, float | None], means: Tensor | None) -> Callable[[Tensor], Tensor]:
-    """z (B, H, T, d) -> z with each listed head scaled, or replaced by its mean (H, d) where s is None."""
+def _hook(scales: dict[int, float | None], means: Tensor | None) -> Hook:
+    """z (B, T, H, d) -> z with each listed head scaled, or replaced by its mean (H, d) where s is None."""
 
-    def hook(z: Tensor) -> Tensor:
+    def hook(z: Tensor, point: HookPoint) -> Tensor:
         z = z.clone()
         for head, s in scales.items():
             if s is None:
                 assert means is not None  # mean ablation asked for means
-                z[:, head] = means[head].to(z.dtype)  # (T, d) broadcast from (d,)
+                z[:, :, head] = means[head].to(z.dtype)  # (B, T, d) from (d,)
             else:
-                z[:, head] = z[:, head] * s
+                z[:, :, head] = z[:, :, head] * s
         return z
 
     return hook
 
 
+def ablation_hooks(scales: dict[tuple[int, int], float | None], means: list[Tensor] | None = None) -> dict[str, Hook]:
+    """One hook per layer named in `scales` ({(layer, head): s}): head (l, h) outputs s · z, or its mean
+    (means[l][h]) where s is None."""
+    layers: dict[int, dict[int, float | None]] = {}
+    for (layer, head), s in scales.items():
+        layers.setdefault(layer, {})[head] = s
+    return {z_point(i): _hook(heads, None if means is None else means[i]) for i, heads in layers.items()}
+
+
 def install(
     net: Network, scales: dict[tuple[int, int], float | None], means: list[Tensor] | None = None
-) -> list[Callable[[Tensor], Tensor] | None]:
-    """From now on, head (l, h) outputs s · z (s = scales[(l, h)]), or its mean (means[l][h]) where s is
-    None; returns every layer's previous hook_z, for `restore`."""
-    layers = net.attention
-    previous = [layer.hook_z for layer in layers]
-    for number, per_head in _per_layer(scales).items():
-        layers[number].hook_z = _hook(per_head, means[number] if means is not None else None)
-    return previous
-
-
-def restore(net: Network, hooks: list[Callable[[Tensor], Tensor] | None]) -> None:
-    for attention, hook in zip(net.attention, hooks, strict=True):
-        attention.hook_z = hook
+) -> Callable[[], None]:
+    """From now on, the heads of `scales` are scaled or mean-ablated in every forward; returns the call that
+    undoes it."""
+    return add_hooks(net, ablation_hooks(scales, means))
 
 
 @contextmanager
@@ -81,37 +82,45 @@ def intervene(
     net: Network, scales: dict[tuple[int, int], float | None], means: list[Tensor] | None = None
 ) -> Iterator[None]:
     """`install` for the duration of the block."""
-    previous = install(net, scales, means)
-    try:
+    with hooks(net, ablation_hooks(scales, means)):
         yield
-    finally:
-        restore(net, previous)
 
 
 @torch.no_grad()
 def head_means(net: Network, batches: Iterable[Tensor]) -> list[Tensor]:
     """Each layer's mean head output (H, d) over every position of `batches` (input ids (B, T) each)."""
-    sums: list[Tensor | None] = [None] * len(net.attention)
+    sums: dict[str, Tensor] = {}
     count = 0
 
-    def recorder(layer: int) -> Callable[[Tensor], Tensor]:
-        def hook(z: Tensor) -> Tensor:
-            total = z.double().sum(dim=(0, 2))  # (H, d)
-            sums[layer] = total if sums[layer] is None else sums[layer] + total  # type: ignore[operator]
-            return z
+    def record(z: Tensor, point: HookPoint) -> None:
+        total = z.double().sum(dim=(0, 1))  # (H, d)
+        sums[point.name] = total if point.name not in sums else sums[point.name] + total
 
-        return hook
-
-    previous = [layer.hook_z for layer in net.attention]
-    try:
-        for i, layer in enumerate(net.attention):
-            layer.hook_z = recorder(i)
+    with hooks(net, [(z_point(layer), record) for layer in range(len(net.attention))]):
         for idx in batches:
             net(idx)
             count += idx.numel()
-    finally:
-        restore(net, previous)
-    return [(s / max(count, 1)).float() for s in sums if s is not None]
+    return [(sums[z_point(layer)] / max(count, 1)).float() for layer in range(len(sums))]
+
+
+@torch.no_grad()
+def ablation_loss(
+    net: Network,
+    batches: list[tuple[Tensor, Tensor]],
+    heads: Iterable[tuple[int, int]],
+    loss: Callable[[Tensor, Tensor], Tensor],
+    means: list[Tensor] | None = None,
+) -> dict[str, float]:
+    """The loss over `batches` with every head of `heads` ablated at once (zero, or mean with `means`), beside
+    the intact network's: {"base_loss", "ablated_loss", "rise"}. Heads that back each other up show here."""
+
+    def mean_loss() -> float:
+        return sum(float(loss(net(idx)[0], labels)) for idx, labels in batches) / len(batches)
+
+    base = mean_loss()
+    with intervene(net, dict.fromkeys(heads, None if means is not None else 0.0), means):
+        ablated = mean_loss()
+    return {"base_loss": base, "ablated_loss": ablated, "rise": ablated - base}
 
 
 @torch.no_grad()

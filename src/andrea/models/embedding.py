@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from andrea.attention.hook_points import HookPoint
 from andrea.attention.positions import POSITIONS
 
 
@@ -23,13 +24,20 @@ class Embeddings(nn.Module):
         self.max_context, self.sparse_grad = max_context, False
         self.token = nn.Embedding(vocab_size, d_model)
         self.position = nn.Embedding(max_context, d_model) if position == "learned" else None
+        self.hook_embed, self.hook_pos_embed = HookPoint("hook_embed"), HookPoint("hook_pos_embed")
 
     def forward(self, idx: Tensor, start: int = 0) -> Tensor:
         """idx (B, T): the tokens at positions start .. start + T - 1 (start > 0 behind a KV cache)."""
         end = start + idx.shape[1]
         if end > self.max_context:
             raise ValueError(f"sequence length {end} exceeds the model's max_context={self.max_context}")
-        x = F.embedding(idx, self.token.weight, sparse=self.sparse_grad)  # (B, T, D)
+        x = self.hook_embed(F.embedding(idx, self.token.weight, sparse=self.sparse_grad))  # (B, T, D)
         if self.position is not None:
-            x = x + self.position(torch.arange(start, end, device=idx.device))  # (T, D) broadcast over B
+            p = self.position(torch.arange(start, end, device=idx.device))  # (T, D), broadcast over B
+            x = x + (self.hook_pos_embed(p.expand_as(x)) if self.hook_pos_embed.fns else p)
         return x
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        """hook_embed (B, T, D), and hook_pos_embed (B, T, D) with learned positions."""
+        points = {"hook_embed": self.hook_embed}
+        return points if self.position is None else points | {"hook_pos_embed": self.hook_pos_embed}

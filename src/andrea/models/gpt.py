@@ -27,6 +27,7 @@ from torch.nn import functional as F
 
 from andrea.attention import MultiHeadSelfAttention
 from andrea.attention.block import shared_parts
+from andrea.attention.hook_points import HookPoint, prefixed
 from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
 from andrea.models.settings import ACTIVATIONS, NET
@@ -42,9 +43,11 @@ class MLP(nn.Module):
         self.proj = nn.Linear(mlp_ratio * d_model, d_model, bias=bias)  # writes into the residual stream
         self.dropout = nn.Dropout(dropout)
         self.approximate = ACTIVATIONS[activation]
+        self.hook_pre, self.hook_post = HookPoint("hook_pre"), HookPoint("hook_post")
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.dropout(self.proj(F.gelu(self.fc(x), approximate=self.approximate)))  # (B, T, D)
+        h = self.hook_post(F.gelu(self.hook_pre(self.fc(x)), approximate=self.approximate))  # (B, T, 4D)
+        return self.dropout(self.proj(h))  # (B, T, D)
 
 
 class Block(nn.Module):
@@ -67,14 +70,30 @@ class Block(nn.Module):
         )
         self.ln_2 = nn.LayerNorm(d_model, bias=bias)
         self.mlp = MLP(d_model, mlp_ratio, dropout, bias, activation)
+        self.hook_resid_pre, self.hook_attn_out = HookPoint("hook_resid_pre"), HookPoint("hook_attn_out")
+        self.hook_resid_mid, self.hook_mlp_out = HookPoint("hook_resid_mid"), HookPoint("hook_mlp_out")
+        self.hook_resid_post = HookPoint("hook_resid_post")
 
     def forward(
         self, x: Tensor, return_weights: bool = False, cache: KVCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
+        x = self.hook_resid_pre(x)  # (B, T, D)
         y, weights = self.attention(self.ln_1(x), return_weights=return_weights, cache=cache)  # (B, T, D), (B, H, T, S)
-        x = x + y
-        x = x + self.mlp(self.ln_2(x))
+        x = self.hook_resid_mid(x + self.hook_attn_out(y))
+        x = self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln_2(x))))
         return x, weights
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        """The block's residual stream and sublayer outputs (B, T, D), its attention's under `attn.`, its MLP's
+        under `mlp.` (hook_pre, hook_post: (B, T, mlp_ratio·D), before and after the GELU)."""
+        mlp = {"mlp.hook_pre": self.mlp.hook_pre, "mlp.hook_post": self.mlp.hook_post}
+        return (
+            {"hook_resid_pre": self.hook_resid_pre}
+            | prefixed(self.attention.hook_points(), "attn.")
+            | {"hook_attn_out": self.hook_attn_out, "hook_resid_mid": self.hook_resid_mid}
+            | mlp
+            | {"hook_mlp_out": self.hook_mlp_out, "hook_resid_post": self.hook_resid_post}
+        )
 
 
 class GPT(nn.Module):
@@ -109,6 +128,7 @@ class GPT(nn.Module):
             for i in range(n_layer)
         )
         self.ln_f = nn.LayerNorm(d_model, bias=bias)
+        self.hook_normalized = HookPoint("ln_final.hook_normalized")  # ln_f's output (B, T, D), what W_U reads
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.embed.token.weight  # tied: one (V, D) matrix reads and writes tokens
         self.embed.sparse_grad = True  # the head's dense (V, D) gradient takes the lookup's T rows
@@ -163,4 +183,11 @@ class GPT(nn.Module):
             x, w = block(x, return_weights, None if cache is None else cache[i])
             if w is not None:
                 weights.append(w)
-        return self.lm_head(self.ln_f(x)), weights  # (B, T, V)
+        return self.lm_head(self.hook_normalized(self.ln_f(x))), weights  # (B, T, V)
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        """Every hook point by its name (docs/lens.md): embeddings, then each block's, then the final norm's."""
+        points = dict(self.embed.hook_points())
+        for i, block in enumerate(self._blocks()):
+            points |= prefixed(block.hook_points(), f"blocks.{i}.")
+        return points | prefixed({"ln_final.hook_normalized": self.hook_normalized}, "")

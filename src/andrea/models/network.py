@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from andrea.attention import MultiHeadSelfAttention
+    from andrea.attention.hook_points import HookPoint
     from andrea.attention.kv_cache import KVCache
 
 
@@ -26,6 +27,10 @@ class Network(Protocol):
         ...
 
     def new_cache(self) -> list[KVCache]: ...
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        """Every activation the lens can read or edit, by its name (docs/lens.md), in forward order."""
+        ...
 
     def __call__(
         self, idx: Tensor, return_weights: bool = False, cache: list[KVCache] | None = None

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from andrea.attention import MultiHeadSelfAttention
 from andrea.attention.block import shared_parts
+from andrea.attention.hook_points import HookPoint, prefixed
 from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
 from andrea.models.settings import NET
@@ -49,6 +50,11 @@ class ToyModel(nn.Module):
         )
         self.final_norm = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        # each layer's residual stream before and after it, and what its attention adds (B, T, D)
+        self.hook_resid_pre = [HookPoint("hook_resid_pre") for _ in blocks]
+        self.hook_attn_out = [HookPoint("hook_attn_out") for _ in blocks]
+        self.hook_resid_post = [HookPoint("hook_resid_post") for _ in blocks]
+        self.hook_normalized = HookPoint("ln_final.hook_normalized")  # final_norm's output (B, T, D)
 
     @property
     def n_layer(self) -> int:
@@ -73,8 +79,18 @@ class ToyModel(nn.Module):
         weights = []
         for i, (norm, attention) in enumerate(zip(self.norms, self.attention, strict=True)):
             layer_cache = None if cache is None else cache[i]
+            x = self.hook_resid_pre[i](x)
             y, w = attention(norm(x), return_weights=return_weights, cache=layer_cache)  # (B, T, D), (B, H, T, S)
             if w is not None:
                 weights.append(w)
-            x = x + y  # residual
-        return self.lm_head(self.final_norm(x)), weights  # (B, T, V)
+            x = self.hook_resid_post[i](x + self.hook_attn_out[i](y))  # residual
+        return self.lm_head(self.hook_normalized(self.final_norm(x))), weights  # (B, T, V)
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        """Every hook point by its name (docs/lens.md): a layer is `blocks.<i>.`, as in the GPT, without an MLP."""
+        points = dict(self.embed.hook_points())
+        for i, attention in enumerate(self._layers()):
+            layer = {"hook_resid_pre": self.hook_resid_pre[i]} | prefixed(attention.hook_points(), "attn.")
+            layer |= {"hook_attn_out": self.hook_attn_out[i], "hook_resid_post": self.hook_resid_post[i]}
+            points |= prefixed(layer, f"blocks.{i}.")
+        return points | prefixed({"ln_final.hook_normalized": self.hook_normalized}, "")

@@ -109,6 +109,12 @@ class Mechanism(nn.Module):
         return self.normalise(scores, allowed_h, attends_self, head=head)
 
     @property
+    def has_scores(self) -> bool:
+        """Whether the weights are `normalise` of one (B, H, T, S) score map (the lens's hook_attn_scores):
+        every mechanism but those, like differential attention, that form their weights otherwise."""
+        return type(self).normalise is not Mechanism.normalise
+
+    @property
     def label(self) -> str:
         """A name for this instance in logs and the kit's cells (its settings, where they matter)."""
         return self.name

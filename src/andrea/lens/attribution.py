@@ -1,0 +1,85 @@
+"""Direct logit attribution: how much each head, each MLP and the embeddings write, straight into the final
+norm and the unembedding, toward one logit (or a difference of two) at one position.
+
+The residual stream at the end is a sum of what every part wrote: x = embed + Σ_l (Σ_h head_lh + b_O,l +
+mlp_l). With the final LayerNorm's scale σ frozen at its value on this input (its mean removal is linear),
+
+    logit = Σ_c ((c - mean(c)) / σ) · (w_LN ⊙ u) + b_LN · u        u = W_U[a] (- W_U[b] for a difference)
+
+so every part c gets its own term, and the terms add up to the logit exactly. A head's write is its output
+z_h (B, T, d) times its slice of W_O (d, D): TransformerLens's `stack_head_results`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from andrea.lens.cache import run_with_cache
+from andrea.models.network import Network
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Each part's term, per sequence of the batch (B,); they add up to `total`, the logit (difference)."""
+
+    heads: Tensor  # (L, H, B)
+    attn_bias: Tensor  # (L, B): W_O's bias, 0 without one
+    mlp: Tensor  # (L, B); (0, B) for a network without MLPs (the toy model)
+    embed: Tensor  # (B,): token and position embeddings
+    norm_bias: Tensor  # (B,): the final norm's bias
+    total: Tensor  # (B,)
+
+
+def final_norm(net: Network) -> nn.LayerNorm:
+    norm = getattr(net, "ln_f", None) or getattr(net, "final_norm", None)
+    if not isinstance(norm, nn.LayerNorm):
+        raise ValueError(f"{type(net).__name__} has no final LayerNorm (ln_f or final_norm) to attribute through")
+    return norm
+
+
+@torch.no_grad()
+def head_outputs(net: Network, ids: Tensor) -> Tensor:
+    """ids (B, T) -> every head's write into the residual stream (L, H, B, T, D), W_O's bias aside."""
+    names = [f"blocks.{layer}.attn.hook_z" for layer in range(len(net.attention))]
+    _, cache = run_with_cache(net, ids, names=names)
+    writes = []
+    for attention, name in zip(net.attention, names, strict=True):
+        z = cache[name]  # (B, T, H, d)
+        w_o = attention.proj.weight.view(attention.d_model, z.shape[2], z.shape[3])  # (D, H, d)
+        writes.append(torch.einsum("bthd,ehd->hbte", z, w_o))  # (H, B, T, D)
+    return torch.stack(writes)
+
+
+@torch.no_grad()
+def logit_attribution(net: Network, ids: Tensor, target: int | tuple[int, int], position: int = -1) -> Attribution:
+    """Each part's direct effect on the logit of token `target` (or on logit[a] - logit[b] for target=(a, b))
+    at `position` of every sequence of ids (B, T)."""
+    norm, n_layer = final_norm(net), len(net.attention)
+    w_u = net.lm_head.weight  # type: ignore[attr-defined]  # (V, D): both networks unembed with lm_head
+    a, b = (target, None) if isinstance(target, int) else target
+    direction = w_u[a] - w_u[b] if b is not None else w_u[a]  # (D,)
+    _, cache = run_with_cache(net, ids)
+    at = {name: x[:, position] for name, x in cache.items() if x.dim() == 3}  # (B, D) or (B, 4D) per point
+    embed = at["hook_embed"] + at.get("hook_pos_embed", 0)  # (B, D)
+    final = at[f"blocks.{n_layer - 1}.hook_resid_post"] if n_layer else embed  # what the final norm reads
+    centred = final - final.mean(dim=-1, keepdim=True)
+    scale = (centred.pow(2).mean(dim=-1, keepdim=True) + norm.eps).sqrt()  # (B, 1): σ, frozen
+    reads = direction * norm.weight if norm.weight is not None else direction  # (D,)
+
+    def term(c: Tensor) -> Tensor:  # (..., B, D) -> (..., B)
+        return ((c - c.mean(dim=-1, keepdim=True)) / scale) @ reads
+
+    B = final.shape[0]
+    heads = term(head_outputs(net, ids)[:, :, :, position])  # (L, H, B)
+    attn_bias = final.new_zeros(n_layer, B)
+    for layer, attention in enumerate(net.attention):
+        if attention.proj.bias is not None:
+            attn_bias[layer] = term(attention.proj.bias.expand_as(final))
+    mlp_out = [at[name] for layer in range(n_layer) if (name := f"blocks.{layer}.hook_mlp_out") in at]
+    mlp = term(torch.stack(mlp_out)) if mlp_out else final.new_zeros(0, B)  # (L, B)
+    norm_bias = (norm.bias @ direction).expand(B) if norm.bias is not None else final.new_zeros(B)
+    total = heads.sum(dim=(0, 1)) + attn_bias.sum(dim=0) + mlp.sum(dim=0) + term(embed) + norm_bias
+    return Attribution(heads, attn_bias, mlp, term(embed), norm_bias, total)
