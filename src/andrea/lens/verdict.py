@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
@@ -27,6 +27,7 @@ class RoleScores:
     values: Tensor
     queries: Tensor
     transformer_lens: Tensor | None = None  # (L, H), TransformerLens's figure for the same weights
+    rows: int = 0  # the probe rows the scores are averaged over
 
     def best(self, min_layer: int = 0) -> tuple[str, float, int] | None:
         """(head "L<l>H<h>", score, queries) of the highest defined score in layers >= min_layer, or None."""
@@ -54,26 +55,68 @@ def score_heads(
         tl_role = role if role in transformer_lens.PATTERNS else None
         tl = transformer_lens.detect(weights, input_ids, tl_role) if tl_role else None
         values = metric.compute().reshape(n_layer, n_head)  # torchmetrics squeezes a (1, 1) result
-        scores[role] = RoleScores(role, values, metric.queries(), tl)
+        scores[role] = RoleScores(role, values, metric.queries(), tl, rows=input_ids.shape[0])
     return scores
 
 
-def verdict(pattern: Pattern, scores: dict[str, RoleScores]) -> dict:
-    """Whether the pattern's head appeared: {"needs", "role", "appeared" (bool, or None: cannot tell), "text"}."""
-    found = {"needs": pattern.what, "role": pattern.role, "appeared": None, "best": None, "score": None}
+def verdict(pattern: Pattern, scores: dict[str, RoleScores], reads: dict[str, dict] | None = None) -> dict:
+    """Whether the pattern's head appeared: {"needs", "role", "appeared" (bool, or None: cannot tell), "best",
+    "score", "heads" (every head meeting the role, best first), "reads" (andrea.lens.circuit.sources: the
+    earlier head each of them reads, where the role reads one), "text"}."""
+    found: dict[str, Any] = {"needs": pattern.what, "role": pattern.role, "appeared": None, "best": None}
+    found |= {"score": None, "heads": [], "reads": reads or {}}
     if pattern.role is None:
         return {**found, "text": f"this task needs no attention ({pattern.what})"}
     best = scores[pattern.role].best(pattern.min_layer)
     if best is None:
         return {**found, "text": f"needs {pattern.what}: cannot tell, {pattern.role} is not applicable to the probe"}
-    head, value, _ = best
+    head, value, queries = best
     appeared = value >= THRESHOLD
+    heads = [[name, score] for name, score in meeting(scores[pattern.role].values, THRESHOLD, pattern.min_layer)]
+    rows = f"on {scores[pattern.role].rows} probe rows"
     text = (
         f"needs {pattern.what}: found, {head} scores {value:.2f} as {pattern.role} (>= {THRESHOLD})"
         if appeared
         else f"needs {pattern.what}: NOT found, the best is {head} at {value:.2f} as {pattern.role} (< {THRESHOLD})"
     )
-    return {**found, "appeared": appeared, "best": head, "score": value, "text": text}
+    others = [f"{name} {score:.2f}" for name, score in heads if name != head]
+    text += f", and {', '.join(others)}" if others else ""
+    text += "".join(_read_text(pattern.role, reads or {}, scores))
+    return {**found, "appeared": appeared, "best": head, "score": value, "heads": heads, "text": f"{text} ({rows})"}
+
+
+def _read_text(role: str, reads: dict[str, dict], scores: dict[str, RoleScores]) -> list[str]:
+    """'; L1H0, L1H2 read L0H3, previous_token 0.40 (ablated: induction 0.97 -> 0.08, K-composition 0.31)'
+    per earlier head read."""
+    by_source: dict[str, list[str]] = {}
+    for reader, read in sorted(reads.items()):
+        by_source.setdefault(read["reads"], []).append(reader)
+    parts = []
+    for source, readers in by_source.items():
+        before = sum(reads[r]["score"] for r in readers) / len(readers)
+        after = sum(reads[r]["ablated"] for r in readers) / len(readers)
+        compositions = [reads[r]["composition"] for r in readers if reads[r]["composition"] is not None]
+        mode = reads[readers[0]]["mode"]
+        composed = f", {mode}-composition {sum(compositions) / len(compositions):.2f}" if compositions else ""
+        verb = "reads" if len(readers) == 1 else "read"
+        source_role = reads[readers[0]]["source_role"]
+        layer, head = parse_head(source)
+        own = f", {source_role} {float(scores[source_role].values[layer, head]):.2f}" if source_role in scores else ""
+        parts.append(
+            f"; {', '.join(readers)} {verb} {source}{own} (ablated: {role} {before:.2f} -> {after:.2f}{composed})"
+        )
+    return parts
+
+
+def meeting(values: Tensor, threshold: float, min_layer: int = 0) -> list[tuple[str, float]]:
+    """Every head (name, score) in layers >= min_layer whose score (L, H) reaches the threshold, best first."""
+    found = [
+        (head_name(layer, head), float(values[layer, head]))
+        for layer in range(min_layer, values.shape[0])
+        for head in range(values.shape[1])
+        if float(values[layer, head]) >= threshold  # NaN (not applicable) never does
+    ]
+    return sorted(found, key=lambda item: -item[1])
 
 
 def summary(scores: dict[str, RoleScores]) -> dict[str, dict]:

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from andrea.data.tasks import Pattern
 from andrea.lens import verdict as verdicts
+from andrea.lens.circuit import traced_verdict
 from andrea.lens.head_roles import HEAD_ROLES, first_token_mass
 from andrea.lens.heads import head_name
 from andrea.lens.viz import MAPS_DIR, map_file, save_attention_grid
@@ -180,11 +181,15 @@ class AttentionMaps(L.Callback):
         was_training = pl_module.training
         pl_module.eval()
         _, weights = net(input_ids, return_weights=True)  # one (B, H, T, T) per layer
-        pl_module.train(was_training)
         if not weights:  # a model without attention (the ablation): nothing to draw
+            pl_module.train(was_training)
             return
         mechanism = net.attention[0].mechanism  # every layer has the same kind
-        self._score(trainer, weights, input_ids, step, mechanism.rows_sum_to_one)
+        scores = self._score(trainer, weights, input_ids, step, mechanism.rows_sum_to_one)
+        pattern = _pattern(trainer)
+        if always and pattern is not None and self.verdict and self.verdict["appeared"]:  # the circuit behind it
+            self.verdict = traced_verdict(net, input_ids, pattern, scores, mechanism.rows_sum_to_one)
+        pl_module.train(was_training)
         tokenizer = getattr(trainer.datamodule, "tokenizer", None)  # type: ignore[attr-defined]  # text data only
         row_ids = input_ids[self.row].tolist()
         tokens = [tokenizer.decode([i]).replace("\n", "⏎") for i in row_ids] if tokenizer is not None else None
@@ -197,7 +202,9 @@ class AttentionMaps(L.Callback):
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="andrea-maps")
         self._pending.append(self._worker.submit(self._draw, job))
 
-    def _score(self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int, normalised: bool) -> None:
+    def _score(
+        self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int, normalised: bool
+    ) -> dict[str, verdicts.RoleScores]:
         """The head-role metrics and the verdict of this record, logged at once."""
         pattern = _pattern(trainer)
         scores = verdicts.score_heads(weights, input_ids, _task_roles(pattern), rows_sum_to_one=normalised)
@@ -216,6 +223,7 @@ class AttentionMaps(L.Callback):
         self.history.append((step, self.scores))
         for logger in trainer.loggers:
             logger.log_metrics(self.scores, step=step)
+        return scores
 
     def _draw(self, job: Probe) -> Drawn:
         """On the worker: a PNG per chosen layer (numpy and Pillow: no torch op off the training thread)."""
