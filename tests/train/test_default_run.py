@@ -142,3 +142,30 @@ def test_a_checkpoint_whose_training_state_is_wrong_inside_is_one_line(default_r
     message = str(err.value)
     assert message.startswith(f"ckpt_path={bad}: its training state cannot be restored (") and "\n" not in message
     assert message.endswith("give a checkpoint written by andrea-train, e.g. an earlier one in the same folder")
+
+
+def test_head_roles_csv_holds_every_record_whatever_the_logger(default_run):
+    import csv
+
+    _, run_dir = default_run
+    with (run_dir / "head_roles.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    logged = [row for row in history(run_dir) if "heads/entropy/L0H0" in row]
+    steps = sorted({int(row["step"]) for row in rows})
+    pngs = sorted(int(p.stem.split("step")[1]) for p in (run_dir / "attention_maps").glob("layer0_step*.png"))
+    assert steps == pngs and len(steps) == len(logged)  # one block of rows per record
+    assert {row["role"] for row in rows} == {"entropy", "first_token"}  # the applicable roles only
+    last = {(row["role"], int(row["layer"]), int(row["head"])): float(row["score"]) for row in rows[-8:]}
+    assert last[("entropy", 0, 3)] == pytest.approx(logged[-1]["heads/entropy/L0H3"], rel=1e-5)
+
+
+def test_a_resumed_attempt_keeps_the_rows_before_its_step_and_drops_the_rest(tmp_path):
+    from andrea.train.lit import role_history
+
+    path = tmp_path / role_history.HISTORY_FILE
+    for step in (0, 50, 100):
+        role_history.append(path, step, {"heads/entropy/L0H1": 0.5 + step, "heads/induction/L1H0": 0.25})
+    role_history.start(path, 50)  # the checkpoint the attempt resumes from was taken at step 50
+    role_history.append(path, 50, {"heads/entropy/L0H1": 7.0})
+    lines = path.read_text().splitlines()
+    assert lines == ["step,layer,head,role,score", "0,0,1,entropy,0.5", "0,1,0,induction,0.25", "50,0,1,entropy,7"]

@@ -34,6 +34,7 @@ from andrea.lens.head_roles import HEAD_ROLES, first_token_mass
 from andrea.lens.heads import head_name
 from andrea.lens.viz import MAPS_DIR, map_file, save_attention_grid
 from andrea.models.network import heads_shape, network
+from andrea.train.lit import role_history
 from andrea.train.lit.dashboard import grouped_charts, grouped_layout, log_image
 from andrea.train.maps_settings import check_settings
 
@@ -125,6 +126,8 @@ class AttentionMaps(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.next_step = trainer.global_step  # a resumed run records where it starts
+        if trainer.is_global_zero:
+            role_history.start(Path(trainer.default_root_dir) / role_history.HISTORY_FILE, trainer.global_step)
         self.record(trainer, pl_module)  # the untrained heads, to compare against
 
     def on_train_batch_end(
@@ -221,6 +224,7 @@ class AttentionMaps(L.Callback):
             self.verdict_step = step
         self.first_token_mass = first_token_mass(weights)
         self.history.append((step, self.scores))
+        role_history.append(Path(trainer.default_root_dir) / role_history.HISTORY_FILE, step, self.scores)
         for logger in trainer.loggers:
             logger.log_metrics(self.scores, step=step)
         return scores
