@@ -122,11 +122,29 @@ def test_andrea_inspect_writes_the_page_and_the_table(induction_run, monkeypatch
     code, out, err = run_inspect([str(ckpt), "importance=true", "importance_batches=2"], monkeypatch, capsys)
     assert code == 0, err
     assert out.splitlines()[-1] == f"explorer: {ckpt.with_suffix('.inspect.html')}"
-    assert "| head | zero-ablated loss | rise | mean-ablated loss | rise |" in out
-    rows = json.loads((run_dir / "checkpoints" / "last.head_importance.json").read_text())
+    assert "| head | zero-ablated loss | rise | mean-ablated loss | rise | alone in its layer: loss | rise |" in out
+    assert "| layer | every head zero-ablated: loss | rise |" in out
+    table = json.loads((run_dir / "checkpoints" / "last.head_importance.json").read_text())
+    rows, layers = table["heads"], table["layers"]
     assert len(rows) == 8 and rows[0]["zero_rise"] > 1.0
+    # layer 1's induction heads back each other up: none matters alone, any one of them alone nearly suffices,
+    # and the layer without all four loses the task
+    layer1 = [row for row in rows if row["head"].startswith("L1")]
+    assert max(row["zero_rise"] for row in layer1) < 0.1 and layers[1]["rise"] > 1.0
+    assert min(row["alone_rise"] for row in layer1) < layers[1]["rise"] / 4
     page = ckpt.with_suffix(".inspect.html").read_text()
     assert page.count('class="head"') == 8 and "Across training" in page and "http" not in page.split("<body>")[1]
+
+
+def test_andrea_inspect_prints_what_an_ablation_costs(induction_run, monkeypatch, capsys):
+    _, run_dir = induction_run
+    ckpt = str(run_dir / "checkpoints" / "last.ckpt")
+    code, out, err = run_inspect([ckpt, "ablate=[L1H0,L1H1,L1H2,L1H3]", "importance_batches=1"], monkeypatch, capsys)
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if line.startswith("ablated"))
+    base, ablated = (float(x) for x in line.split("loss ")[1].split(" (")[0].split(" -> "))
+    assert line.startswith("ablated (zero) L1H0, L1H1, L1H2, L1H3: loss ") and line.endswith("on 1 validation batches")
+    assert ablated > base + 1.0
 
 
 @pytest.mark.parametrize(

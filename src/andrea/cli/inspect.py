@@ -96,15 +96,12 @@ def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
     return {layer: sorted(found) for layer, found in sorted(frames.items())}
 
 
-def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
-    """The head-importance table on the run's validation data, written beside the checkpoint."""
+def validation_batches(run_dir: Path | None, cfg: DictConfig, why: str) -> list[tuple[Tensor, Tensor]]:
+    """(input ids, labels) of the run's first `importance_batches` validation batches."""
     from andrea.data.from_run import data_from_run
-    from andrea.lens.interventions import head_importance, importance_table
-    from andrea.models.network import network
-    from andrea.train.lit.module import next_token_loss
 
     if run_dir is None:
-        raise SettingError("importance=true needs the run's validation data: give run_dir=<the checkpoint's run>")
+        raise SettingError(f"{why} needs the run's validation data: give run_dir=<the checkpoint's run>")
     data = data_from_run(run_dir)
     data.setup("validate")
     batches = []
@@ -112,12 +109,47 @@ def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
         batches.append((batch["input_ids"].to(cfg.device), batch["labels"].to(cfg.device)))
         if len(batches) == cfg.importance_batches:
             break
-    rows = head_importance(network(net), batches, next_token_loss)  # type: ignore[arg-type]  # an nn.Module
-    table = importance_table(rows)
+    return batches
+
+
+def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
+    """The head-importance table on the run's validation data, written beside the checkpoint."""
+    from andrea.lens.interventions import head_importance, importance_table, layer_importance
+    from andrea.models.network import network
+    from andrea.train.lit.module import next_token_loss
+
+    batches = validation_batches(run_dir, cfg, "importance=true")
+    model = network(net)  # type: ignore[arg-type]  # an nn.Module
+    rows = head_importance(model, batches, next_token_loss)
+    layers = layer_importance(model, batches, next_token_loss)
+    table = importance_table(rows, layers)
     stem = Path(cfg.ckpt_path).with_suffix("")
     Path(f"{stem}.head_importance.md").write_text(table)
-    Path(f"{stem}.head_importance.json").write_text(json.dumps(rows, indent=2))
+    Path(f"{stem}.head_importance.json").write_text(json.dumps({"heads": rows, "layers": layers}, indent=2))
     return table + f"written to {stem}.head_importance.md (and .json)"
+
+
+def ablation_effect(
+    net: object, heads: list[tuple[int, int]], ids: Tensor, run_dir: Path | None, cfg: DictConfig
+) -> str:
+    """One line: the loss with `heads` ablated together beside the intact network's, on the run's validation
+    batches, or (no run dir) on the input's own next tokens."""
+    from andrea.lens.interventions import ablation_loss, head_means
+    from andrea.models.network import network
+    from andrea.train.lit.module import next_token_loss
+
+    model = network(net)  # type: ignore[arg-type]  # an nn.Module
+    if run_dir is not None:
+        batches, where = validation_batches(run_dir, cfg, "ablate"), f"{cfg.importance_batches} validation batches"
+    else:
+        batches, where = [(ids[:, :-1], ids[:, 1:])], f"the input's {ids.shape[1] - 1} next tokens"
+    means = head_means(model, [idx for idx, _ in batches]) if cfg.ablation == "mean" else None
+    found = ablation_loss(model, batches, heads, next_token_loss, means)
+    named = ", ".join(cfg.ablate)
+    return (
+        f"ablated ({cfg.ablation}) {named}: loss {found['base_loss']:.4f} -> {found['ablated_loss']:.4f} "
+        f"({found['rise']:+.4f}) on {where}"
+    )
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="inspect")
@@ -146,6 +178,7 @@ def inspect_app(cfg: DictConfig) -> None:
             with intervene(model, dict.fromkeys(heads, scale), means):
                 _, weights = model(ids, return_weights=True)  # one (1, H, T, T) per layer
         table = importance(net, run_dir, cfg) if cfg.importance else None
+        effect = ablation_effect(net, heads, ids, run_dir, cfg) if heads else None
         frames = training_frames(run_dir)  # reads the run's result.json: refused here if it is no result
     except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
@@ -163,6 +196,8 @@ def inspect_app(cfg: DictConfig) -> None:
     out.write_text(page)
     if table:
         print(table)
+    if effect:
+        print(effect)
     print(f"explorer: {out}")
 
 

@@ -127,8 +127,10 @@ def ablation_loss(
 def head_importance(
     net: Network, batches: list[tuple[Tensor, Tensor]], loss: Callable[[Tensor, Tensor], Tensor]
 ) -> list[dict]:
-    """For every head: the loss over `batches` ((input ids, labels) pairs) with that head alone
-    zero- and mean-ablated, and the rise over the intact network's. Sorted by the zero-ablation rise."""
+    """For every head: the loss over `batches` ((input ids, labels) pairs) with that head alone zero- and
+    mean-ablated, and with every other head of its layer zero-ablated (leave-one-in: what it does alone), each
+    beside the intact network's loss. Sorted by the zero-ablation rise. Heads that back each other up rise
+    little alone; `layer_importance` and `ablation_loss` show what they carry together."""
 
     def mean_loss() -> float:
         return sum(float(loss(net(idx)[0], labels)) for idx, labels in batches) / len(batches)
@@ -143,21 +145,41 @@ def head_importance(
                 zero = mean_loss()
             with intervene(net, {(layer, head): None}, means):
                 mean = mean_loss()
+            with intervene(net, {(layer, other): 0.0 for other in range(n_head) if other != head}):
+                alone = mean_loss()
             rows.append({"head": head_name(layer, head), "zero_loss": zero, "zero_rise": zero - base,
-                         "mean_loss": mean, "mean_rise": mean - base, "base_loss": base})  # fmt: skip
+                         "mean_loss": mean, "mean_rise": mean - base, "alone_loss": alone,
+                         "alone_rise": alone - base, "base_loss": base})  # fmt: skip
     return sorted(rows, key=lambda row: -row["zero_rise"])
 
 
-def importance_table(rows: list[dict]) -> str:
-    """The rows as a markdown table, most important head first."""
+@torch.no_grad()
+def layer_importance(
+    net: Network, batches: list[tuple[Tensor, Tensor]], loss: Callable[[Tensor, Tensor], Tensor]
+) -> list[dict]:
+    """For every layer: the loss with all its heads zero-ablated at once, and the rise."""
+    n_layer, n_head = heads_shape(net)
+    rows = []
+    for layer in range(n_layer):
+        found = ablation_loss(net, batches, [(layer, head) for head in range(n_head)], loss)
+        rows.append({"layer": layer, "loss": found["ablated_loss"], "rise": found["rise"]})
+    return rows
+
+
+def importance_table(rows: list[dict], layers: list[dict] | None = None) -> str:
+    """The rows as a markdown table, most important head first; then, given, the whole-layer ablations."""
     lines = [
         f"validation loss with every head: {rows[0]['base_loss']:.4f}" if rows else "no attention heads",
         "",
-        "| head | zero-ablated loss | rise | mean-ablated loss | rise |",
-        "|---|---|---|---|---|",
+        "| head | zero-ablated loss | rise | mean-ablated loss | rise | alone in its layer: loss | rise |",
+        "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r['head']} | {r['zero_loss']:.4f} | {r['zero_rise']:+.4f} | {r['mean_loss']:.4f} | {r['mean_rise']:+.4f} |"
+        f"| {r['head']} | {r['zero_loss']:.4f} | {r['zero_rise']:+.4f} | {r['mean_loss']:.4f} | {r['mean_rise']:+.4f} "
+        f"| {r['alone_loss']:.4f} | {r['alone_rise']:+.4f} |"
         for r in rows
     ]
+    if layers:
+        lines += ["", "| layer | every head zero-ablated: loss | rise |", "|---|---|---|"]
+        lines += [f"| {r['layer']} | {r['loss']:.4f} | {r['rise']:+.4f} |" for r in layers]
     return "\n".join(lines) + "\n"
