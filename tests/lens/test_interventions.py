@@ -222,3 +222,25 @@ def test_ablating_every_head_removes_the_layer_whatever_the_mechanism(mechanism)
     assert not torch.allclose(logits, net(idx)[0])  # the heads mattered
     with hooks(net, {"blocks.0.attn.hook_z": lambda z, point: torch.zeros_like(z)}):  # what W_O reads, by hand
         assert torch.equal(logits, net(idx)[0])
+
+
+def test_andrea_inspect_patches_the_input_into_a_corruption(induction_run, monkeypatch, capsys):
+    """The corruption changes the token that follows 27 in every earlier repeat (58 -> 40): the induction heads
+    copy it, so the clean answer comes back when the residual stream at a changed position comes from the
+    clean run."""
+    _, run_dir = induction_run
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    block = [49, 27, 58, 62, 35, 48, 7, 9, 8, 63]
+    clean = (block * 4)[:32]
+    corrupted = [40 if token == 58 else token for token in clean]
+    as_text = " ".join(map(str, clean)), f"patch={' '.join(map(str, corrupted))}"
+    code, out, err = run_inspect([str(ckpt), *as_text], monkeypatch, capsys)
+    assert code == 0, err
+    assert "patching: logit[58] - logit[40] is " in out and (run_dir / "checkpoints" / "last.patch.png").is_file()
+    report = json.loads((run_dir / "checkpoints" / "last.patch.json").read_text())
+    assert report["clean"] > 0 > report["corrupted"]
+    layer0 = report["residual"][0]
+    assert max(layer0) > 0.9 and clean[layer0.index(max(layer0))] == 58  # where the copied token sits
+    assert [layer0[t] for t in range(32) if clean[t] != 58] == pytest.approx([0.0] * 29, abs=1e-3)
+    code, _, err = run_inspect([str(ckpt), as_text[0], "patch=49 27"], monkeypatch, capsys)
+    assert code == 2 and err.strip().endswith("so give a corruption of the same length")

@@ -5,6 +5,7 @@ heads ablated on request; the head-importance table of a run's validation data.
     andrea-inspect model.safetensors "ROMEO: But soft"              # any text (or ids, tokenizer=ids)
     andrea-inspect <ckpt> ablate=[L0H1] ablation=mean               # what the network does without L0H1
     andrea-inspect <ckpt> importance=true                           # the head-importance table
+    andrea-inspect <ckpt> "3 1 4 1" patch="3 1 5 1"                 # patching: the input into a corrupted one
 
 The first two arguments may be given bare (the checkpoint, then the input) or as ckpt_path= and
 input=. Every setting is checked before the model is loaded; a bad one is refused in one line.
@@ -23,9 +24,10 @@ from torch import Tensor
 
 from andrea.cli.app import SettingError, run_app
 from andrea.cli.prompt import TokenIds, encode_prompt, pick_tokenizer
+from andrea.models.network import Network
 from andrea.train.hydra_run import task_overrides
 from andrea.train.keys import check_added_keys
-from andrea.utils.rules import BOOLEAN, first_problem, integer, one_of
+from andrea.utils.rules import BOOLEAN, first_problem, integer, one_of, optional
 
 COMMAND = "andrea-inspect"
 SETTINGS = {
@@ -33,6 +35,8 @@ SETTINGS = {
     "importance_batches": integer(1, 10_000),
     "max_tokens": integer(2, 4096),
     "ablation": one_of("zero", "mean"),
+    "answer": optional(integer(0)),
+    "wrong": optional(integer(0)),
 }
 
 
@@ -45,6 +49,8 @@ def check_settings(cfg: DictConfig) -> None:
     problem = first_problem(SETTINGS, cfg)
     if problem:
         raise SettingError(problem)
+    if (cfg.answer is None) != (cfg.wrong is None):
+        raise SettingError("answer= and wrong= go together: the logit difference patching restores (or give neither)")
     if not OmegaConf.is_list(cfg.ablate):
         raise SettingError(f"ablate={cfg.ablate!r} must be a list of heads, e.g. ablate=[L0H1,L1H3]")
 
@@ -152,6 +158,22 @@ def ablation_effect(
     )
 
 
+def patching(model: Network, ids: Tensor, tokenizer: object, cfg: DictConfig) -> str:
+    """The patching heatmaps of the input (clean) against patch= (corrupted), written beside the checkpoint."""
+    from andrea.lens.patch_report import patching_report, write_patching
+
+    corrupted = torch.tensor([encode_prompt(tokenizer, str(cfg.patch), model.vocab_size)], device=cfg.device)  # type: ignore[arg-type]  # a Tokenizer or TokenIds
+    if corrupted.shape != ids.shape:
+        raise SettingError(
+            f"patch= is {corrupted.shape[1]} tokens and the input {ids.shape[1]}: patching puts each position of "
+            "one run into the same position of the other, so give a corruption of the same length"
+        )
+    answers = None if cfg.answer is None else (int(cfg.answer), int(cfg.wrong))
+    report = patching_report(model, ids, corrupted, token_labels(tokenizer, ids[0].tolist()), answers)
+    title = f"{Path(cfg.ckpt_path).name}: the input patched into {cfg.patch!r}"
+    return write_patching(report, Path(cfg.ckpt_path).with_suffix(""), title)
+
+
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="inspect")
 def inspect_app(cfg: DictConfig) -> None:
     from andrea.lens.explorer import explorer_page
@@ -179,6 +201,7 @@ def inspect_app(cfg: DictConfig) -> None:
                 _, weights = model(ids, return_weights=True)  # one (1, H, T, T) per layer
         table = importance(net, run_dir, cfg) if cfg.importance else None
         effect = ablation_effect(net, heads, ids, run_dir, cfg) if heads else None
+        patched = patching(model, ids, tokenizer, cfg) if str(cfg.patch) else None
         frames = training_frames(run_dir)  # reads the run's result.json: refused here if it is no result
     except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
@@ -196,8 +219,9 @@ def inspect_app(cfg: DictConfig) -> None:
     out.write_text(page)
     if table:
         print(table)
-    if effect:
-        print(effect)
+    for line in (effect, patched):
+        if line:
+            print(line)
     print(f"explorer: {out}")
 
 
