@@ -93,6 +93,11 @@ def browser(tmp_path):
         driver.quit()
 
 
+# masks whose kernel parameters tests/attention/test_triton_backend.py checks over several blocks in the default run
+TRITON_SEVERAL_BLOCKS = ("causal", "document", "padding", "prefix_lm_4", "sliding_window_3",
+                         "sliding_window_2_bidirectional", "causal&padding", "causal&document")  # fmt: skip
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m 'not slow' deselects
 def pytest_collection_modifyitems(config, items):
     """A test parametrized with the triton backend runs it under Triton's interpreter. Its bfloat16, ALiBi,
@@ -121,8 +126,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)  # unfused Flex traces each new shape on CPU (~0.1 s a cell)
         if item.name.startswith("test_mechanism_decode_and_weights[flex-") and "-causal&padding-" not in item.name:
             item.add_marker(pytest.mark.slow)  # a mechanism's decode on Flex: one composed mask each stays
-        if item.name.startswith("test_decode_and_weights[triton-") and "-gqa" not in item.name:
-            item.add_marker(pytest.mark.slow)  # the interpreter again: GQA's decode cells stay
+        if triton_cell and any(f"-{mask}-" in item.name for mask in TRITON_SEVERAL_BLOCKS):
+            item.add_marker(pytest.mark.slow)  # the default run has them over several blocks (test_triton_backend)
+        triton_decode = item.name.startswith("test_decode_and_weights[triton-")
+        if triton_decode and not item.name.endswith(("-causal&document-gqa]", "-window|document-gqa]")):
+            item.add_marker(pytest.mark.slow)  # the interpreter again: a parameter mask's and a dense one's stay
 
 
 @pytest.fixture(autouse=True)

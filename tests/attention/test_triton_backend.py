@@ -196,6 +196,7 @@ def _without(env_key: str) -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key != env_key}
 
 
+@pytest.mark.slow  # reason: a fresh interpreter importing torch and Triton (3 s)
 def test_on_cpu_without_the_interpreter_it_is_refused_in_one_line():
     code = (
         "import torch\nfrom andrea.attention import get_backend\n"
@@ -209,6 +210,7 @@ def test_on_cpu_without_the_interpreter_it_is_refused_in_one_line():
     assert re.search(r"use attention backend (\w+ / )*eager / (\w+ / )*sdpa", last), last  # + any plugin
 
 
+@pytest.mark.slow  # reason: a fresh interpreter importing torch (3 s)
 def test_without_triton_it_is_listed_with_the_reason_and_refused_with_the_install_command():
     code = (
         "import sys\nsys.modules['triton'] = None  # as if it were not installed\n"

@@ -33,6 +33,7 @@ def test_andrea_demo_shows_every_backend_that_runs_here_and_names_the_others(tmp
     assert pictures == {"mask.png", "attention_heads.png"}
 
 
+@pytest.mark.slow  # reason: an andrea-show-mask process (4 s)
 def test_andrea_show_mask_as_the_readme_shows_it(tmp_path):
     expression = "prefix_lm(prefix_len=4) & sliding_window(window=3, causal=False)"
     done = run("andrea-show-mask", expression, "--length", "10", cwd=tmp_path)

@@ -38,6 +38,7 @@ def test_help_lists_every_group(tmp_path):
         assert line in result.stdout
 
 
+@pytest.mark.slow  # reason: an andrea-train process (4 s)
 def test_cfg_job_shows_the_composed_config(tmp_path):
     result = run(["--cfg", "job", "attention=eager", "heads=mqa"], tmp_path)
     assert result.returncode == 0
@@ -45,6 +46,7 @@ def test_cfg_job_shows_the_composed_config(tmp_path):
     assert not (tmp_path / "logs").exists()  # printing a config runs nothing
 
 
+@pytest.mark.slow  # reason: an andrea-train process (4 s)
 def test_shell_completion(tmp_path):
     result = run(["-sc", "query=bash"], tmp_path, env={"COMP_LINE": "andrea-train attention="})
     assert result.returncode == 0

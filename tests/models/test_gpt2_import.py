@@ -88,6 +88,7 @@ def test_pickled_weights_and_bad_folders_are_refused_in_one_line(small, tmp_path
         load_gpt2(tmp_path / "alone")
 
 
+@pytest.mark.slow  # reason: an andrea-sample process (4 s)
 def test_andrea_sample_reads_the_folder(small, tmp_path):
     _, folder = small
     done = subprocess.run(
