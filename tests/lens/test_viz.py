@@ -44,7 +44,7 @@ def test_a_log_scale_shows_weights_near_one_over_t(tmp_path):
     assert linear.max() < 0.01 and 0.25 < log.min() < 0.75
     path = viz.save_attention_grid(uniform, tmp_path / "uniform.png")
     pixels = np.asarray(Image.open(path).convert("RGB"))
-    assert (pixels == viz._colours(np.array([log[0, 0, 0]]))[0]).all(-1).sum() > 256 * 256 * 0.9  # the map's colour
+    assert (pixels == viz.colours(np.array([log[0, 0, 0]]))[0]).all(-1).sum() > 256 * 256 * 0.9  # the map's colour
 
 
 def test_row_normalised_puts_every_row_s_largest_at_the_top():
@@ -92,6 +92,6 @@ def test_signed_weights_get_a_scale_symmetric_about_zero(tmp_path):
     assert layout.colour_label == viz.SIGNED_LABEL
     path = viz.save_attention_grid(w, tmp_path / "signed.png", "diff", signed=True, subtitle="signed weights")
     pixels = np.asarray(Image.open(path).convert("RGB")).reshape(-1, 3)
-    red, blue = viz._colours(np.array([0.0]), signed=True)[0], viz._colours(np.array([1.0]), signed=True)[0]
+    red, blue = viz.colours(np.array([0.0]), signed=True)[0], viz.colours(np.array([1.0]), signed=True)[0]
     assert red[0] > red[2] and blue[2] > blue[0]  # the ends: red below zero, blue above
-    assert (pixels == viz._colours(np.array([1.0]), signed=True)[0]).all(-1).any()  # the largest weight is drawn blue
+    assert (pixels == viz.colours(np.array([1.0]), signed=True)[0]).all(-1).any()  # the largest weight is drawn blue

@@ -13,7 +13,7 @@ input=. Every setting is checked before the model is loaded; a bad one is refuse
 
 from __future__ import annotations
 
-import json
+import hashlib
 import sys
 from pathlib import Path
 
@@ -23,8 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from andrea.cli.app import SettingError, run_app
-from andrea.cli.prompt import TokenIds, encode_prompt, pick_tokenizer
-from andrea.models.network import Network
+from andrea.cli.inspect_reports import ablation_effect, importance, patching, validation_rows
+from andrea.cli.prompt import encode_prompt, pick_tokenizer, token_labels
 from andrea.train.hydra_run import task_overrides
 from andrea.train.keys import check_added_keys
 from andrea.utils.rules import BOOLEAN, first_problem, integer, one_of, optional
@@ -78,12 +78,6 @@ def input_ids(cfg: DictConfig, tokenizer: object, vocab_size: int, run_dir: Path
     return torch.tensor([ids], device=cfg.device)
 
 
-def token_labels(tokenizer: object, ids: list[int]) -> list[str]:
-    if isinstance(tokenizer, TokenIds):
-        return [str(i) for i in ids]
-    return [tokenizer.decode([i]) for i in ids]  # type: ignore[attr-defined]  # a Tokenizer
-
-
 def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
     """layer -> [(step, PNG)] of the maps the run drew, in the folder its result.json names."""
     from andrea.lens.viz import MAPS_DIR, parse_map_file
@@ -102,83 +96,11 @@ def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
     return {layer: sorted(found) for layer, found in sorted(frames.items())}
 
 
-def validation_batches(run_dir: Path | None, cfg: DictConfig, why: str) -> list[tuple[Tensor, Tensor]]:
-    """(input ids, labels) of the run's first `importance_batches` validation batches."""
-    from andrea.data.from_run import data_from_run
-
-    if run_dir is None:
-        raise SettingError(f"{why} needs the run's validation data: give run_dir=<the checkpoint's run>")
-    data = data_from_run(run_dir)
-    data.setup("validate")
-    batches = []
-    for batch in data.val_dataloader():
-        batches.append((batch["input_ids"].to(cfg.device), batch["labels"].to(cfg.device)))
-        if len(batches) == cfg.importance_batches:
-            break
-    return batches
-
-
-def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
-    """The head-importance table on the run's validation data, written beside the checkpoint."""
-    from andrea.lens.interventions import head_importance, importance_table, layer_importance
-    from andrea.models.network import network
-    from andrea.train.lit.module import next_token_loss
-
-    batches = validation_batches(run_dir, cfg, "importance=true")
-    model = network(net)  # type: ignore[arg-type]  # an nn.Module
-    rows = head_importance(model, batches, next_token_loss)
-    layers = layer_importance(model, batches, next_token_loss)
-    table = importance_table(rows, layers)
-    stem = Path(cfg.ckpt_path).with_suffix("")
-    Path(f"{stem}.head_importance.md").write_text(table)
-    Path(f"{stem}.head_importance.json").write_text(json.dumps({"heads": rows, "layers": layers}, indent=2))
-    return table + f"written to {stem}.head_importance.md (and .json)"
-
-
-def ablation_effect(
-    net: object, heads: list[tuple[int, int]], ids: Tensor, run_dir: Path | None, cfg: DictConfig
-) -> str:
-    """One line: the loss with `heads` ablated together beside the intact network's, on the run's validation
-    batches, or (no run dir) on the input's own next tokens."""
-    from andrea.lens.interventions import ablation_loss, head_means
-    from andrea.models.network import network
-    from andrea.train.lit.module import next_token_loss
-
-    model = network(net)  # type: ignore[arg-type]  # an nn.Module
-    if run_dir is not None:
-        batches, where = validation_batches(run_dir, cfg, "ablate"), f"{cfg.importance_batches} validation batches"
-    else:
-        batches, where = [(ids[:, :-1], ids[:, 1:])], f"the input's {ids.shape[1] - 1} next tokens"
-    means = head_means(model, [idx for idx, _ in batches]) if cfg.ablation == "mean" else None
-    found = ablation_loss(model, batches, heads, next_token_loss, means)
-    named = ", ".join(cfg.ablate)
-    return (
-        f"ablated ({cfg.ablation}) {named}: loss {found['base_loss']:.4f} -> {found['ablated_loss']:.4f} "
-        f"({found['rise']:+.4f}) on {where}"
-    )
-
-
-def patching(model: Network, ids: Tensor, tokenizer: object, cfg: DictConfig) -> str:
-    """The patching heatmaps of the input (clean) against patch= (corrupted), written beside the checkpoint."""
-    from andrea.lens.patch_report import patching_report, write_patching
-
-    corrupted = torch.tensor([encode_prompt(tokenizer, str(cfg.patch), model.vocab_size)], device=cfg.device)  # type: ignore[arg-type]  # a Tokenizer or TokenIds
-    if corrupted.shape != ids.shape:
-        raise SettingError(
-            f"patch= is {corrupted.shape[1]} tokens and the input {ids.shape[1]}: patching puts each position of "
-            "one run into the same position of the other, so give a corruption of the same length"
-        )
-    answers = None if cfg.answer is None else (int(cfg.answer), int(cfg.wrong))
-    report = patching_report(model, ids, corrupted, token_labels(tokenizer, ids[0].tolist()), answers)
-    title = f"{Path(cfg.ckpt_path).name}: the input patched into {cfg.patch!r}"
-    return write_patching(report, Path(cfg.ckpt_path).with_suffix(""), title)
-
-
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="inspect")
 def inspect_app(cfg: DictConfig) -> None:
-    from andrea.lens.explorer import explorer_page
+    from andrea.lens.explorer import About
+    from andrea.lens.explorer_views import explorer_for
     from andrea.lens.interventions import head_means, intervene, parse_heads
-    from andrea.lens.verdict import score_heads
     from andrea.models.files.load import load_any
     from andrea.models.network import heads_shape, network
 
@@ -193,29 +115,24 @@ def inspect_app(cfg: DictConfig) -> None:
         run_dir = run_dir_of(cfg)
         tokenizer = pick_tokenizer(cfg.tokenizer, trained_with, model.vocab_size)
         ids = input_ids(cfg, tokenizer, model.vocab_size, run_dir)
-        out = Path(cfg.out) if cfg.out else Path(cfg.ckpt_path).with_suffix(".inspect.html")
-        with torch.no_grad():
-            means = head_means(model, [ids]) if cfg.ablation == "mean" else None
-            scale = None if cfg.ablation == "mean" else 0.0
-            with intervene(model, dict.fromkeys(heads, scale), means):
-                _, weights = model(ids, return_weights=True)  # one (1, H, T, T) per layer
+        frames = training_frames(run_dir)  # reads the run's result.json: refused here if it is no result
+        rows = validation_rows(run_dir, cfg)
         table = importance(net, run_dir, cfg) if cfg.importance else None
         effect = ablation_effect(net, heads, ids, run_dir, cfg) if heads else None
         patched = patching(model, ids, tokenizer, cfg) if str(cfg.patch) else None
-        frames = training_frames(run_dir)  # reads the run's result.json: refused here if it is no result
     except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
         sys.exit(2)
-    mechanism = model.attention[0].mechanism
-    scores = {
-        role: s.values for role, s in score_heads(weights, ids, rows_sum_to_one=mechanism.rows_sum_to_one).items()
-    }
-    ablated = f" · ablated ({cfg.ablation}): {', '.join(cfg.ablate)}" if heads else ""
-    title = f"{Path(cfg.ckpt_path).name} · {mechanism.label} · {ids.shape[1]} tokens{ablated}"
-    page = explorer_page(
-        token_labels(tokenizer, ids[0].tolist()), [w[0].cpu() for w in weights], scores, title, frames,
-        meaning=mechanism.weights_meaning, signed=mechanism.signed,
+    first = model.attention[0]
+    about = About(
+        Path(cfg.ckpt_path).name, first.backend.name, first.mechanism.label, first.mask.name,
+        first.mechanism.weights_meaning, first.mechanism.signed, list(cfg.ablate), cfg.ablation,
     )  # fmt: skip
+    labels = token_labels(tokenizer, ids[0].tolist())
+    means = head_means(model, [ids]) if cfg.ablation == "mean" and heads else None
+    with intervene(model, dict.fromkeys(heads, None if means is not None else 0.0), means):
+        page = explorer_for(model, ids, labels, about, lambda i: token_labels(tokenizer, [i])[0], rows, frames)
+    out = Path(cfg.out) if cfg.out else page_path(cfg)
     out.write_text(page)
     if table:
         print(table)
@@ -223,6 +140,14 @@ def inspect_app(cfg: DictConfig) -> None:
         if line:
             print(line)
     print(f"explorer: {out}")
+
+
+def page_path(cfg: DictConfig) -> Path:
+    """Beside the checkpoint: <name>.inspect.html for the run's own row, unablated; any other input or ablation
+    gets a page of its own, <name>.inspect-<8 hex digits of what was asked>.html."""
+    asked = [str(cfg.input), ",".join(cfg.ablate), cfg.ablation if cfg.ablate else ""]
+    suffix = "" if not any(asked) else "-" + hashlib.sha1("\0".join(asked).encode()).hexdigest()[:8]
+    return Path(cfg.ckpt_path).with_suffix(f".inspect{suffix}.html")
 
 
 def main() -> None:

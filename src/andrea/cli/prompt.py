@@ -43,3 +43,10 @@ def encode_prompt(tokenizer: Tokenizer | TokenIds, prompt: str, vocab_size: int)
     if bad:
         raise SettingError(f"prompt holds token id {bad[0]}, outside the model's vocabulary 0..{vocab_size - 1}")
     return ids
+
+
+def token_labels(tokenizer: object, ids: list[int]) -> list[str]:
+    """Each token as the pages show it: its id (tokenizer=ids), or its decoded text."""
+    if isinstance(tokenizer, TokenIds):
+        return [str(i) for i in ids]
+    return [tokenizer.decode([i]) for i in ids]  # type: ignore[attr-defined]  # a Tokenizer

@@ -1,10 +1,13 @@
 """The attention explorer: one self-contained HTML page (no network) showing every layer and head of a
-network for one input. Hover a token to see what it attends to in the selected head, and with what
-weight; click a head to select it; each head shows its role scores; with a run dir, the maps the run
-drew across its training steps.
+network. Views: this input, and (with a run dir) the mean pattern and role scores over the run's validation
+rows. Hover a token to see what it attends to in the selected head; click a head to select it and see it
+enlarged, with its composition scores against the heads of other layers; the direct logit attribution of
+every head; with a run dir, the maps the run drew across its training steps.
 
-The weights travel inside the page as bytes (round(255 · A), base64): about L · H · T² bytes; signed
-weights (differential attention) as round(127.5 · (A / max|A| + 1)).
+Maps use the PNG maps' colour scale (andrea.lens.viz: viridis on a log scale, red-white-blue for signed
+weights), masked cells grey. The weights travel inside the page as bytes: a colour byte, a weight byte
+(round(255 · A), or round(127.5 · (A / max|A| + 1)) when signed) and a mask byte per cell: 3 · L · H · T²
+bytes a view. The behaviour is explorer.js beside this file.
 """
 
 from __future__ import annotations
@@ -13,157 +16,187 @@ import base64
 import html
 import json
 import math
+from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from andrea.lens.attribution import Attribution
 from andrea.lens.heads import SHORT_NAMES, head_name
+from andrea.lens.viz import GridLayout, colour_values, colours, grid_layout, scale_marks
 
-SCRIPT = """
-const D = JSON.parse(document.getElementById("data").textContent);
-const W = Uint8Array.from(atob(D.weights), c => c.charCodeAt(0));
-const {L, H, T} = D;
-const byte = (l, h, t, j) => W[((l * H + h) * T + t) * T + j];
-const weight = (l, h, t, j) => D.signed ? (byte(l, h, t, j) / 127.5 - 1) * D.limit : byte(l, h, t, j) / 255;
-let selected = {l: 0, h: 0}, query = null;
 
-function drawHead(canvas, l, h) {
-  const ctx = canvas.getContext("2d"), img = ctx.createImageData(T, T);
-  for (let t = 0; t < T; t++) for (let j = 0; j < T; j++) {
-    const w = weight(l, h, t, j) / D.limit, v = Math.sqrt(Math.abs(w)), i = 4 * (t * T + j);  // sqrt: faint ones show
-    const [r, g, b] = w < 0 ? [40, 200, 200] : [200, 140, 40];  // subtracted: blue for a weight, red below 0
-    img.data[i] = 255 - r * v; img.data[i + 1] = 255 - g * v; img.data[i + 2] = 255 - b * v; img.data[i + 3] = 255;
-  }
-  ctx.putImageData(img, 0, 0);
-}
+@dataclass(frozen=True)
+class View:
+    """One set of maps: tokens (T,), weights one (H, T, T) per layer, scores role -> (L, H) (NaN: not
+    applicable), allowed one (T, T) per layer (True where the mask lets the query see the key; None: all)."""
 
-function showQuery(t) {
-  query = t;
-  const {l, h} = selected;
-  const keys = document.querySelectorAll("#keys .tok");
-  const ranked = [];
-  keys.forEach((span, j) => {
-    const w = weight(l, h, t, j);
-    const shade = Math.min(1, Math.abs(w) / D.limit).toFixed(3);
-    span.style.background = w < 0 ? `rgba(200, 40, 40, ${shade})` : `rgba(230, 120, 20, ${shade})`;
-    span.title = `weight ${w.toFixed(3)}`;
-    span.dataset.weight = w.toFixed(3);
-    ranked.push([w, j]);
-  });
-  ranked.sort((a, b) => b[0] - a[0]);
-  const top = ranked.slice(0, 3).map(([w, j]) => `${JSON.stringify(D.tokens[j])} (${j}) ${w.toFixed(2)}`);
-  document.getElementById("readout").textContent =
-    `L${l}H${h}: query ${JSON.stringify(D.tokens[t])} (${t}) attends to ${top.join(", ")}`;
-  document.querySelectorAll("#queries .tok").forEach((span, i) => span.classList.toggle("query", i === t));
-}
+    name: str
+    tokens: list[str]
+    weights: list[Tensor]
+    scores: dict[str, Tensor]
+    allowed: list[Tensor] | None = None
 
-function select(l, h) {
-  selected = {l, h};
-  document.querySelectorAll(".head").forEach(card =>
-    card.classList.toggle("selected", +card.dataset.layer === l && +card.dataset.head === h));
-  document.getElementById("selected").textContent = `L${l}H${h}`;
-  if (query !== null) showQuery(query);
-}
 
-document.querySelectorAll(".head").forEach(card => {
-  drawHead(card.querySelector("canvas"), +card.dataset.layer, +card.dataset.head);
-  card.addEventListener("click", () => select(+card.dataset.layer, +card.dataset.head));
-});
-document.querySelectorAll("#queries .tok").forEach((span, t) =>
-  span.addEventListener("mouseenter", () => showQuery(t)));
-document.querySelectorAll(".steps input").forEach(slider => slider.addEventListener("input", () => {
-  const frames = D.steps[slider.dataset.layer], [step, src] = frames[+slider.value];
-  const box = slider.closest(".steps");
-  box.querySelector("img").src = src;
-  box.querySelector(".step").textContent = `step ${step}`;
-}));
-select(0, 0);
-"""
+@dataclass(frozen=True)
+class About:
+    """What the page names: where the weights come from, what they mean, which heads are ablated."""
 
-STYLE = """
-body { font: 14px system-ui, sans-serif; margin: 1.2em; color: #222; }
-.strip { display: flex; flex-wrap: wrap; gap: 2px; margin: 0.3em 0 0.8em; }
-.tok { font-family: ui-monospace, monospace; padding: 2px 4px; border: 1px solid #ddd; border-radius: 3px;
-       white-space: pre; cursor: default; }
-#queries .tok.query { outline: 2px solid #1f5fbf; }
-#readout { min-height: 1.4em; font-weight: 600; }
-.layer { display: flex; flex-wrap: wrap; gap: 8px; margin-bottom: 10px; align-items: flex-start; }
-.layer h3 { width: 4.5em; margin: 0; font-size: 13px; }
-.head { border: 2px solid #ddd; border-radius: 4px; padding: 4px; cursor: pointer; width: 132px; }
-.head.selected { border-color: #1f5fbf; }
-.head canvas { width: 120px; height: 120px; image-rendering: pixelated; display: block; border: 1px solid #eee; }
-.head .name { font-weight: 600; font-size: 12px; }
-.head .scores { font-size: 11px; color: #555; }
-.steps { display: inline-block; margin: 0 12px 12px 0; }
-.steps img { max-width: 480px; display: block; }
-"""
+    checkpoint: str
+    backend: str = ""
+    mechanism: str = "softmax"
+    mask: str = ""
+    meaning: str = "softmax weights (each row sums to 1)"
+    signed: bool = False
+    ablated: list[str] = field(default_factory=list)
+    ablation: str = "zero"
+
+
+def _encode(view: View, signed: bool, limit: float) -> dict:
+    stacked = torch.stack([w.float() for w in view.weights])  # (L, H, T, T)
+    L, H, T, _ = stacked.shape
+    layout = grid_layout(H, T, T, scale="log", limit=limit if signed else None)
+    shade = np.round(colour_values(stacked.reshape(L * H, T, T), layout) * 255).astype(np.uint8)
+    levels = (stacked / limit + 1) * 127.5 if signed else stacked.clamp(0, 1) * 255  # one byte a weight
+    allowed = torch.stack(view.allowed) if view.allowed is not None else torch.ones(L, T, T, dtype=torch.bool)
+    scores = {
+        role: [[None if math.isnan(x) else x for x in row] for row in s.tolist()] for role, s in view.scores.items()
+    }
+    return {
+        "name": view.name, "T": T, "tokens": view.tokens, "scores": scores,
+        "colours": _b64(shade), "weights": _b64(levels.round().to(torch.uint8).numpy()),
+        "masked": _b64((~allowed).to(torch.uint8).numpy()),
+    }  # fmt: skip
+
+
+def _b64(array: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(array).tobytes()).decode()
 
 
 def explorer_page(
-    tokens: list[str],
-    weights: list[Tensor],
-    scores: dict[str, Tensor],
+    views: list[View],
+    about: About,
     title: str,
     steps: dict[int, list[tuple[int, Path]]] | None = None,
-    meaning: str = "softmax weights (each row sums to 1)",
-    signed: bool = False,
+    attribution: tuple[str, Attribution] | None = None,
+    composition: dict[str, Tensor] | None = None,
 ) -> str:
-    """The page for one input: tokens (T,), weights one (H, T, T) per layer, scores role -> (L, H)
-    (NaN: not applicable), steps layer -> [(step, PNG path)] drawn during training; `meaning` says what
-    the weights are and `signed` whether they can be negative (the mechanism's weights_meaning, signed)."""
-    L, (H, T, _) = len(weights), weights[0].shape
-    stacked = torch.stack([w.float() for w in weights])  # (L, H, T, T)
-    limit = (stacked.abs().max().item() or 1.0) if signed else 1.0
-    levels = (stacked / limit + 1) * 127.5 if signed else stacked.clamp(0, 1) * 255  # one byte a weight
-    quantised = levels.round().to(torch.uint8)
+    """The page: `views` (the first shown first), steps layer -> [(step, PNG path)] drawn during training,
+    attribution (what it is toward, the parts' terms), composition mode -> (L, H, L, H) scores."""
+    L, H = len(views[0].weights), views[0].weights[0].shape[0]
+    every = torch.cat([torch.stack([w.float() for w in v.weights]).flatten() for v in views])
+    limit = (every.abs().max().item() or 1.0) if about.signed else 1.0
+    layout = grid_layout(H, 2, 2, scale="log", limit=limit if about.signed else None)
     data = {
-        "L": L,
-        "H": H,
-        "T": T,
-        "signed": signed,
-        "limit": limit,
-        "tokens": tokens,
-        "weights": base64.b64encode(quantised.contiguous().numpy().tobytes()).decode(),
-        "steps": {
-            str(layer): [[step, _data_url(path)] for step, path in frames] for layer, frames in (steps or {}).items()
-        },
-    }
-    strip = "".join(f'<span class="tok">{html.escape(token)}</span>' for token in tokens)
+        "L": L, "H": H, "signed": about.signed, "limit": limit, "ablated": about.ablated, "short": SHORT_NAMES,
+        "views": [_encode(v, about.signed, limit) for v in views],
+        "lut": colours(np.linspace(0, 1, 256), about.signed).tolist(),
+        "composition": {mode: s.tolist() for mode, s in (composition or {}).items()},
+        "steps": {str(layer): [[step, _data_url(p)] for step, p in frames] for layer, frames in (steps or {}).items()},
+    }  # fmt: skip
+    payload = json.dumps(data).replace("</", "<\\/")  # never closes the script element early
     layers = "".join(
         f'<div class="layer"><h3>layer {layer}</h3>'
-        + "".join(_head_card(layer, head, T, scores) for head in range(H))
+        + "".join(_card(layer, head, about) for head in range(H))
         + "</div>"
         for layer in range(L)
     )
-    step_views = "".join(_steps_view(layer, frames) for layer, frames in (steps or {}).items() if frames)
-    payload = json.dumps(data).replace("</", "<\\/")  # never closes the script element early
+    choices = "".join(
+        f'<label><input type="radio" name="view" value="{i}"{" checked" if i == 0 else ""}> {html.escape(v.name)}'
+        "</label>"
+        for i, v in enumerate(views)
+    )
+    frames = "".join(_steps_view(layer, f) for layer, f in (steps or {}).items() if f)
+    across = (
+        "the maps the run drew while it trained, without the ablation" if about.ablated else "the maps the run drew"
+    )
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{STYLE}</style></head><body>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_asset("explorer.css")}</style>
+</head><body>
 <h1>{html.escape(title)}</h1>
-<p>Hover a token to see what it attends to in the selected head (<b id="selected"></b>); click a head to
-select it. Maps: query rows, key columns, colour = sqrt(weight){", red where it is negative" if signed else ""}.
-Weights: {html.escape(meaning)}.</p>
-<div>queries (hover):</div><div id="queries" class="strip">{strip}</div>
-<div>keys, shaded by the weight the query gives them:</div><div id="keys" class="strip">{strip}</div>
+{_about(about)}
+<p>Hover a query token to see what it attends to in the selected head (<b id="selected"></b>); click a head to
+select it and enlarge it. Weights: {html.escape(about.meaning)}.</p>
+<div class="views">{choices}</div>
+{_legend(layout)}
+<div>queries (hover):</div><div id="queries" class="strip"></div>
+<div>keys, shaded by the weight the query gives them:</div><div id="keys" class="strip"></div>
 <div id="readout"></div>
-<h2>Every layer and head</h2>{layers}
-{f"<h2>Across training</h2>{step_views}" if step_views else ""}
+<div class="main"><div><h2>Every layer and head</h2>{layers}</div>
+<div class="side"><div id="big-title"></div><canvas id="big"></canvas><div id="composition"></div></div></div>
+{_attribution(attribution, L, H) if attribution else ""}
+{f"<h2>Across training</h2><p>{across}</p>{frames}" if frames else ""}
 <script type="application/json" id="data">{payload}</script>
-<script>{SCRIPT}</script>
+<script>{_asset("explorer.js")}</script>
 </body></html>
 """
 
 
-def _head_card(layer: int, head: int, T: int, scores: dict[str, Tensor]) -> str:
-    parts = []
-    for role, values in scores.items():
-        value = float(values[layer, head])
-        parts.append(f"{SHORT_NAMES.get(role, role)} {'n/a' if math.isnan(value) else f'{value:.2f}'}")
+def _asset(name: str) -> str:
+    return resources.files("andrea.lens").joinpath(name).read_text()
+
+
+def _about(about: About) -> str:
+    parts = [("checkpoint", about.checkpoint), ("backend", about.backend), ("mechanism", about.mechanism)]
+    parts += [("mask", about.mask)]
+    shown = " · ".join(f"{name} <b>{html.escape(value)}</b>" for name, value in parts if value)
+    if about.ablated:
+        shown += (
+            f' · <span class="ablated-note">ablated ({html.escape(about.ablation)}): {", ".join(about.ablated)}</span>'
+        )
+    return f'<p class="about">{shown}</p>'
+
+
+def _legend(layout: GridLayout) -> str:
+    """The colour scale as a bar with its marks, and the masked cells' grey."""
+    stops = ", ".join(f"rgb{tuple(c)}" for c in colours(np.linspace(0, 1, 9), layout.limit is not None).tolist())
+    marks = "".join(
+        f'<span style="left: {100 * (1 - fraction):.1f}%">{html.escape(label)}</span>'
+        for fraction, label in scale_marks(layout)
+    )
     return (
-        f'<div class="head" data-layer="{layer}" data-head="{head}">'
-        f'<div class="name">{head_name(layer, head)}</div><canvas width="{T}" height="{T}"></canvas>'
-        f'<div class="scores">{html.escape(" · ".join(parts))}</div></div>'
+        f'<div class="legend"><div class="bar" style="background: linear-gradient(to right, {stops})"></div>'
+        f'<div class="marks">{marks}</div><div>{html.escape(layout.colour_label)}, as in the PNG maps · '
+        '<span class="masked-swatch"></span> masked: the query may not see the key</div></div>'
+    )
+
+
+def _card(layer: int, head: int, about: About) -> str:
+    name = head_name(layer, head)
+    ablated = name in about.ablated
+    badge = f'<span class="badge">ablated ({html.escape(about.ablation)})</span>' if ablated else ""
+    return (
+        f'<div class="head{" ablated" if ablated else ""}" data-layer="{layer}" data-head="{head}">'
+        f'<div class="name">{name} {badge}</div><canvas></canvas><div class="scores"></div></div>'
+    )
+
+
+def _attribution(attribution: tuple[str, Attribution], L: int, H: int) -> str:
+    """Every part's direct effect as a table, cells shaded blue (toward) or red (against)."""
+    toward, a = attribution
+    peak = max(float(a.heads[..., 0].abs().max()), 1e-9)
+
+    def cell(value: float) -> str:
+        colour = "31, 95, 191" if value >= 0 else "200, 40, 40"
+        return f'<td style="background: rgba({colour}, {min(1.0, abs(value) / peak) * 0.6:.2f})">{value:+.2f}</td>'
+
+    mlp = a.mlp.shape[0] > 0
+    head_cols = "".join(f"<th>H{h}</th>" for h in range(H))
+    rows = "".join(
+        f"<tr><th>layer {layer}</th>" + "".join(cell(float(a.heads[layer, h, 0])) for h in range(H))
+        + cell(float(a.attn_bias[layer, 0])) + (cell(float(a.mlp[layer, 0])) if mlp else "") + "</tr>"
+        for layer in range(L)
+    )  # fmt: skip
+    rest = f"embeddings {float(a.embed[0]):+.2f} · final norm's bias {float(a.norm_bias[0]):+.2f}"
+    return (
+        f"<h2>Direct logit attribution</h2><p>What each part writes toward {html.escape(toward)} at the last position, "
+        f"read through the final norm (its scale frozen at this input's); the parts add up to the logit, "
+        f"{float(a.total[0]):.2f}. {rest}.</p>"
+        f'<table class="attribution"><tr><th></th>{head_cols}<th>W_O bias</th>{"<th>MLP</th>" if mlp else ""}</tr>'
+        f"{rows}</table>"
     )
 
 

@@ -120,7 +120,7 @@ def _font(size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(font_manager.findfont("DejaVu Sans"), size)
 
 
-def _colours(values: np.ndarray, signed: bool = False) -> np.ndarray:
+def colours(values: np.ndarray, signed: bool = False) -> np.ndarray:
     """Values in [0, 1] -> RGB: viridis, or red-white-blue (white at 0.5) for signed weights."""
     from matplotlib import colormaps
 
@@ -159,7 +159,7 @@ def save_attention_grid(
     canvas_h = top + layout.rows * height + (layout.rows - 1) * gap_y + label_h + 24
     image = Image.new("RGB", (canvas_w, canvas_h), "white")
     draw = ImageDraw.Draw(image)
-    pixels = _colours(colour_values(weights, layout), signed)  # (H, T, S, 3)
+    pixels = colours(colour_values(weights, layout), signed)  # (H, T, S, 3)
     for h in range(n_head):
         row, column = divmod(h, layout.columns)
         x0, y0 = left + column * (width + gap_x), top + row * (height + gap_y)
@@ -193,22 +193,25 @@ def save_attention_grid(
 def _colour_bar(draw: ImageDraw.ImageDraw, image: Image.Image, layout: GridLayout, x: int, y: int, h: int) -> None:
     """A vertical viridis bar with its values and its scale's name."""
     h = max(h, 60)
-    ramp = _colours(np.linspace(1, 0, h)[:, None].repeat(14, axis=1), layout.limit is not None)
+    ramp = colours(np.linspace(1, 0, h)[:, None].repeat(14, axis=1), layout.limit is not None)
     image.paste(Image.fromarray(ramp), (x, y))
     small = _font(10)
-    if layout.limit is not None:
-        marks = [(1.0 - (v + 1) / 2, f"{v * layout.limit:.2g}") for v in (-1.0, -0.5, 0.0, 0.5, 1.0)]
-    elif layout.scale == "log":
-        low = math.log10(layout.floor)  # the bottom of the bar
-        marks = [(1.0 - (e - low) / -low, f"1e{e}" if e else "1") for e in range(math.ceil(low), 1)]
-    else:
-        marks = [(1.0 - v, f"{v:g}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
-    for fraction, label in marks:
+    for fraction, label in scale_marks(layout):
         yy = y + int(fraction * (h - 1))
         draw.line((x + 14, yy, x + 17, yy), fill="black")
         draw.text((x + 20, yy), label, fill="black", font=small, anchor="lm")
     name = _upright(layout.colour_label, small, 12)
     image.paste((0, 0, 0), (x + 56, y + max(0, (h - name.height) // 2)), name)
+
+
+def scale_marks(layout: GridLayout) -> list[tuple[float, str]]:
+    """The colour bar's labelled values: (fraction of the way down from its top, label)."""
+    if layout.limit is not None:
+        return [(1.0 - (v + 1) / 2, f"{v * layout.limit:.2g}") for v in (-1.0, -0.5, 0.0, 0.5, 1.0)]
+    if layout.scale == "log":
+        low = math.log10(layout.floor)  # the bottom of the bar
+        return [(1.0 - (e - low) / -low, f"1e{e}" if e else "1") for e in range(math.ceil(low), 1)]
+    return [(1.0 - v, f"{v:g}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
 
 
 def _upright(label: str, font: ImageFont.FreeTypeFont, line_height: int) -> Image.Image:

@@ -1,0 +1,95 @@
+"""What andrea-inspect computes besides the page: the head-importance table, what an ablation costs, the
+patching heatmaps, and the validation rows they (and the page's mean view) read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+from torch import Tensor
+
+from andrea.cli.app import SettingError
+from andrea.cli.prompt import encode_prompt, token_labels
+from andrea.models.network import Network
+
+
+def validation_batches(run_dir: Path | None, cfg: DictConfig, why: str) -> list[tuple[Tensor, Tensor]]:
+    """(input ids, labels) of the run's first `importance_batches` validation batches."""
+    from andrea.data.from_run import data_from_run
+
+    if run_dir is None:
+        raise SettingError(f"{why} needs the run's validation data: give run_dir=<the checkpoint's run>")
+    data = data_from_run(run_dir)
+    data.setup("validate")
+    batches = []
+    for batch in data.val_dataloader():
+        batches.append((batch["input_ids"].to(cfg.device), batch["labels"].to(cfg.device)))
+        if len(batches) == cfg.importance_batches:
+            break
+    return batches
+
+
+def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
+    """The head-importance table on the run's validation data, written beside the checkpoint."""
+    from andrea.lens.interventions import head_importance, importance_table, layer_importance
+    from andrea.models.network import network
+    from andrea.train.lit.module import next_token_loss
+
+    batches = validation_batches(run_dir, cfg, "importance=true")
+    model = network(net)  # type: ignore[arg-type]  # an nn.Module
+    rows = head_importance(model, batches, next_token_loss)
+    layers = layer_importance(model, batches, next_token_loss)
+    table = importance_table(rows, layers)
+    stem = Path(cfg.ckpt_path).with_suffix("")
+    Path(f"{stem}.head_importance.md").write_text(table)
+    Path(f"{stem}.head_importance.json").write_text(json.dumps({"heads": rows, "layers": layers}, indent=2))
+    return table + f"written to {stem}.head_importance.md (and .json)"
+
+
+def ablation_effect(
+    net: object, heads: list[tuple[int, int]], ids: Tensor, run_dir: Path | None, cfg: DictConfig
+) -> str:
+    """One line: the loss with `heads` ablated together beside the intact network's, on the run's validation
+    batches, or (no run dir) on the input's own next tokens."""
+    from andrea.lens.interventions import ablation_loss, head_means
+    from andrea.models.network import network
+    from andrea.train.lit.module import next_token_loss
+
+    model = network(net)  # type: ignore[arg-type]  # an nn.Module
+    if run_dir is not None:
+        batches, where = validation_batches(run_dir, cfg, "ablate"), f"{cfg.importance_batches} validation batches"
+    else:
+        batches, where = [(ids[:, :-1], ids[:, 1:])], f"the input's {ids.shape[1] - 1} next tokens"
+    means = head_means(model, [idx for idx, _ in batches]) if cfg.ablation == "mean" else None
+    found = ablation_loss(model, batches, heads, next_token_loss, means)
+    named = ", ".join(cfg.ablate)
+    return (
+        f"ablated ({cfg.ablation}) {named}: loss {found['base_loss']:.4f} -> {found['ablated_loss']:.4f} "
+        f"({found['rise']:+.4f}) on {where}"
+    )
+
+
+def patching(model: Network, ids: Tensor, tokenizer: object, cfg: DictConfig) -> str:
+    """The patching heatmaps of the input (clean) against patch= (corrupted), written beside the checkpoint."""
+    from andrea.lens.patch_report import patching_report, write_patching
+
+    corrupted = torch.tensor([encode_prompt(tokenizer, str(cfg.patch), model.vocab_size)], device=cfg.device)  # type: ignore[arg-type]  # a Tokenizer or TokenIds
+    if corrupted.shape != ids.shape:
+        raise SettingError(
+            f"patch= is {corrupted.shape[1]} tokens and the input {ids.shape[1]}: patching puts each position of "
+            "one run into the same position of the other, so give a corruption of the same length"
+        )
+    answers = None if cfg.answer is None else (int(cfg.answer), int(cfg.wrong))
+    report = patching_report(model, ids, corrupted, token_labels(tokenizer, ids[0].tolist()), answers)
+    title = f"{Path(cfg.ckpt_path).name}: the input patched into {cfg.patch!r}"
+    return write_patching(report, Path(cfg.ckpt_path).with_suffix(""), title)
+
+
+def validation_rows(run_dir: Path | None, cfg: DictConfig) -> tuple[Tensor, str] | None:
+    """The run's first validation batch (B, T) for the explorer's mean view, when it lies at hand."""
+    if run_dir is None or not (run_dir / "result.json").is_file():
+        return None
+    ids, _ = validation_batches(run_dir, cfg, "the mean view")[0]
+    return (ids, "validation rows") if ids.shape[1] <= cfg.max_tokens else None

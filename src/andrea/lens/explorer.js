@@ -1,0 +1,116 @@
+// The explorer page's behaviour (andrea.lens.explorer writes the data it reads into #data).
+// A view is one set of maps: this input, or the mean over the run's validation rows. Each holds, per layer,
+// head, query and key, a colour byte (on the PNG maps' colour scale), a weight byte (for the readouts) and a
+// mask byte (1 where the query may not see the key: drawn grey).
+const D = JSON.parse(document.getElementById("data").textContent);
+const bytes = b64 => Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+const views = D.views.map(v => ({...v, colours: bytes(v.colours), weights: bytes(v.weights), masked: bytes(v.masked)}));
+const {L, H} = D;
+const MASKED = [224, 224, 224];
+let view = 0, selected = {l: 0, h: 0}, query = null;
+
+const at = (v, l, h, t, j) => ((l * H + h) * v.T + t) * v.T + j;
+const weight = (v, l, h, t, j) =>
+  D.signed ? (v.weights[at(v, l, h, t, j)] / 127.5 - 1) * D.limit : v.weights[at(v, l, h, t, j)] / 255;
+
+function drawHead(canvas, l, h) {
+  const v = views[view], T = v.T;
+  canvas.width = T; canvas.height = T;
+  const ctx = canvas.getContext("2d"), img = ctx.createImageData(T, T);
+  for (let t = 0; t < T; t++) for (let j = 0; j < T; j++) {
+    const k = at(v, l, h, t, j), rgb = v.masked[(l * T + t) * T + j] ? MASKED : D.lut[v.colours[k]], i = 4 * (t * T + j);
+    img.data[i] = rgb[0]; img.data[i + 1] = rgb[1]; img.data[i + 2] = rgb[2]; img.data[i + 3] = 255;
+  }
+  ctx.putImageData(img, 0, 0);
+}
+
+function showScores() {
+  const v = views[view];
+  document.querySelectorAll(".head").forEach(card => {
+    const l = +card.dataset.layer, h = +card.dataset.head;
+    card.querySelector(".scores").textContent = Object.entries(v.scores)
+      .map(([role, s]) => `${D.short[role] || role} ${s[l][h] === null ? "n/a" : s[l][h].toFixed(2)}`).join(" · ");
+  });
+}
+
+function showQuery(t) {
+  const v = views[view];
+  if (t >= v.T) return;
+  query = t;
+  const {l, h} = selected, ranked = [];
+  document.querySelectorAll("#keys .tok").forEach((span, j) => {
+    const w = weight(v, l, h, t, j), shade = Math.min(1, Math.abs(w) / D.limit).toFixed(3);
+    span.style.background = w < 0 ? `rgba(200, 40, 40, ${shade})` : `rgba(230, 120, 20, ${shade})`;
+    span.title = `weight ${w.toFixed(3)}`;
+    span.dataset.weight = w.toFixed(3);
+    ranked.push([w, j]);
+  });
+  ranked.sort((a, b) => b[0] - a[0]);
+  const top = ranked.slice(0, 3).map(([w, j]) => `${JSON.stringify(v.tokens[j])} (${j}) ${w.toFixed(2)}`);
+  document.getElementById("readout").textContent =
+    `L${l}H${h}: query ${JSON.stringify(v.tokens[t])} (${t}) attends to ${top.join(", ")}`;
+  document.querySelectorAll("#queries .tok").forEach((span, i) => span.classList.toggle("query", i === t));
+}
+
+function strips() {
+  const v = views[view];
+  for (const id of ["queries", "keys"]) {
+    const strip = document.getElementById(id);
+    strip.replaceChildren(...v.tokens.map(token => {
+      const span = document.createElement("span");
+      span.className = "tok"; span.textContent = token;
+      return span;
+    }));
+  }
+  document.querySelectorAll("#queries .tok").forEach((span, t) => span.addEventListener("mouseenter", () => showQuery(t)));
+}
+
+function showComposition() {
+  const {l, h} = selected, lines = [];
+  for (const [mode, s] of Object.entries(D.composition || {})) {
+    const reads = [], read = [];
+    for (let m = 0; m < L; m++) for (let g = 0; g < H; g++) {
+      if (m < l) reads.push([s[m][g][l][h], `L${m}H${g}`]);
+      if (m > l) read.push([s[l][h][m][g], `L${m}H${g}`]);
+    }
+    const top = list => list.sort((a, b) => b[0] - a[0]).slice(0, 3).map(([x, n]) => `${n} ${x.toFixed(2)}`).join(", ");
+    if (reads.length) lines.push(`${mode}: reads ${top(reads)}`);
+    if (read.length) lines.push(`${mode}: read by ${top(read)}`);
+  }
+  document.getElementById("composition").textContent =
+    lines.length ? `L${l}H${h} · ${lines.join(" · ")}` : `L${l}H${h}: no other layer to compose with`;
+}
+
+function select(l, h) {
+  selected = {l, h};
+  document.querySelectorAll(".head").forEach(card =>
+    card.classList.toggle("selected", +card.dataset.layer === l && +card.dataset.head === h));
+  document.getElementById("selected").textContent = `L${l}H${h}`;
+  const big = document.getElementById("big");
+  drawHead(big, l, h);
+  document.getElementById("big-title").textContent =
+    `L${l}H${h} · ${views[view].name}${D.ablated.includes(`L${l}H${h}`) ? " · ablated" : ""}`;
+  showComposition();
+  if (query !== null) showQuery(query);
+}
+
+function showView(index) {
+  view = index;
+  query = null;
+  document.getElementById("readout").textContent = "";
+  document.querySelectorAll(".head").forEach(card => drawHead(card.querySelector("canvas"), +card.dataset.layer, +card.dataset.head));
+  showScores();
+  strips();
+  select(selected.l, selected.h);
+}
+
+document.querySelectorAll(".head").forEach(card =>
+  card.addEventListener("click", () => select(+card.dataset.layer, +card.dataset.head)));
+document.querySelectorAll("input[name=view]").forEach(radio => radio.addEventListener("change", () => showView(+radio.value)));
+document.querySelectorAll(".steps input").forEach(slider => slider.addEventListener("input", () => {
+  const frames = D.steps[slider.dataset.layer], [step, src] = frames[+slider.value];
+  const box = slider.closest(".steps");
+  box.querySelector("img").src = src;
+  box.querySelector(".step").textContent = `step ${step}`;
+}));
+showView(0);
