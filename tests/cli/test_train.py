@@ -251,3 +251,18 @@ def test_non_editable_install(tmp_path):
     import_path = subprocess.run([sys.executable, "-c", "import andrea.conf; print(andrea.conf.__file__)"],
                                  cwd=elsewhere, env=env, capture_output=True, text=True).stdout  # fmt: skip
     assert import_path.startswith(str(target))
+
+
+@pytest.mark.slow  # reason: an andrea-train process that trains (15 s)
+def test_the_verdict_is_the_last_thing_a_run_prints(tmp_path):
+    """wandb's closing lines (its history and summary) come before andrea's summary, which ends on the verdict."""
+    from tests.compose import plain_env
+
+    args = [SCRIPT, "experiment=induction", "data.num_train=512", "data.num_val=64", "trainer.max_epochs=1"]
+    env = plain_env(tmp_path / "home")  # the default logger: wandb, offline
+    done = subprocess.run(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=240, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert lines[-1].startswith("verdict: needs an induction head in a layer >= 1: "), lines[-5:]
+    assert any(line.startswith("wandb: ") for line in lines[:-1])

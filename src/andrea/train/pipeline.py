@@ -87,11 +87,12 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
         result = _summary(cfg, trainer, {**fitted, **final}, time.perf_counter() - start, run_dir, parts.memory)
         if trainer.is_global_zero:
             result.write(result_path(run_dir, keep_existing=restore.trained_steps(trainer) == 0))
-            _print_summary(result)
         status = "success"
-        return result
     finally:
         _finish_loggers(loggers, status)
+    if trainer.is_global_zero:
+        _print_summary(result)  # after the loggers' own closing lines (wandb's history): the verdict comes last
+    return result
 
 
 def _load_init_from(net: Module, folder: str) -> None:
@@ -209,14 +210,15 @@ def _print_summary(result: RunResult) -> None:
             f"KV cache: {cache['kept']:,} numbers a token ({cache['heads']}; MHA would keep {cache['mha']:,}, "
             f"MQA {cache['mqa']:,})"
         )
-    if result.roles:
-        lines.append(f"best head per role: {describe(result.roles)}")
-    if result.verdict:
-        lines.append(f"verdict: {result.verdict['text']}")
     if result.attention_maps:
         skipped = result.attention_maps_skipped
         behind = f" ({skipped} records skipped: the drawing worker was behind)" if skipped else ""
         lines.append(f"attention maps: {result.attention_maps}{behind}")
+    if result.roles:
+        lines.append(f"best head per role: {describe(result.roles)}")
+    if result.verdict:  # last: what the run found
+        first = f"; first met at step {result.verdict_step}" if result.verdict_step is not None else ""
+        lines.append(f"verdict: {result.verdict['text']}{first}")
     console = Console(soft_wrap=True, highlight=False)  # a path or a summary line never wraps, piped or not
     if not is_multirun():
         for line in lines:
