@@ -50,7 +50,9 @@ def test_the_report_renders_every_job_and_the_curves(tmp_path, browser):
     assert browser.title == "andrea sweep sweep"
     image = browser.find_element(By.TAG_NAME, "img")
     assert browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth", image) > 500
-    header = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "thead th")]
+    header = [th.get_attribute("data-key") for th in browser.find_elements(By.CSS_SELECTOR, "thead th")]
+    shown = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "thead th")]
+    assert shown[header.index("train_loss")] == "train loss (last 20 steps)" and "wall (s)" in shown
     assert header[:3] == ["job", "differs", "status"] and "heads" in header and "verdict" in header
     rows = [
         [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
@@ -65,6 +67,12 @@ def test_the_report_renders_every_job_and_the_curves(tmp_path, browser):
     assert rows[0][header.index("tokens_per_s_p25_p75")] == "190,000-210,000"
     failed = browser.find_elements(By.CSS_SELECTOR, "tbody tr")[2]
     assert failed.get_attribute("class") == "failed" and "ConfigError" in failed.text
+    assert rows[0][header.index("wall_s")] == "3.2" and rows[0][header.index("val_loss")] == "0.400"
+    assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")  # fits
+    browser.find_elements(By.CSS_SELECTOR, "thead th")[header.index("val_loss")].click()
+    browser.find_elements(By.CSS_SELECTOR, "thead th")[header.index("val_loss")].click()  # again: descending
+    order = [tr.find_elements(By.TAG_NAME, "td")[1].text for tr in browser.find_elements(By.CSS_SELECTOR, "tbody tr")]
+    assert order == ["attention=sdpa heads=gqa", "attention=sdpa heads.n_kv_head=3", "attention=eager heads=mha"]
     browser.save_screenshot(str(tmp_path / "report.png"))
     assert (tmp_path / "report.png").stat().st_size > 10_000
 

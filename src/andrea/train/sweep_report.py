@@ -1,5 +1,6 @@
 """The sweep report: curves.png (every job's train and val loss overlaid) and report.html (one
-self-contained page: the curves inline, a row per job), rewritten after every job of a multirun.
+self-contained page: the curves inline, a row per job under headers that say what each number is, the
+columns sorted by a click), rewritten after every job of a multirun.
 
 Jobs are labelled by the overrides that differ between them (`attention=sdpa heads=gqa`), not by
 the whole command line they share.
@@ -18,6 +19,28 @@ if TYPE_CHECKING:
     from andrea.utils.run_result import RunResult
 
 CURVES, REPORT = "curves.png", "report.html"
+HEADERS = {  # the summary's column -> what report.html's header calls it
+    "differs": "differs (the job's label)", "exit_code": "exit code", "train_loss": "train loss (last 20 steps)",
+    "val_loss": "val loss", "val_acc": "val acc", "tokens_per_s": "tokens/s (median)",
+    "tokens_per_s_p25_p75": "tokens/s (p25-p75)", "heads": "best head per role", "wall_s": "wall (s)",
+    "run_dir": "run dir",
+}  # fmt: skip
+WRAPPED = ("differs", "heads", "verdict", "error", "run_dir")  # long text: wrapped, so the table fits a window
+SORT = """
+document.querySelectorAll("thead th").forEach((th, column) => th.addEventListener("click", () => {
+  const body = th.closest("table").tBodies[0], rows = Array.from(body.rows);
+  const key = row => { const cell = row.cells[column]; return cell.dataset.value ?? cell.textContent; };
+  const down = th.dataset.sorted !== "up";
+  rows.sort((a, b) => {
+    const x = key(a), y = key(b), nx = parseFloat(x), ny = parseFloat(y);
+    const order = isNaN(nx) || isNaN(ny) ? String(x).localeCompare(String(y)) : nx - ny;
+    return down ? order : -order;
+  });
+  th.closest("thead").querySelectorAll("th").forEach(other => delete other.dataset.sorted);
+  th.dataset.sorted = down ? "up" : "down";
+  body.append(...rows);
+}));
+"""
 GROUPED_CURVES = "curves_by_setting.png"  # andrea.train.sweep_groups: each setting over its seeds
 
 
@@ -70,9 +93,10 @@ def plot_curves(results: list[RunResult], labels: list[str], path: Path) -> None
 
 def write_html(sweep_dir: Path, rows: list[dict], columns: list[str], grouped: list[dict] | None = None) -> Path:
     """report.html: the sweep's curves (inlined) and its table, first its settings with their seeds grouped
-    (andrea.train.sweep_groups) when it has any; no network, no scripts."""
+    (andrea.train.sweep_groups) when it has any; no network; one small script sorts a table by a column."""
     image = _inline(sweep_dir / CURVES)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    names = {c: html.escape(HEADERS.get(c, c)) for c in columns}
+    head = "".join(f'<th data-key="{c}" title="click to sort by {names[c]}">{names[c]}</th>' for c in columns)
     body = "".join(
         f'<tr class="{html.escape(str(row["status"]))}">' + "".join(_cell(row, c) for c in columns) + "</tr>"
         for row in rows
@@ -82,11 +106,13 @@ def write_html(sweep_dir: Path, rows: list[dict], columns: list[str], grouped: l
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>andrea sweep {html.escape(sweep_dir.name)}</title>
 <style>
-body {{ font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }}
-table {{ border-collapse: collapse; margin-top: 1em; }}
-th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: left; white-space: nowrap; }}
-td.wrap {{ white-space: normal; min-width: 16em; }}
-th {{ background: #f0f0f0; }} td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+body {{ font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; max-width: 1380px; }}
+table {{ border-collapse: collapse; margin-top: 1em; font-size: 13px; }}
+th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; white-space: nowrap; }}
+th {{ background: #f0f0f0; white-space: normal; cursor: pointer; vertical-align: bottom; max-width: 8em; }}
+th[data-sorted="up"]::after {{ content: " ▲"; }} th[data-sorted="down"]::after {{ content: " ▼"; }}
+td.wrap {{ white-space: normal; overflow-wrap: anywhere; min-width: 7em; max-width: 16em; }}
+td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 tr.failed td, tr.killed td {{ background: #fde8e8; }} tr.interrupted td {{ background: #fff6dc; }}
 img {{ max-width: 100%; }}
 </style></head><body>
@@ -96,6 +122,7 @@ img {{ max-width: 100%; }}
 <h2>Every job</h2>
 {f'<img alt="train and val loss of every job" src="data:image/png;base64,{image}">' if image else ""}
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<script>{SORT}</script>
 </body></html>
 """
     path = sweep_dir / REPORT
@@ -104,16 +131,18 @@ img {{ max-width: 100%; }}
 
 
 def _cell(row: dict, column: str) -> str:
-    """One <td>: numbers right-aligned, the run dir a link to its folder."""
+    """One <td>: numbers right-aligned and rounded (the exact value kept for sorting), long text wrapped, the
+    run dir a link to its folder."""
     value = row.get(column)
     if column == "run_dir" and value:
         name = html.escape(Path(value).name)
-        return f'<td><a href="{name}/">{name}/</a></td>'
+        return f'<td class="wrap"><a href="{name}/">{name}/</a></td>'
     if isinstance(value, float):
-        return f'<td class="num">{f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4f}"}</td>'
+        shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if column == "wall_s" else f"{value:.3f}"
+        return f'<td class="num" data-value="{value!r}">{shown}</td>'
     if isinstance(value, int) and not isinstance(value, bool):
-        return f'<td class="num">{value:,}</td>'
-    wrap = ' class="wrap"' if column in ("heads", "error") else ""
+        return f'<td class="num" data-value="{value}">{value:,}</td>'
+    wrap = ' class="wrap"' if column in WRAPPED else ""
     return f"<td{wrap}>{'' if value is None else html.escape(str(value))}</td>"
 
 
