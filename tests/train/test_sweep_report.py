@@ -103,3 +103,23 @@ def test_a_six_job_sweep_leaves_a_report_a_browser_shows(tmp_path, browser):
     ]
     assert all(r.get_attribute("class") == "completed" for r in rows)
     assert browser.execute_script("return document.querySelector('img').naturalWidth") > 500
+
+
+def test_roles_over_training_per_setting_over_its_seeds(tmp_path):
+    """Each job's head_roles.csv, grouped by setting over its seeds: roles.png, and its section in report.html."""
+    from andrea.train.lit import role_history
+    from andrea.train.sweep_roles import best_per_step
+
+    for number, (setting, seed) in enumerate([("sdpa", 0), ("sdpa", 1), ("eager", 0), ("eager", 1)]):
+        fake_job(tmp_path, number, [f"attention={setting}", f"seed={seed}"])
+        for step in (0, 50, 100, 200):
+            formed = min(1.0, step / (100 + 50 * number))  # a later job forms its head later
+            scores = {"heads/induction/L1H0": formed, "heads/induction/L1H1": formed / 2, "heads/entropy/L1H0": 2.0}
+            role_history.append(tmp_path / str(number) / role_history.HISTORY_FILE, step, scores)
+    write_summary(tmp_path)
+    assert best_per_step(tmp_path / "1") == {
+        "induction": pytest.approx({0: 0.0, 50: 1 / 3, 100: 2 / 3, 200: 1.0}, abs=1e-5)
+    }
+    assert (tmp_path / "roles.png").read_bytes()[:4] == b"\x89PNG"
+    report = (tmp_path / "report.html").read_text()
+    assert "<h2>Head roles over training</h2>" in report and report.count("data:image/png;base64,") >= 3

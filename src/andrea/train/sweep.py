@@ -27,6 +27,7 @@ from andrea.train.hydra_internals import job_error
 from andrea.train.hydra_run import is_multirun
 from andrea.train.sweep_groups import seed_groups, write_groups
 from andrea.train.sweep_report import CURVES, REPORT, differing_overrides, heads_cell, plot_curves, write_html
+from andrea.train.sweep_roles import write_roles
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
 COLUMNS = [
@@ -112,6 +113,7 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     plot_curves(results, labels, sweep_dir / CURVES)
     groups = seed_groups(results)
     grouped = write_groups(sweep_dir, groups) if groups else []
+    write_roles(sweep_dir, results, labels, groups)
     write_html(sweep_dir, rows, [c for c in COLUMNS if c not in ("overrides", "error")] + ["error"], grouped)
     return rows
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from andrea.lens.heads import SHORT_NAMES
+from andrea.train.sweep_roles import ROLES_FIGURE
 
 if TYPE_CHECKING:
     from andrea.utils.run_result import RunResult
@@ -102,6 +103,13 @@ def write_html(sweep_dir: Path, rows: list[dict], columns: list[str], grouped: l
         for row in rows
     )
     by_setting = _grouped_section(sweep_dir, grouped) if grouped else ""
+    roles = _inline(sweep_dir / ROLES_FIGURE)
+    over_training = (
+        f'<h2>Head roles over training</h2><img alt="each role\'s best head score against the step" '
+        f'src="data:image/png;base64,{roles}">'
+        if roles
+        else ""
+    )
     done = sum(row["status"] == "completed" for row in rows)
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>andrea sweep {html.escape(sweep_dir.name)}</title>
@@ -122,6 +130,7 @@ img {{ max-width: 100%; }}
 <h2>Every job</h2>
 {f'<img alt="train and val loss of every job" src="data:image/png;base64,{image}">' if image else ""}
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+{over_training}
 <script>{SORT}</script>
 </body></html>
 """
