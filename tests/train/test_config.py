@@ -16,7 +16,9 @@ from tests.compose import compose_train, group_options
 
 GROUPS = ["data", "model", "attention", "mask", "heads", "position", "trainer", "logger", "callbacks", "debug"]
 OPTIONS = [(group, option) for group in GROUPS for option in group_options(group)]
-SLOW_GROUPS = ("trainer", "logger", "callbacks", "debug")  # Lightning's settings: composed under -m slow (0.5 s each)
+# Lightning's settings, the data modules and the positions: composed under -m slow (0.5 s each); the zoo's groups
+# and the models in the default run
+SLOW_GROUPS = ("trainer", "logger", "callbacks", "debug", "data", "position")
 OPTION_CASES = [
     pytest.param(group, option, id=f"{group}={option}", marks=pytest.mark.slow if group in SLOW_GROUPS else ())
     for group, option in OPTIONS
@@ -268,13 +270,10 @@ REJECTED = [
 # The default run: one refusal of each kind (a divisibility, an unknown name, a typo'd key, a range, a size,
 # a mechanism's own rule, ...); the rest of REJECTED runs under -m slow (each composes a config: 0.3 s).
 DEFAULT_REFUSALS = {
-    "model.net.d_model=30", "heads.n_kv_head=3", "attention.backend=fast", "attention=flex", "data.num_train=32",
-    "+data.k=3", "mask=sliding_window mask.window=0", "mask=prefix_lm mask.prefix_len=40", "data=lookback data.k=32",
-    "model.net.max_context=16", "position=rope heads.n_head=32", "logger.wandb.mode=sometimes", "trainer=fsdp",
-    "+trainer.max_epoch=3", "model.optimizer.lr=nan", "trainer.max_time=1h", "++model.net.d_modl=64",
-    "model=andrea-tiny data=text data.seq_len=32 model.net.dropout=1.5", "model.net.d_model=100000",
-    "model.ablate=[L0H7]", "callbacks.attention_maps.scale=viridis", "mechanism=sigmoid attention=sdpa",
-    "mechanism=diff model.net.d_model=36", "mechanism=softcap +mechanism.capp=1",
+    "model.net.d_model=30", "heads.n_kv_head=3", "attention.backend=fast", "attention=flex", "+data.k=3",
+    "mask=sliding_window mask.window=0", "data=lookback data.k=32", "position=rope heads.n_head=32",
+    "+trainer.max_epoch=3", "model.optimizer.lr=nan", "++model.net.d_modl=64", "model.net.d_model=100000",
+    "mechanism=sigmoid attention=sdpa", "mechanism=softcap +mechanism.capp=1",
 }  # fmt: skip
 REFUSALS = [
     pytest.param(o, m, id=" ".join(o), marks=() if " ".join(o) in DEFAULT_REFUSALS else pytest.mark.slow)

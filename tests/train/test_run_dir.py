@@ -122,6 +122,7 @@ def test_a_full_disk_mid_run_stops_the_run_with_the_last_checkpoint_kept(tmp_pat
     assert not list(checkpoints.glob(".*.partial"))
 
 
+@pytest.mark.slow  # reason: a run into a folder it cannot write (5 s)
 def test_a_read_only_run_dir_is_one_line(tmp_path):
     done = subprocess.run(
         [*TRAIN, *QUICK, "hydra.run.dir=/sys/andrea-run"], cwd=tmp_path, capture_output=True, text=True, timeout=120
