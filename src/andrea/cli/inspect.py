@@ -5,6 +5,7 @@ heads ablated on request; the head-importance table of a run's validation data.
     andrea-inspect model.safetensors "ROMEO: But soft"              # any text (or ids, tokenizer=ids)
     andrea-inspect <ckpt> ablate=[L0H1] ablation=mean               # what the network does without L0H1
     andrea-inspect <ckpt> importance=true                           # the head-importance table
+    andrea-inspect gpt2 importance=true importance_data=text.txt    # ... on a text file (a GPT-2 folder)
     andrea-inspect <ckpt> "3 1 4 1" patch="3 1 5 1"                 # patching: the input into a corrupted one
 
 The first two arguments may be given bare (the checkpoint, then the input) or as ckpt_path= and
@@ -23,11 +24,11 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from andrea.cli.app import SettingError, run_app
-from andrea.cli.inspect_reports import ablation_effect, importance, patching, validation_rows
+from andrea.cli.inspect_reports import ablation_effect, importance, patching, validation_batches, validation_rows
 from andrea.cli.prompt import encode_prompt, pick_tokenizer, token_labels
 from andrea.train.hydra_run import task_overrides
 from andrea.train.keys import check_added_keys
-from andrea.utils.rules import BOOLEAN, first_problem, integer, one_of, optional
+from andrea.utils.rules import BOOLEAN, first_problem, integer, one_of
 
 COMMAND = "andrea-inspect"
 SETTINGS = {
@@ -35,8 +36,6 @@ SETTINGS = {
     "importance_batches": integer(1, 10_000),
     "max_tokens": integer(2, 4096),
     "ablation": one_of("zero", "mean"),
-    "answer": optional(integer(0)),
-    "wrong": optional(integer(0)),
 }
 
 
@@ -49,6 +48,15 @@ def check_settings(cfg: DictConfig) -> None:
     problem = first_problem(SETTINGS, cfg)
     if problem:
         raise SettingError(problem)
+    if cfg.importance_data:
+        from andrea.data.text import text_files
+
+        path = Path(cfg.importance_data)
+        if path.is_dir() or not path.exists():
+            raise SettingError(
+                f"importance_data={path} is {'a folder' if path.exists() else 'not there'}; give a text file"
+            )
+        text_files(path, key="importance_data")  # a special file, or too big: one line, now
     if (cfg.answer is None) != (cfg.wrong is None):
         raise SettingError("answer= and wrong= go together: the logit difference patching restores (or give neither)")
     if not OmegaConf.is_list(cfg.ablate):
@@ -63,14 +71,16 @@ def run_dir_of(cfg: DictConfig) -> Path | None:
     return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else None
 
 
-def input_ids(cfg: DictConfig, tokenizer: object, vocab_size: int, run_dir: Path | None) -> Tensor:
-    """(1, T) ids: the input given, else the run's first validation row."""
+def input_ids(cfg: DictConfig, tokenizer: object, vocab_size: int, run_dir: Path | None, context: int) -> Tensor:
+    """(1, T) ids: the input given, else the run's first validation row, else importance_data's first row."""
     from andrea.data.from_run import data_from_run
 
     if str(cfg.input):
         ids = encode_prompt(tokenizer, str(cfg.input), vocab_size)  # type: ignore[arg-type]  # a Tokenizer or TokenIds
     elif run_dir is not None:
         ids = data_from_run(run_dir).probe_batch(1)["input_ids"][0].tolist()  # type: ignore[attr-defined]
+    elif cfg.importance_data:  # the text's first row
+        ids = validation_batches(None, cfg, "the input", tokenizer, min(context, cfg.max_tokens))[0][0][0].tolist()
     else:
         raise SettingError(f'no input: give one ({COMMAND} <ckpt> "text"), or run_dir=<the checkpoint\'s run>')
     if len(ids) > cfg.max_tokens:
@@ -114,11 +124,11 @@ def inspect_app(cfg: DictConfig) -> None:
         heads = parse_heads(list(cfg.ablate), n_layer, n_head)
         run_dir = run_dir_of(cfg)
         tokenizer = pick_tokenizer(cfg.tokenizer, trained_with, model.vocab_size)
-        ids = input_ids(cfg, tokenizer, model.vocab_size, run_dir)
+        ids = input_ids(cfg, tokenizer, model.vocab_size, run_dir, model.max_context)
         frames = training_frames(run_dir)  # reads the run's result.json: refused here if it is no result
         rows = validation_rows(run_dir, cfg)
-        table = importance(net, run_dir, cfg) if cfg.importance else None
-        effect = ablation_effect(net, heads, ids, run_dir, cfg) if heads else None
+        table = importance(net, run_dir, cfg, tokenizer) if cfg.importance else None
+        effect = ablation_effect(net, heads, ids, run_dir, cfg, tokenizer) if heads else None
         patched = patching(model, ids, tokenizer, cfg) if str(cfg.patch) else None
     except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
@@ -160,8 +170,17 @@ def main() -> None:
         sys.exit(2)
     named = [f"ckpt_path={_quoted(bare[0])}"] if bare else []
     named += [f"input={_quoted(bare[1])}"] if len(bare) > 1 else []
+    args = [_text_setting(arg) for arg in args]
     sys.argv = [sys.argv[0], *named, *args]
     run_app(COMMAND, inspect_app)
+
+
+def _text_setting(arg: str) -> str:
+    """input=... and patch=... are free text (commas, brackets): quoted for Hydra unless they already are."""
+    key, _, value = arg.partition("=")
+    if key in ("input", "patch") and value and value[0] not in "'\"":
+        return f"{key}={_quoted(value)}"
+    return arg
 
 
 def _quoted(value: str) -> str:

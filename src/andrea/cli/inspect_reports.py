@@ -15,12 +15,19 @@ from andrea.cli.prompt import encode_prompt, token_labels
 from andrea.models.network import Network
 
 
-def validation_batches(run_dir: Path | None, cfg: DictConfig, why: str) -> list[tuple[Tensor, Tensor]]:
-    """(input ids, labels) of the run's first `importance_batches` validation batches."""
+def validation_batches(
+    run_dir: Path | None, cfg: DictConfig, why: str, tokenizer: object = None, context: int = 128
+) -> list[tuple[Tensor, Tensor]]:
+    """(input ids, labels): `importance_batches` batches of importance_data=<text file>'s text, cut into rows of
+    at most `context` tokens, when it is given; else of the run's validation data."""
     from andrea.data.from_run import data_from_run
 
+    if cfg.get("importance_data"):
+        return text_batches(Path(cfg.importance_data), tokenizer, min(context, 128), cfg)
     if run_dir is None:
-        raise SettingError(f"{why} needs the run's validation data: give run_dir=<the checkpoint's run>")
+        raise SettingError(
+            f"{why} needs data: give run_dir=<the checkpoint's run>, or importance_data=<a text file> (a GPT-2 folder)"
+        )
     data = data_from_run(run_dir)
     data.setup("validate")
     batches = []
@@ -31,14 +38,37 @@ def validation_batches(run_dir: Path | None, cfg: DictConfig, why: str) -> list[
     return batches
 
 
-def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
+def text_batches(path: Path, tokenizer: object, T: int, cfg: DictConfig, rows: int = 8) -> list[tuple[Tensor, Tensor]]:
+    """A text file read as data (a regular UTF-8 file, within data.max_bytes' default), tokenised, and cut into
+    batches of `rows` rows of T tokens with the next tokens as labels."""
+    from andrea.data.text import decode_text, text_files
+
+    if path.is_dir():
+        raise SettingError(f"importance_data={path} is a folder; give one text file")
+    (file,) = text_files(path, key="importance_data")  # missing, special or too big: refused in one line
+    ids = torch.tensor(tokenizer.encode(decode_text(file, file.read_bytes(), key="importance_data")))  # type: ignore[attr-defined]  # a Tokenizer or TokenIds
+    per_batch = rows * (T + 1)
+    if len(ids) < T + 1:
+        raise SettingError(
+            f"importance_data={path} holds {len(ids)} tokens, fewer than one row of {T + 1}; give more text"
+        )
+    batches = []
+    for start in range(0, min(len(ids), cfg.importance_batches * per_batch), per_batch):
+        chunk = ids[start : start + per_batch]
+        chunk = chunk[: len(chunk) // (T + 1) * (T + 1)].view(-1, T + 1).to(cfg.device)  # (rows, T + 1)
+        if len(chunk):
+            batches.append((chunk[:, :-1], chunk[:, 1:]))
+    return batches
+
+
+def importance(net: object, run_dir: Path | None, cfg: DictConfig, tokenizer: object = None) -> str:
     """The head-importance table on the run's validation data, written beside the checkpoint."""
     from andrea.lens.interventions import head_importance, importance_table, layer_importance
     from andrea.models.network import network
     from andrea.train.lit.module import next_token_loss
 
-    batches = validation_batches(run_dir, cfg, "importance=true")
     model = network(net)  # type: ignore[arg-type]  # an nn.Module
+    batches = validation_batches(run_dir, cfg, "importance=true", tokenizer, model.max_context)
     rows = head_importance(model, batches, next_token_loss)
     layers = layer_importance(model, batches, next_token_loss)
     table = importance_table(rows, layers)
@@ -49,17 +79,19 @@ def importance(net: object, run_dir: Path | None, cfg: DictConfig) -> str:
 
 
 def ablation_effect(
-    net: object, heads: list[tuple[int, int]], ids: Tensor, run_dir: Path | None, cfg: DictConfig
+    net: object, heads: list[tuple[int, int]], ids: Tensor, run_dir: Path | None, cfg: DictConfig, tokenizer: object
 ) -> str:
-    """One line: the loss with `heads` ablated together beside the intact network's, on the run's validation
-    batches, or (no run dir) on the input's own next tokens."""
+    """One line: the loss with `heads` ablated together beside the intact network's, on importance_data's text,
+    the run's validation batches, or (neither) the input's own next tokens."""
     from andrea.lens.interventions import ablation_loss, head_means
     from andrea.models.network import network
     from andrea.train.lit.module import next_token_loss
 
     model = network(net)  # type: ignore[arg-type]  # an nn.Module
-    if run_dir is not None:
-        batches, where = validation_batches(run_dir, cfg, "ablate"), f"{cfg.importance_batches} validation batches"
+    if cfg.get("importance_data") or run_dir is not None:
+        batches = validation_batches(run_dir, cfg, "ablate", tokenizer, model.max_context)
+        where = f"{len(batches)} batches of {cfg.importance_data}" if cfg.get("importance_data") else ""
+        where = where or f"{len(batches)} validation batches"
     else:
         batches, where = [(ids[:, :-1], ids[:, 1:])], f"the input's {ids.shape[1] - 1} next tokens"
     means = head_means(model, [idx for idx, _ in batches]) if cfg.ablation == "mean" else None
@@ -81,7 +113,11 @@ def patching(model: Network, ids: Tensor, tokenizer: object, cfg: DictConfig) ->
             f"patch= is {corrupted.shape[1]} tokens and the input {ids.shape[1]}: patching puts each position of "
             "one run into the same position of the other, so give a corruption of the same length"
         )
-    answers = None if cfg.answer is None else (int(cfg.answer), int(cfg.wrong))
+    answers = (
+        None
+        if cfg.answer is None
+        else (one_token(tokenizer, cfg.answer, "answer"), one_token(tokenizer, cfg.wrong, "wrong"))
+    )
     report = patching_report(model, ids, corrupted, token_labels(tokenizer, ids[0].tolist()), answers)
     title = f"{Path(cfg.ckpt_path).name}: the input patched into {cfg.patch!r}"
     return write_patching(report, Path(cfg.ckpt_path).with_suffix(""), title)
@@ -93,3 +129,15 @@ def validation_rows(run_dir: Path | None, cfg: DictConfig) -> tuple[Tensor, str]
         return None
     ids, _ = validation_batches(run_dir, cfg, "the mean view")[0]
     return (ids, "validation rows") if ids.shape[1] <= cfg.max_tokens else None
+
+
+def one_token(tokenizer: object, value: object, key: str) -> int:
+    """answer= or wrong=: a token id, or text that is exactly one token (" Mary" with GPT-2's tokenizer)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if str(value).isdigit():
+        return int(str(value))
+    ids = tokenizer.encode(str(value))  # type: ignore[attr-defined]  # a Tokenizer or TokenIds
+    if len(ids) != 1:
+        raise SettingError(f"{key}={value!r} is {len(ids)} tokens ({ids}); give one token, or its id")
+    return int(ids[0])

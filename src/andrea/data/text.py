@@ -38,40 +38,41 @@ KINDS = {
 }
 
 
-def text_files(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Path]:
-    """The text files under `path`: regular files only, and no more than `max_bytes` of them in all."""
+def text_files(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, key: str = "data.path") -> list[Path]:
+    """The text files under `path`: regular files only, and no more than `max_bytes` of them in all; a
+    refusal names the setting `key`."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise FileNotFoundError(f"data.path={path} does not exist; give a text file or a folder of .txt files")
+        raise FileNotFoundError(f"{key}={path} does not exist; give a text file or a folder of .txt files")
     files = sorted(p for p in path.rglob("*.txt") if not p.is_dir()) if path.is_dir() else [path]
     for file in files:
         if not file.exists():
-            raise ValueError(f"data.path: {file} is a link to nothing; remove it or point it at a text file")
+            raise ValueError(f"{key}: {file} is a link to nothing; remove it or point it at a text file")
         kind = KINDS.get(stat.S_IFMT(file.stat().st_mode))
         if kind:  # reading one would block (a FIFO, a socket) or never end (/dev/zero)
-            raise ValueError(f"data.path: {file} is {kind}, not a text file; give a regular file or a folder of them")
+            raise ValueError(f"{key}: {file} is {kind}, not a text file; give a regular file or a folder of them")
     if not files:
-        raise ValueError(f"data.path={path} holds no .txt file")
+        raise ValueError(f"{key}={path} holds no .txt file")
     total = sum(file.stat().st_size for file in files)
     if total > max_bytes:
         raise ValueError(
-            f"data.path={path} holds {total:,} bytes of text, more than data.max_bytes={max_bytes:,}; "
+            f"{key}={path} holds {total:,} bytes of text, more than data.max_bytes={max_bytes:,}; "
             f"to tokenise it all, confirm with data.max_bytes={total}"
         )
     return files
 
 
-def decode_text(path: Path, data: bytes) -> str:
-    """A file's bytes as text, refusing what is not UTF-8 or holds no text."""
+def decode_text(path: Path, data: bytes, key: str = "data.path") -> str:
+    """A file's bytes as text, refusing what is not UTF-8 or holds no text (naming the setting `key`)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ValueError(
-            f"data.path: {path} is not UTF-8 text (byte {err.start}: {data[err.start : err.start + 4]!r}); convert "
+            f"{key}: {path} is not UTF-8 text (byte {err.start}: {data[err.start : err.start + 4]!r}); convert "
             "it to UTF-8"
         ) from None
     if not text.strip():
-        raise ValueError(f"data.path: {path} is empty; give a file with text in it, or remove it from the folder")
+        raise ValueError(f"{key}: {path} is empty; give a file with text in it, or remove it from the folder")
     return text
 
 
