@@ -5,14 +5,13 @@ on a text file."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from andrea.cli import inspect as inspect_cli
 from andrea.data.tokenizers import GPT2Tokenizer
+from tests.lens.inspect_cli import run_inspect
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
@@ -26,24 +25,12 @@ def gpt2_folder(tmp_path_factory):
     return folder
 
 
-def inspect(args, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["andrea-inspect", *args])
-    code: str | int | None
-    try:
-        inspect_cli.main()
-        code = 0
-    except SystemExit as exit:
-        code = exit.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def test_indirect_object_patching_on_a_gpt2_folder(gpt2_folder, tmp_path, monkeypatch, capsys):
     gpt2 = GPT2Tokenizer()
     assert len(gpt2.encode(CLEAN)) == len(gpt2.encode(CORRUPTED))  # " John" and " Mary" are one token each
     page = tmp_path / "ioi.html"
     args = [str(gpt2_folder), CLEAN, f"patch={CORRUPTED}", "answer=' Mary'", "wrong=' John'", f"out={page}"]
-    code, out, err = inspect(args, monkeypatch, capsys)
+    code, out, err = run_inspect(args, monkeypatch, capsys)
     assert code == 0, err
     mary, john = gpt2.encode(" Mary")[0], gpt2.encode(" John")[0]
     assert f"patching: logit[{mary}] - logit[{john}] is " in out
@@ -54,7 +41,7 @@ def test_indirect_object_patching_on_a_gpt2_folder(gpt2_folder, tmp_path, monkey
     assert report["residual"][0][changed] == pytest.approx(1.0, abs=1e-4)
     assert max(abs(x) for t, x in enumerate(report["residual"][0]) if t != changed) < 1e-4
     assert page.is_file() and "backend <b>sdpa</b>" in page.read_text()
-    code, _, err = inspect([str(gpt2_folder), CLEAN, f"patch={CORRUPTED}", "answer=' Mary Ann'", "wrong=' John'"],
+    code, _, err = run_inspect([str(gpt2_folder), CLEAN, f"patch={CORRUPTED}", "answer=' Mary Ann'", "wrong=' John'"],
                            monkeypatch, capsys)  # fmt: skip
     assert code == 2 and "answer=' Mary Ann' is 2 tokens" in err
 
@@ -62,10 +49,10 @@ def test_indirect_object_patching_on_a_gpt2_folder(gpt2_folder, tmp_path, monkey
 def test_head_importance_on_a_text_file(gpt2_folder, tmp_path, monkeypatch, capsys):
     text = tmp_path / "text.txt"
     text.write_text(" ".join([CLEAN, "Mary."] * 40))
-    code, out, err = inspect([str(gpt2_folder), "importance=true", f"importance_data={text}", "importance_batches=1",
-                              f"out={tmp_path / 'page.html'}"], monkeypatch, capsys)  # fmt: skip
+    args = [str(gpt2_folder), "importance=true", f"importance_data={text}", "importance_batches=1"]
+    code, out, err = run_inspect([*args, f"out={tmp_path / 'page.html'}"], monkeypatch, capsys)
     assert code == 0, err
     assert "| layer | every head zero-ablated: loss | rise |" in out and out.count("| L") >= 2 * 2
-    code, _, err = inspect([str(gpt2_folder), "importance=true", f"importance_data={tmp_path / 'none.txt'}"],
+    code, _, err = run_inspect([str(gpt2_folder), "importance=true", f"importance_data={tmp_path / 'none.txt'}"],
                            monkeypatch, capsys)  # fmt: skip
     assert code == 2 and err.strip().endswith("none.txt is not there; give a text file")

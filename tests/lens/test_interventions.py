@@ -2,14 +2,12 @@
 outputs, on a trained induction model, and from andrea-inspect."""
 
 import json
-import sys
 from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from andrea.cli import inspect as inspect_cli
 from andrea.data.from_run import data_from_run
 from andrea.data.tasks import IGNORE_INDEX, SyntheticTaskDataModule
 from andrea.lens.cache import hooks, run_with_cache
@@ -18,6 +16,7 @@ from andrea.models.files.checkpoint import load_checkpoint
 from andrea.models.network import network
 from andrea.models.toy import ToyModel
 from andrea.train.lit.module import LanguageModelModule
+from tests.lens.inspect_cli import run_inspect
 
 
 def toy():
@@ -102,18 +101,6 @@ def test_head_importance_ranks_the_previous_token_head_of_induction_first(induct
     assert rows[0]["head"] == previous_token_head
     assert rows[0]["zero_rise"] > 1.0 and rows[0]["zero_rise"] > 20 * rows[1]["zero_rise"]
     assert rows[0]["mean_rise"] > 1.0
-
-
-def run_inspect(args, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["andrea-inspect", *args])
-    code: str | int | None
-    try:
-        inspect_cli.main()
-        code = 0
-    except SystemExit as exit:
-        code = exit.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_andrea_inspect_writes_the_page_and_the_table(induction_run, monkeypatch, capsys):

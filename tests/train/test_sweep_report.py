@@ -123,3 +123,17 @@ def test_roles_over_training_per_setting_over_its_seeds(tmp_path):
     assert (tmp_path / "roles.png").read_bytes()[:4] == b"\x89PNG"
     report = (tmp_path / "report.html").read_text()
     assert "<h2>Head roles over training</h2>" in report and report.count("data:image/png;base64,") >= 3
+
+
+def test_a_one_epoch_sweep_shows_its_val_loss_as_bars(tmp_path):
+    from andrea.train.sweep_report import plot_curves
+    from andrea.utils.run_result import RunResult
+
+    for number in range(3):
+        fake_job(tmp_path, number, [f"model.optimizer.lr={number}"], val=0.5 + number)
+    results = [RunResult.read(tmp_path / str(n) / "result.json") for n in range(3)]
+    for result in results:
+        assert result.curves is not None
+        result.curves["val"] = result.curves["val"][-1:]  # one validation, at the end
+    plot_curves(results, ["lr=0", "lr=1", "lr=2"], tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"

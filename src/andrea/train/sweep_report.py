@@ -71,18 +71,24 @@ def plot_curves(results: list[RunResult], labels: list[str], path: Path) -> None
 
     fig, (train_ax, val_ax) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100, layout="constrained")
     styles = ["-", "--", ":", "-."]  # jobs that train alike (two backends) overlap: the dashes show both
+    few = all(len((r.curves or {}).get("val") or []) <= 2 for r in results)  # a one-epoch sweep: bars, not dots
     for number, (result, label) in enumerate(zip(results, labels, strict=True)):
         curves = result.curves or {}
         style = styles[number // 10 % len(styles)] if len(results) > 10 else styles[number % len(styles)]
         if curves.get("train"):
             steps, losses = zip(*curves["train"], strict=True)
             (line,) = train_ax.plot(steps, losses, linestyle=style, linewidth=1.2, alpha=0.85, label=label)
-            if curves.get("val"):
+            if curves.get("val") and few:
+                val_ax.barh(number, curves["val"][-1][1], color=line.get_color())
+            elif curves.get("val"):
                 steps, losses = zip(*curves["val"], strict=True)
                 val_ax.plot(steps, losses, linestyle=style, marker="o", markersize=3, color=line.get_color())
-    for ax, title in ((train_ax, "train loss (every step)"), (val_ax, "val loss")):
+    if few:  # one bar per job, labelled, its last val loss
+        val_ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        val_ax.invert_yaxis()
+    for ax, title in ((train_ax, "train loss (every step)"), (val_ax, "val loss at the end" if few else "val loss")):
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("step")
+        ax.set_xlabel("val loss" if few and ax is val_ax else "step")
         ax.grid(alpha=0.3)
         if ax.has_data() and min(ax.dataLim.y0, 1e9) > 0 and ax.dataLim.y1 / max(ax.dataLim.y0, 1e-12) > 10:
             ax.set_yscale("log")
