@@ -25,6 +25,7 @@ def gpt2_folder(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow  # reason: GPT-2's 50,257-token tokenizer and unembedding, patched at every position (10 s)
 def test_indirect_object_patching_on_a_gpt2_folder(gpt2_folder, tmp_path, monkeypatch, capsys):
     gpt2 = GPT2Tokenizer()
     assert len(gpt2.encode(CLEAN)) == len(gpt2.encode(CORRUPTED))  # " John" and " Mary" are one token each
@@ -46,6 +47,7 @@ def test_indirect_object_patching_on_a_gpt2_folder(gpt2_folder, tmp_path, monkey
     assert code == 2 and "answer=' Mary Ann' is 2 tokens" in err
 
 
+@pytest.mark.slow  # reason: every head and layer ablated on a GPT-2 of GPT-2's vocabulary (8 s)
 def test_head_importance_on_a_text_file(gpt2_folder, tmp_path, monkeypatch, capsys):
     text = tmp_path / "text.txt"
     text.write_text(" ".join([CLEAN, "Mary."] * 40))
