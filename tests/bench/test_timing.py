@@ -92,6 +92,7 @@ def test_ratio_spread_pairs_rounds_and_narrows_with_more():
     assert 0 < narrow < wide < 0.1
 
 
+@pytest.mark.slow  # reason: a bash script and its Python planner (3 s)
 def test_the_gpu_check_s_dry_run_plans_both_parts_without_a_gpu(tmp_path):
     """scripts/gpu_check.sh --dry-run: bench_gpu.py's plan for every part (cells, shapes, compiles, minutes),
     written to $OUT too, with no CUDA touched: the GPU script cannot rot unnoticed."""

@@ -21,8 +21,8 @@ def options(group):
 
 
 @pytest.mark.parametrize(
-    "heads",  # GQA and latent heads in the default run (every backend and mask meets both); MHA, MQA under -m slow
-    [pytest.param(h, marks=() if h in ("gqa", "mla") else pytest.mark.slow) for h in options("heads")],
+    "heads",  # GQA in the default run (every backend and mask meets it); the others under -m slow
+    [pytest.param(h, marks=() if h == "gqa" else pytest.mark.slow) for h in options("heads")],
 )
 @pytest.mark.parametrize("mask", options("mask"))
 @pytest.mark.parametrize("attention", options("attention"))

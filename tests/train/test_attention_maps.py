@@ -26,6 +26,7 @@ def test_log_spaced_records_a_long_run_tens_of_times_not_thousands():
         AttentionMaps(schedule="often")
 
 
+@pytest.mark.slow  # reason: a training run with a drawer slowed on purpose (4 s)
 def test_a_slow_drawer_is_skipped_never_waited_for_and_finished_at_the_end(tmp_path, monkeypatch):
     """Each drawing takes 1 s; training does not wait for them: records are skipped and counted, the
     ones taken are finished before every checkpoint and before the summary."""

@@ -65,6 +65,7 @@ def test_attention_maps_layer_out_of_range(tmp_path):
         quick(tmp_path, "callbacks.attention_maps.layers=[3]")
 
 
+@pytest.mark.slow  # reason: a training run (3 s); the default run trains with attention
 def test_no_attention_ablation_learns_repetition(tmp_path):
     """The repetition task needs no attention: the ablation reaches the same low loss."""
     result = train(compose_train(tmp_path, ["experiment=repetition_no_attention", "logger=none"]))

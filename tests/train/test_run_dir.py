@@ -135,6 +135,7 @@ def test_a_read_only_run_dir_is_one_line(tmp_path):
     assert line.endswith("give a writable hydra.run.dir")
 
 
+@pytest.mark.slow  # reason: a training run stopped by its time limit (4 s)
 def test_max_time_stops_inside_the_first_epoch(tmp_path):
     long_epoch = [
         "data.num_train=65536",
