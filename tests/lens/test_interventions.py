@@ -231,3 +231,5 @@ def test_andrea_inspect_patches_the_input_into_a_corruption(induction_run, monke
     assert [layer0[t] for t in range(32) if clean[t] != 58] == pytest.approx([0.0] * 29, abs=1e-3)
     code, _, err = run_inspect([str(ckpt), as_text[0], "patch=49 27"], monkeypatch, capsys)
     assert code == 2 and err.strip().endswith("so give a corruption of the same length")
+    code, _, err = run_inspect([str(ckpt), *as_text, "answer=999", "wrong=40"], monkeypatch, capsys)
+    assert code == 2 and err.strip().endswith("answer=999, wrong=40: ids outside the vocabulary 0..63")

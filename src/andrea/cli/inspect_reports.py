@@ -20,14 +20,19 @@ def validation_batches(
 ) -> list[tuple[Tensor, Tensor]]:
     """(input ids, labels): `importance_batches` batches of importance_data=<text file>'s text, cut into rows of
     at most `context` tokens, when it is given; else of the run's validation data."""
-    from andrea.data.from_run import data_from_run
-
     if cfg.get("importance_data"):
         return text_batches(Path(cfg.importance_data), tokenizer, min(context, 128), cfg)
     if run_dir is None:
         raise SettingError(
             f"{why} needs data: give run_dir=<the checkpoint's run>, or importance_data=<a text file> (a GPT-2 folder)"
         )
+    return run_batches(run_dir, cfg)
+
+
+def run_batches(run_dir: Path, cfg: DictConfig) -> list[tuple[Tensor, Tensor]]:
+    """(input ids, labels) of the run's first `importance_batches` validation batches."""
+    from andrea.data.from_run import data_from_run
+
     data = data_from_run(run_dir)
     data.setup("validate")
     batches = []
@@ -113,11 +118,13 @@ def patching(model: Network, ids: Tensor, tokenizer: object, cfg: DictConfig) ->
             f"patch= is {corrupted.shape[1]} tokens and the input {ids.shape[1]}: patching puts each position of "
             "one run into the same position of the other, so give a corruption of the same length"
         )
-    answers = (
-        None
-        if cfg.answer is None
-        else (one_token(tokenizer, cfg.answer, "answer"), one_token(tokenizer, cfg.wrong, "wrong"))
-    )
+    answers = None
+    if cfg.answer is not None:
+        answers = (one_token(tokenizer, cfg.answer, "answer"), one_token(tokenizer, cfg.wrong, "wrong"))
+        if not all(0 <= token < model.vocab_size for token in answers):
+            raise SettingError(
+                f"answer={cfg.answer}, wrong={cfg.wrong}: ids outside the vocabulary 0..{model.vocab_size - 1}"
+            )
     report = patching_report(model, ids, corrupted, token_labels(tokenizer, ids[0].tolist()), answers)
     title = f"{Path(cfg.ckpt_path).name}: the input patched into {cfg.patch!r}"
     return write_patching(report, Path(cfg.ckpt_path).with_suffix(""), title)
@@ -127,7 +134,7 @@ def validation_rows(run_dir: Path | None, cfg: DictConfig) -> tuple[Tensor, str]
     """The run's first validation batch (B, T) for the explorer's mean view, when it lies at hand."""
     if run_dir is None or not (run_dir / "result.json").is_file():
         return None
-    ids, _ = validation_batches(run_dir, cfg, "the mean view")[0]
+    ids, _ = run_batches(run_dir, cfg)[0]  # the run's own rows, whatever importance_data says
     return (ids, "validation rows") if ids.shape[1] <= cfg.max_tokens else None
 
 

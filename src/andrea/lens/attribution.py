@@ -41,10 +41,12 @@ def final_norm(net: Network) -> nn.LayerNorm:
 
 
 @torch.no_grad()
-def head_outputs(net: Network, ids: Tensor) -> Tensor:
-    """ids (B, T) -> every head's write into the residual stream (L, H, B, T, D), W_O's bias aside."""
+def head_outputs(net: Network, ids: Tensor, cache: dict[str, Tensor] | None = None) -> Tensor:
+    """ids (B, T) -> every head's write into the residual stream (L, H, B, T, D), W_O's bias aside; from
+    `cache` when it holds the heads' outputs already (a run_with_cache of the same ids)."""
     names = [f"blocks.{layer}.attn.hook_z" for layer in range(len(net.attention))]
-    _, cache = run_with_cache(net, ids, names=names)
+    if cache is None or not all(name in cache for name in names):
+        _, cache = run_with_cache(net, ids, names=names)
     writes = []
     for attention, name in zip(net.attention, names, strict=True):
         z = cache[name]  # (B, T, H, d)
@@ -73,7 +75,7 @@ def logit_attribution(net: Network, ids: Tensor, target: int | tuple[int, int], 
         return ((c - c.mean(dim=-1, keepdim=True)) / scale) @ reads
 
     B = final.shape[0]
-    heads = term(head_outputs(net, ids)[:, :, :, position])  # (L, H, B)
+    heads = term(head_outputs(net, ids, cache)[:, :, :, position])  # (L, H, B)
     attn_bias = final.new_zeros(n_layer, B)
     for layer, attention in enumerate(net.attention):
         if attention.proj.bias is not None:
