@@ -71,7 +71,7 @@ def resolve(command: str, folder: Path, appended: str) -> str:
     for task in re.findall(r"logs/([\w-]+)/runs/<run>", command):
         command = command.replace(f"logs/{task}/runs/<run>", str(newest((folder / "logs" / task / "runs").iterdir())))
     command = re.sub(r"(^|\s)\.venv/bin/", rf"\g<1>{bin_dir}/", command)
-    return re.sub(r"(^|\s)(scripts|examples)/", rf"\g<1>{ROOT}/\g<2>/", command)
+    return re.sub(r"(^|\s|\$\()(scripts|examples)/", rf"\g<1>{ROOT}/\g<2>/", command)
 
 
 @pytest.mark.slow(reason="every runnable README block, in order, shortened where its marker says (~6 min)")

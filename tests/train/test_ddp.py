@@ -69,3 +69,6 @@ def test_slurm_launcher_config(tmp_path):
 
     assert issubclass(get_class(launcher._target_), SlurmLauncher)
     assert (launcher.tasks_per_node, launcher.gpus_per_node, launcher.nodes) == (4, 4, 1)
+    with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
+        cfg = compose("train", ["hydra/launcher=slurm", "trainer=ddp_cpu"], return_hydra_config=True)
+    assert (cfg.hydra.launcher.tasks_per_node, cfg.hydra.launcher.gpus_per_node) == (2, None)  # none asked of CPUs

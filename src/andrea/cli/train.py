@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from andrea.utils.run_result import RunResult
 
 COMMAND = "andrea-train"
+REQUEUE_WAIT_S = 300  # how long a requeued SLURM job waits for its previous attempt to release the run dir
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="train")
@@ -47,11 +48,13 @@ def _validated(cfg: DictConfig, job: ExitStack) -> Parts:
     any file is written."""
     from andrea.train.config import ConfigError, validate  # torch: imported once a job runs, not for --help
     from andrea.train.run_dir import RunDirInUse, hold
+    from andrea.train.slurm import restart_count
 
     try:
         parts = validate(cfg)
         if is_rank_zero_process():  # the other processes of a DDP or SLURM run share its run dir
-            job.enter_context(hold(cfg.paths.output_dir))  # one live run per run dir, until this job ends
+            # one live run per run dir, until this job ends; a requeued job's previous attempt may still be exiting
+            job.enter_context(hold(cfg.paths.output_dir, wait_s=REQUEUE_WAIT_S if restart_count() else 0))
     except (ConfigError, RunDirInUse) as err:
         if is_multirun():
             raise  # the job is marked failed in the sweep summary

@@ -14,6 +14,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 
 def _hydra() -> DictConfig | None:
@@ -55,6 +56,20 @@ def launcher_target() -> str:
     return str(OmegaConf.select(hydra, "launcher._target_", default="")) if hydra is not None and is_multirun() else ""
 
 
+def job_log() -> str | None:
+    """Where this run's output goes: a launched job's own log (submitit's, for hydra/launcher=local and
+    slurm: everything the process printed, its errors too), else Hydra's log file in the run dir."""
+    if os.environ.get("SUBMITIT_FOLDER"):  # set by submitit in the jobs it runs
+        from submitit import JobEnvironment
+
+        return str(JobEnvironment().paths.stderr)
+    hydra = _hydra()
+    try:
+        return OmegaConf.select(hydra, "job_logging.handlers.file.filename", default=None) if hydra else None
+    except OmegaConfBaseException:  # a config composed outside a Hydra run (tests, notebooks) has no runtime
+        return None
+
+
 def sweep_group() -> str | None:
     """The sweep's folder name in a multirun (one logger group per sweep), else None."""
     hydra = _hydra()
@@ -94,9 +109,12 @@ def run_id(ckpt_path: str | None = None) -> str | None:
 _NEW_RUN_IDS: dict[str, str] = {}
 
 
-def config_subdir(output_dir: str) -> str:
+def config_subdir(output_dir: str) -> str | None:
     """Where Hydra writes the run's composed config: `.hydra`, or, for a later attempt in the same
-    run dir (a resume), `.hydra/attempt-<n>`, so the first attempt's config is never overwritten."""
+    run dir (a resume), `.hydra/attempt-<n>`, so the first attempt's config is never overwritten.
+    Nowhere in the other processes of a distributed run started together (SLURM's tasks): rank 0 writes it."""
+    if not is_rank_zero_process():
+        return None
     if output_dir not in _CONFIG_SUBDIRS:  # Hydra resolves it more than once per job
         first = Path(output_dir) / ".hydra"
         n = 2

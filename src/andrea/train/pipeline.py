@@ -21,7 +21,7 @@ from andrea.lens.verdict import describe, verdict
 from andrea.models.memory import Estimate
 from andrea.models.network import kv_cache_widths, network
 from andrea.train.config import Parts, validate
-from andrea.train.hydra_run import is_multirun, job_number, task_overrides
+from andrea.train.hydra_run import is_multirun, job_log, job_number, task_overrides
 from andrea.train.lit.attention_maps import AttentionMaps
 from andrea.train.lit.module import NonFiniteLossError
 from andrea.train.lit.progress import progress_callbacks
@@ -120,6 +120,7 @@ def _interrupted(stop: StopOnSignal, trainer: L.Trainer, run_dir: Path) -> RunRe
         checkpoint=str(stop.checkpoint),
         resume=resume_command(run_dir),
         run_dir=str(run_dir),
+        log=job_log(),
     )
     if trainer.is_global_zero:
         result.write(run_dir / RESULT_FILE)
@@ -156,6 +157,7 @@ def _summary(
         parameters=sum(p.numel() for p in trainer.lightning_module.parameters()),
         curves={"train": stats.train_curve, "val": stats.val_curve} if stats else None,
         wall_s=wall_s,
+        log=job_log(),
         memory_estimate=_memory_estimate(memory),
         global_step=trainer.global_step,
         epochs=trainer.current_epoch,

@@ -3,8 +3,9 @@
 hold(run_dir)   an exclusive OS lock on <run dir>/.lock for as long as the run lives; the
                 kernel releases it when the process ends, however it ends (SIGKILL too), so
                 a killed run never blocks its own resume. A second andrea-train in the same
-                dir is refused with the owner's pid. Once held, the partial files a process
-                killed mid-write left (`.<file>.<pid>.partial`) are removed.
+                dir is refused with the owner's pid; a requeued SLURM job (`wait_s`) waits
+                for its previous attempt to exit instead. Once held, the partial files a process
+                killed mid-write left (`.<file>.<pid>.partial`) are removed: their writer is gone.
 DiskError       a write that failed (disk full, read-only, quota): what, where, and the
                 space left, raised in place of the bare OSError.
 """
@@ -15,6 +16,8 @@ import errno
 import fcntl
 import os
 import shutil
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +34,7 @@ class DiskError(OSError):
 
 
 @contextmanager
-def hold(run_dir: str | Path) -> Iterator[None]:
+def hold(run_dir: str | Path, wait_s: float = 0) -> Iterator[None]:
     run_dir = Path(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -39,20 +42,32 @@ def hold(run_dir: str | Path) -> Iterator[None]:
     except OSError as err:
         raise disk_error(err, "creating the run dir's lock file", run_dir / LOCK_FILE) from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            raise RunDirInUse(
-                f"hydra.run.dir={run_dir} is in use by another andrea-train (pid {owner}); wait for it to end, "
-                "or give this run its own hydra.run.dir"
-            ) from None
+        _lock(fd, run_dir, wait_s)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         remove_stale_partials(run_dir)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _lock(fd: int, run_dir: Path, wait_s: float) -> None:
+    deadline, said = time.monotonic() + wait_s, False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            if time.monotonic() >= deadline:
+                raise RunDirInUse(
+                    f"hydra.run.dir={run_dir} is in use by another andrea-train (pid {owner}); wait for it to end, "
+                    "or give this run its own hydra.run.dir"
+                ) from None
+            if not said:
+                print(f"waiting for the run dir's lock, held by pid {owner} (an earlier attempt)", file=sys.stderr)
+                said = True
+            time.sleep(1)
 
 
 def remove_stale_partials(run_dir: Path) -> list[Path]:

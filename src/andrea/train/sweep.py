@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_internals import job_error
-from andrea.train.hydra_run import is_multirun
+from andrea.train.hydra_run import is_multirun, job_log
 from andrea.train.sweep_groups import seed_groups, write_groups
 from andrea.train.sweep_report import CURVES, REPORT, differing_overrides, heads_cell, plot_curves, write_html
 from andrea.train.sweep_roles import write_roles
@@ -47,6 +47,7 @@ COLUMNS = [
     "verdict",
     "wall_s",
     "run_dir",
+    "log",  # the job's log: the launcher's (submitit's) file of a launched job, its errors too
 ]
 SWEEP_DIR_ATTRIBUTE = "andrea_sweep_dir"  # set on a failed job's error: the sweep it ends, for the one line
 
@@ -69,12 +70,15 @@ def job_failed(
     error: BaseException | None,
     exit_code: int | str | None,
     status: str = "failed",
+    log: str | None = None,
 ) -> None:
-    """The result.json of a job that did not complete, so the summary has its row."""
+    """The result.json of a job that did not complete, so the summary has its row (`log`: the job's own,
+    from within the job when not given)."""
     if exit_code is None:  # what the job would have exited with on its own
         exit_code = 2 if isinstance(error, ConfigError) else 1
     error_text = _error_text(error) if error is not None else ""
-    RunResult(status, exit_code, str(run_dir), list(overrides), error=error_text).write(run_dir / RESULT_FILE)
+    result = RunResult(status, exit_code, str(run_dir), list(overrides), error=error_text, log=log or job_log())
+    result.write(run_dir / RESULT_FILE)
 
 
 def _error_text(error: BaseException) -> str:

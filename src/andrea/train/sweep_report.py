@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ HEADERS = {  # the summary's column -> what report.html's header calls it
     "tokens_per_s_p25_p75": "tokens/s (p25-p75)", "heads": "best head per role", "wall_s": "wall (s)",
     "run_dir": "run dir",
 }  # fmt: skip
-WRAPPED = ("differs", "heads", "verdict", "error", "run_dir")  # long text: wrapped, so the table fits a window
+WRAPPED = ("differs", "heads", "verdict", "error", "run_dir", "log")  # long text: wrapped, so the table fits a window
 SORT = """
 document.querySelectorAll("thead th").forEach((th, column) => th.addEventListener("click", () => {
   const body = th.closest("table").tBodies[0], rows = Array.from(body.rows);
@@ -147,11 +148,14 @@ img {{ max-width: 100%; }}
 
 def _cell(row: dict, column: str) -> str:
     """One <td>: numbers right-aligned and rounded (the exact value kept for sorting), long text wrapped, the
-    run dir a link to its folder."""
+    run dir a link to its folder, the log to its file."""
     value = row.get(column)
     if column == "run_dir" and value:
         name = html.escape(Path(value).name)
         return f'<td class="wrap"><a href="{name}/">{name}/</a></td>'
+    if column == "log" and value and row.get("run_dir"):  # a link relative to the sweep dir, the page's folder
+        shown = html.escape(os.path.relpath(os.path.abspath(value), os.path.abspath(Path(row["run_dir"]).parent)))
+        return f'<td class="wrap"><a href="{shown}">{shown}</a></td>'
     if isinstance(value, float):
         shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if column == "wall_s" else f"{value:.3f}"
         return f'<td class="num" data-value="{value!r}">{shown}</td>'

@@ -34,12 +34,12 @@ _COMPLETED = (
     "status", "exit_code", "overrides", "train_loss", "train_acc", "val_loss", "val_acc", "val_perplexity",
     "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s", "memory_estimate", "global_step",
     "epochs", "run_dir", "attention_maps", "attention_maps_skipped", "head_roles", "roles", "verdict",
-    "verdict_step", "first_token_mass", "kv_cache", "config",
+    "verdict_step", "first_token_mass", "kv_cache", "log", "config",
 )  # fmt: skip
 KEYS = {
     "completed": _COMPLETED,
-    "interrupted": ("status", "signal", "exit_code", "global_step", "checkpoint", "resume", "run_dir"),
-    "failed": ("status", "exit_code", "error", "overrides", "run_dir"),
+    "interrupted": ("status", "signal", "exit_code", "global_step", "checkpoint", "resume", "run_dir", "log"),
+    "failed": ("status", "exit_code", "error", "overrides", "run_dir", "log"),
 }
 
 
@@ -77,6 +77,7 @@ class RunResult:
     verdict_step: int | None = None  # the step of the first record whose verdict was met
     first_token_mass: list[float] | None = None  # per layer, the last record's raw weight on key 0
     kv_cache: dict[str, Any] | None = None  # numbers a token keeps in the KV cache, all layers (models.network)
+    log: str | None = None  # where the job's output went: a launched job's own log, else Hydra's log file
     config: dict[str, Any] | None = None  # the resolved config
 
     def as_dict(self) -> dict[str, Any]:

@@ -23,10 +23,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hydra.core.utils import JobReturn
+from hydra.core.utils import JobReturn, setup_globals
 from omegaconf import DictConfig
 
+from andrea.train import slurm
 from andrea.train.hydra_internals import failed_job, submit
+from andrea.train.hydra_run import is_rank_zero_process
 from andrea.train.sweep import job_failed, job_line, mark_failed
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
@@ -56,12 +58,8 @@ class _Settled:
         try:
             returns = self.job.results()
         except Exception:  # submitit's UncompletedJobError / FailedJobError: no result came back
-            error = JobDied(f"its process ended without a result ({self.job.state}); its log: {self.job.paths.stderr}")
-            if not (self.run_dir / RESULT_FILE).exists():  # the job's own report (failed, interrupted) wins
-                # submitit's local controller discards its tasks' exit codes: the code is unknown here
-                job_failed(self.run_dir, self.overrides, error, "", status="killed")
-            mark_failed(error, self.run_dir.parent)
-            return [failed_job(self.overrides, error)]  # Hydra's sweeper raises it after the batch
+            # submitit's local controller discards its tasks' exit codes: the code is unknown here
+            return self.died(f"its process ended without a result ({self.state()})", "")
         result = self.run_dir / RESULT_FILE  # the job printed its line into its own log: the console gets it here
         if result.exists():
             summary = RunResult.read(result)
@@ -69,18 +67,46 @@ class _Settled:
                 print(job_line(summary, self.run_dir.name), flush=True)
         return returns
 
+    def state(self) -> str:
+        return str(self.job.state)
+
+    def died(self, what: str, exit_code: int | None | str, replace_own_report: bool = False) -> list[JobReturn]:
+        """The job's `killed` row (unless it reported its own end, failed or interrupted, and that is kept)."""
+        error = JobDied(f"{what}; its log: {self.job.paths.stderr}")
+        if replace_own_report or not (self.run_dir / RESULT_FILE).exists():
+            job_failed(self.run_dir, self.overrides, error, exit_code, status="killed", log=str(self.job.paths.stderr))
+        mark_failed(error, self.run_dir.parent)
+        return [failed_job(self.overrides, error)]  # Hydra's sweeper raises it after the batch
+
+
+class _SettledBySlurm(_Settled):
+    """A SLURM job, whose end is the scheduler's word when it left no result (cancelled, out of time)."""
+
+    def state(self) -> str:  # submitit asks sacct, which a cluster without accounting does not answer
+        end = slurm.job_end(str(self.job.job_id))
+        return "running" if end is None else str(end)
+
+    def results(self) -> list[JobReturn]:
+        end = slurm.wait_for(self.job)
+        if end is None:
+            return super().results()
+        own = RunResult.read(self.run_dir / RESULT_FILE) if (self.run_dir / RESULT_FILE).exists() else None
+        saved = f" after saving {own.checkpoint} at step {own.global_step}" if own and own.checkpoint else ""
+        what = f"the scheduler ended job {self.job.job_id}: {end}{saved}"
+        return self.died(what, end.exit_code, replace_own_report=own is not None and own.status == "interrupted")
+
 
 class _KeepEveryJob(_Launcher):
     config: DictConfig | None  # the submitit launcher's, set by its setup()
+    settled = _Settled
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.config is not None  # setup() comes first
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = submit(self, job_overrides, initial_job_idx)
         numbers = range(initial_job_idx, initial_job_idx + len(jobs))
-        settled = [
-            _Settled(job, list(o), sweep_dir / str(n)) for job, o, n in zip(jobs, job_overrides, numbers, strict=True)
-        ]
+        jobs_and_dirs = zip(jobs, job_overrides, numbers, strict=True)
+        settled = [self.settled(job, list(o), sweep_dir / str(n)) for job, o, n in jobs_and_dirs]
         return [job.results()[0] for job in settled]
 
 
@@ -90,7 +116,32 @@ if LocalLauncher is not None:
         """hydra/launcher=local: every job a local process."""
 
     class SubmititSlurm(_KeepEveryJob, SlurmLauncher):
-        """hydra/launcher=slurm: every job a SLURM job."""
+        """hydra/launcher=slurm: every job a SLURM job (an array task), requeued to resume from its last.ckpt
+        when its time limit comes (up to `max_num_timeout` requeues), and resumed from it when SLURM requeues
+        it (preemption, `scontrol requeue`)."""
+
+        settled = _SettledBySlurm
+
+        def __call__(
+            self, sweep_overrides: list[str], job_dir_key: str, job_num: int, job_id: str, singleton_state: Any
+        ) -> JobReturn:  # runs in the job, in each of its tasks
+            assert self.config is not None  # set up by Hydra before it was pickled
+            setup_globals()  # the `now` resolver of the sweep dir, as the plugin's own __call__ does next
+            run_dir = Path(str(self.config.hydra.sweep.dir)) / str(job_num)
+            overrides = slurm.resume_overrides(list(sweep_overrides), run_dir)
+            try:
+                return super().__call__(overrides, job_dir_key, job_num, job_id, singleton_state)
+            except SystemExit as stop:  # andrea-train stopped on a signal, with last.ckpt saved
+                if self._requeue_after(stop.code):
+                    slurm.requeue_this_job()
+                raise
+
+        def _requeue_after(self, exit_code: Any) -> bool:
+            """Whether a job that exited with `exit_code` asks SLURM to run it again: it stopped on the time
+            limit's warning signal, in its first task, with requeues left."""
+            warned = slurm.TIME_LIMIT_SIGNAL is not None and exit_code == 128 + slurm.TIME_LIMIT_SIGNAL
+            left = slurm.restart_count() < int(self.params.get("max_num_timeout", 0))
+            return warned and left and is_rank_zero_process()
 
 
 def register() -> None:

@@ -1,0 +1,156 @@
+"""What hydra/launcher=slurm (hydra_plugins.andrea_launchers) asks of SLURM, through its own commands.
+
+    job_end(job_id)            the scheduler's word on a job that ended (state, reason, exit code), None
+                               while it lives; from `scontrol show job`, else `sacct` (a cluster with
+                               accounting, once the job has left the controller's memory)
+    wait_for(job)              until every task of a submitit job left its result, or the scheduler ended it
+    gpus_per_node(acc, n)      the launcher's GPUs per node for trainer.accelerator and trainer.devices
+    restart_count()            how often SLURM has requeued this job (preemption, `scontrol requeue`, a
+                               time limit's requeue): 0 in its first attempt and outside SLURM
+    resume_overrides(o, dir)   a requeued job's overrides, resuming from its run dir's last.ckpt
+    requeue_this_job()         `scontrol requeue` this job: after the time limit's warning signal, the job
+                               saved last.ckpt and stops, and SLURM starts it again
+
+submitit, the launcher's engine, reads job states from `sacct` only: on a cluster without accounting
+(slurm-wlm as Debian installs it, scripts/slurm_cluster.sh) it never learns that a job was cancelled
+and waits for it forever. Hence `wait_for`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Job states in which a job may still leave a result (sinfo(1) "JOB STATE CODES"); any other is its end
+LIVE_STATES = {
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+    "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "PREEMPTED", "RESV_DEL_HOLD", "SPECIAL_EXIT",
+}  # fmt: skip
+COMMAND_TIMEOUT_S = 60
+# The signal SLURM sends ahead of a job's time limit: submitit's (`#SBATCH --signal=USR2@<signal_delay_s>`)
+TIME_LIMIT_SIGNAL = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
+RESULT_GRACE_S = 15  # a result written as the job ended may reach a shared file system late
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """How the scheduler ended a job: its state (CANCELLED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, FAILED...),
+    the reason it gives and the exit code (128 + n for a job ended by signal n; None where unknown)."""
+
+    state: str
+    reason: str
+    exit_code: int | None
+
+    def __str__(self) -> str:
+        code = f"exit code {'unknown' if self.exit_code is None else self.exit_code}"
+        return (
+            f"{self.state} ({code})"
+            if self.reason in ("", "None", self.state)
+            else f"{self.state} ({self.reason}; {code})"
+        )
+
+
+def job_end(job_id: str) -> JobEnd | None:
+    """The end of job `job_id` (`12345`, or an array task's `12345_3`), None while it may still run."""
+    record = _scontrol(job_id) or _sacct(job_id)
+    if record is None:
+        return JobEnd("UNKNOWN", "no longer known to the scheduler", None)
+    state = record["State"].split()[0]  # sacct says "CANCELLED by 0"
+    if state in LIVE_STATES:
+        return None
+    return JobEnd(state, record.get("Reason") or record["State"], _exit_code(record.get("ExitCode", "")))
+
+
+def _exit_code(field: str) -> int | None:
+    """SLURM's `status:signal` as a shell's exit code."""
+    status, _, signum = field.partition(":")
+    if not status.isdigit():
+        return None
+    return 128 + int(signum) if signum.isdigit() and int(signum) else int(status)
+
+
+def _scontrol(job_id: str) -> dict[str, str] | None:
+    done = _run(["scontrol", "show", "job", "--oneliner", job_id])
+    if done is None or done.returncode != 0:
+        return None  # a job the controller no longer holds (MinJobAge) is an "Invalid job id"
+    fields = dict(item.split("=", 1) for item in done.stdout.split() if "=" in item)
+    named = {"State": "JobState", "Reason": "Reason", "ExitCode": "ExitCode"}
+    return {key: fields.get(name, "") for key, name in named.items()}
+
+
+def _sacct(job_id: str) -> dict[str, str] | None:
+    done = _run(["sacct", "--noheader", "--parsable2", "-X", "-o", "JobID,State,ExitCode", "-j", job_id])
+    if done is None or done.returncode != 0:
+        return None  # "Slurm accounting storage is disabled"
+    for line in done.stdout.splitlines():
+        jid, state, exit_code = (line.split("|") + ["", "", ""])[:3]
+        if jid == job_id:
+            return {"State": state, "ExitCode": exit_code}
+    return None
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def wait_for(job: Any, poll_s: float = 1.0, ask_every_s: float = 10.0) -> JobEnd | None:
+    """Wait until every task of the submitit job `job` has left its result (None: `job.results()` reads
+    them at once) or the scheduler says the job ended without (its JobEnd). A requeued job lives on."""
+    results = [job.task(k).paths.result_pickle for k in range(job.num_tasks)]
+    asked = -ask_every_s
+    while not all(path.exists() for path in results):
+        if time.monotonic() - asked >= ask_every_s:
+            asked = time.monotonic()
+            end = job_end(str(job.job_id))
+            if end is not None:
+                deadline = time.monotonic() + RESULT_GRACE_S
+                while not all(path.exists() for path in results) and time.monotonic() < deadline:
+                    time.sleep(poll_s)
+                return None if all(path.exists() for path in results) else end
+        time.sleep(poll_s)
+    return None
+
+
+def restart_count() -> int:
+    count = os.environ.get("SLURM_RESTART_COUNT", "0")
+    return int(count) if count.isdigit() else 0
+
+
+def resume_overrides(overrides: list[str], run_dir: Path) -> list[str]:
+    """`overrides`, plus ckpt_path=<run dir>/checkpoints/last.ckpt in a requeued attempt whose earlier
+    one left that checkpoint (and the user gave no ckpt_path of their own)."""
+    from andrea.train.lit.resume import LAST  # lightning: imported in a job, not for --help
+
+    checkpoint = run_dir / "checkpoints" / LAST
+    if restart_count() == 0 or not checkpoint.is_file() or any(o.startswith("ckpt_path=") for o in overrides):
+        return overrides
+    print(f"requeued (restart {restart_count()}): resuming from {checkpoint}", file=sys.stderr, flush=True)
+    quoted = str(checkpoint).replace("\\", "\\\\").replace("'", "\\'")  # a quoted value of Hydra's grammar
+    return [*overrides, f"ckpt_path='{quoted}'"]
+
+
+def gpus_per_node(accelerator: str, devices: Any) -> Any:
+    """hydra/launcher=slurm's gpus_per_node: the trainer's devices on GPUs, none on CPUs (`--gpus-per-node`
+    asks a CPU partition for a resource it does not have, and sbatch refuses the job)."""
+    return devices if str(accelerator) in ("gpu", "cuda", "auto") else None
+
+
+def this_job_id() -> str:
+    """This job's id as scontrol takes it: `<array job>_<task>` for a task of an array."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ["SLURM_JOB_ID"]
+
+
+def requeue_this_job() -> None:
+    job_id = this_job_id()
+    print(f"requeueing job {job_id} (restart {restart_count() + 1}) to resume from its last.ckpt", file=sys.stderr)
+    subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=COMMAND_TIMEOUT_S)
