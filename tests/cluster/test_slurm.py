@@ -38,7 +38,7 @@ def test_an_array_sweep_keeps_a_row_for_the_job_scancel_ended(slurm_env, tmp_pat
     for row in summary:  # every job's log, the cancelled one's too, is a file the row names
         assert Path(row["log"]).is_file() and row["log"].endswith("_log.err"), row
     page = (tmp_path / "sweep" / "report.html").read_text()
-    assert "killed" in page and ".submitit/" in page
+    assert "killed" in page and ".submitit/" in page and '">log</a>' in page
 
 
 @pytest.mark.slow(reason="a SLURM job refused by its config, ~20 s")

@@ -118,7 +118,8 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     groups = seed_groups(results)
     grouped = write_groups(sweep_dir, groups) if groups else []
     write_roles(sweep_dir, results, labels, groups)
-    write_html(sweep_dir, rows, [c for c in COLUMNS if c not in ("overrides", "error")] + ["error"], grouped)
+    shown = [c for c in COLUMNS if c not in ("overrides", "error", "log")] + ["error"]  # the log: in the run dir's cell
+    write_html(sweep_dir, rows, shown, grouped)
     return rows
 
 

@@ -27,7 +27,7 @@ HEADERS = {  # the summary's column -> what report.html's header calls it
     "tokens_per_s_p25_p75": "tokens/s (p25-p75)", "heads": "best head per role", "wall_s": "wall (s)",
     "run_dir": "run dir",
 }  # fmt: skip
-WRAPPED = ("differs", "heads", "verdict", "error", "run_dir", "log")  # long text: wrapped, so the table fits a window
+WRAPPED = ("differs", "heads", "verdict", "error", "run_dir")  # long text: wrapped, so the table fits a window
 SORT = """
 document.querySelectorAll("thead th").forEach((th, column) => th.addEventListener("click", () => {
   const body = th.closest("table").tBodies[0], rows = Array.from(body.rows);
@@ -148,14 +148,11 @@ img {{ max-width: 100%; }}
 
 def _cell(row: dict, column: str) -> str:
     """One <td>: numbers right-aligned and rounded (the exact value kept for sorting), long text wrapped, the
-    run dir a link to its folder, the log to its file."""
+    run dir a link to its folder, with its log's below."""
     value = row.get(column)
     if column == "run_dir" and value:
         name = html.escape(Path(value).name)
-        return f'<td class="wrap"><a href="{name}/">{name}/</a></td>'
-    if column == "log" and value and row.get("run_dir"):  # a link relative to the sweep dir, the page's folder
-        shown = html.escape(os.path.relpath(os.path.abspath(value), os.path.abspath(Path(row["run_dir"]).parent)))
-        return f'<td class="wrap"><a href="{shown}">{shown}</a></td>'
+        return f'<td class="wrap"><a href="{name}/">{name}/</a>{_log_link(row)}</td>'
     if isinstance(value, float):
         shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if column == "wall_s" else f"{value:.3f}"
         return f'<td class="num" data-value="{value!r}">{shown}</td>'
@@ -163,6 +160,14 @@ def _cell(row: dict, column: str) -> str:
         return f'<td class="num" data-value="{value}">{value:,}</td>'
     wrap = ' class="wrap"' if column in WRAPPED else ""
     return f"<td{wrap}>{'' if value is None else html.escape(str(value))}</td>"
+
+
+def _log_link(row: dict) -> str:
+    """The job's log, linked relative to the sweep dir (the page's folder), under its run dir."""
+    if not row.get("log"):
+        return ""
+    relative = os.path.relpath(os.path.abspath(row["log"]), os.path.abspath(Path(row["run_dir"]).parent))
+    return f'<br><a href="{html.escape(relative)}" title="{html.escape(relative)}">log</a>'
 
 
 def _inline(png: Path) -> str:
