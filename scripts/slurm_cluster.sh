@@ -10,7 +10,8 @@
 # Needs root and `apt-get install slurmctld slurmd slurm-client munge`. Every file (config, munge key
 # and socket, state, spool, logs) lives in one folder, $ANDREA_SLURM_DIR (default /tmp/andrea-slurm);
 # nothing is written to /etc or /var, and the client commands find the config through SLURM_CONF.
-# No accounting database: finished jobs stay visible to `scontrol show job` for MinJobAge.
+# No accounting database: finished jobs stay visible to `scontrol show job` for MinJobAge. `start` refuses to
+# run beside another SLURM or munge on the machine (`stop` ends every slurmstepd left behind).
 set -euo pipefail
 
 DIR=${ANDREA_SLURM_DIR:-/tmp/andrea-slurm}
@@ -64,7 +65,11 @@ start() {
         }
     done
     if status > /dev/null 2>&1; then echo "slurm_cluster.sh: already up in $DIR"; return; fi
-    stop > /dev/null 2>&1 || true
+    if [ ! -d "$DIR" ] && pgrep -x 'slurmctld|slurmd|munged' > /dev/null; then  # stop ends every slurmstepd
+        echo "slurm_cluster.sh: another SLURM or munge runs here (pids $(pgrep -d ' ' -x 'slurmctld|slurmd|munged'))" >&2
+        exit 1
+    fi
+    stop > /dev/null 2>&1 || true  # what a crashed earlier start left
     mkdir -p "$DIR"/{munge,state,spool,log}
     chmod 700 "$DIR/munge"
     mungekey --create --keyfile="$DIR/munge/munge.key" --force
@@ -89,6 +94,13 @@ start() {
 
 stop() {
     local pid
+    if [ -n "$(pid_of slurmctld || true)" ]; then  # the jobs first: their processes end with them
+        SLURM_CONF=$CONF scancel --partition="$PARTITION" 2>/dev/null || true
+        for _ in $(seq 30); do
+            [ -z "$(SLURM_CONF=$CONF squeue -h -p "$PARTITION" 2>/dev/null)" ] && break
+            sleep 1
+        done
+    fi
     for daemon in slurmd slurmctld munged; do
         pid=$(pid_of "$daemon" || true)
         [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
@@ -97,7 +109,7 @@ stop() {
         pgrep -x 'slurmd|slurmctld|slurmstepd|munged' > /dev/null || break
         sleep 1
     done
-    pkill -KILL -x 'slurmd|slurmctld|slurmstepd|munged' 2>/dev/null || true
+    pkill -KILL -x 'slurmd|slurmctld|slurmstepd|munged' 2>/dev/null || true  # start made sure they were ours
     rm -rf "$DIR"
     echo "slurm_cluster.sh: stopped; $DIR removed"
 }

@@ -25,13 +25,37 @@ def test_a_job_end_names_the_state_the_reason_and_the_exit_code():
     assert str(slurm.JobEnd("TIMEOUT", "TimeLimit", None)) == "TIMEOUT (TimeLimit; exit code unknown)"
 
 
+SCONTROL = {  # `scontrol show job --oneliner <id>`, cut short: a comment posing as a state comes later
+    "1_0": "JobId=2 ArrayJobId=1 ArrayTaskId=0 JobState=RUNNING Reason=None ExitCode=0:0 Comment=JobState=FAILED",
+    "1_1": "JobId=3 ArrayJobId=1 ArrayTaskId=1 JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 WorkDir=/a b",
+}
+SACCT = {"1_2": "1_2|CANCELLED by 0|0:15\n"}  # `sacct --noheader --parsable2 -X -o JobID,State,ExitCode -j <id>`
+
+
+def answers(controller_up: bool = True):
+    def run(command):
+        job_id = command[-1]
+        if command[0] == "scontrol":
+            if not controller_up:
+                return subprocess.CompletedProcess(command, 1, "", "Unable to contact slurm controller")
+            if job_id in SCONTROL:
+                return subprocess.CompletedProcess(command, 0, SCONTROL[job_id] + "\n", "")
+            return subprocess.CompletedProcess(command, 1, "", "slurm_load_jobs error: Invalid job id specified")
+        if job_id in SACCT:
+            return subprocess.CompletedProcess(command, 0, SACCT[job_id], "")
+        return subprocess.CompletedProcess(command, 1, "", "Slurm accounting storage is disabled")
+
+    return run
+
+
 def test_the_scheduler_s_record_decides_whether_a_job_lives(monkeypatch):
-    records = {"1_0": {"State": "RUNNING"}, "1_1": {"State": "CANCELLED by 0", "ExitCode": "0:15"}}
-    monkeypatch.setattr(slurm, "_scontrol", lambda job_id: None)  # left the controller: sacct answers
-    monkeypatch.setattr(slurm, "_sacct", records.get)
-    assert slurm.job_end("1_0") is None
-    assert slurm.job_end("1_1") == slurm.JobEnd("CANCELLED", "CANCELLED by 0", 143)
-    assert slurm.job_end("1_2") == slurm.JobEnd("UNKNOWN", "no longer known to the scheduler", None)
+    monkeypatch.setattr(slurm, "_run", answers())
+    assert slurm.job_end("1_0") is None  # running (its comment is no state)
+    assert slurm.job_end("1_1") == slurm.JobEnd("TIMEOUT", "TimeLimit", 143)
+    assert slurm.job_end("1_2") == slurm.JobEnd("CANCELLED", "CANCELLED by 0", 143)  # left the controller: sacct
+    assert slurm.job_end("1_3") == slurm.JobEnd("UNKNOWN", "no longer known to the scheduler", None)
+    monkeypatch.setattr(slurm, "_run", answers(controller_up=False))
+    assert slurm.job_end("1_1") is None  # no answer is no end: asked again later
 
 
 def test_a_requeued_job_resumes_from_its_run_dir_s_last_checkpoint(monkeypatch, tmp_path):

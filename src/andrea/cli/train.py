@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from andrea.utils.run_result import RunResult
 
 COMMAND = "andrea-train"
-REQUEUE_WAIT_S = 300  # how long a requeued SLURM job waits for its previous attempt to release the run dir
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="train")
@@ -47,7 +46,7 @@ def _validated(cfg: DictConfig, job: ExitStack) -> Parts:
     """The run's parts, built once, and its run dir held until the job ends; a bad config refused before
     any file is written."""
     from andrea.train.config import ConfigError, validate  # torch: imported once a job runs, not for --help
-    from andrea.train.run_dir import RunDirInUse, hold
+    from andrea.train.run_dir import REQUEUE_WAIT_S, RunDirInUse, hold
     from andrea.train.slurm import restart_count
 
     try:

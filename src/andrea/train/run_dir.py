@@ -6,6 +6,7 @@ hold(run_dir)   an exclusive OS lock on <run dir>/.lock for as long as the run l
                 dir is refused with the owner's pid; a requeued SLURM job (`wait_s`) waits
                 for its previous attempt to exit instead. Once held, the partial files a process
                 killed mid-write left (`.<file>.<pid>.partial`) are removed: their writer is gone.
+wait_until_free(run_dir, s)   until no process holds the run dir (a requeued job, before it reads the dir)
 DiskError       a write that failed (disk full, read-only, quota): what, where, and the
                 space left, raised in place of the bare OSError.
 """
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 LOCK_FILE = ".lock"
+REQUEUE_WAIT_S = 300  # how long a requeued SLURM job waits for its earlier attempt to release the run dir
 
 
 class RunDirInUse(ValueError):
@@ -49,6 +51,18 @@ def hold(run_dir: str | Path, wait_s: float = 0) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def wait_until_free(run_dir: str | Path, wait_s: float) -> None:
+    """Return once no process holds the run dir (RunDirInUse after `wait_s`); holds nothing itself."""
+    lock = Path(run_dir) / LOCK_FILE
+    if not lock.exists():
+        return
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        _lock(fd, Path(run_dir), wait_s)
+    finally:
+        os.close(fd)  # and the lock with it
 
 
 def _lock(fd: int, run_dir: Path, wait_s: float) -> None:

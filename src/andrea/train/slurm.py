@@ -31,7 +31,7 @@ from typing import Any
 LIVE_STATES = {
     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
     "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "PREEMPTED", "RESV_DEL_HOLD", "SPECIAL_EXIT",
-}  # fmt: skip
+}  # fmt: skip  # PREEMPTED: on its way back to PENDING when requeued; a held job waits for `scontrol release`
 COMMAND_TIMEOUT_S = 60
 # The signal SLURM sends ahead of a job's time limit: submitit's (`#SBATCH --signal=USR2@<signal_delay_s>`)
 TIME_LIMIT_SIGNAL = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
@@ -57,11 +57,16 @@ class JobEnd:
 
 
 def job_end(job_id: str) -> JobEnd | None:
-    """The end of job `job_id` (`12345`, or an array task's `12345_3`), None while it may still run."""
-    record = _scontrol(job_id) or _sacct(job_id)
+    """The end of job `job_id` (`12345`, or an array task's `12345_3`), None while it may still run or the
+    controller did not answer (ask again later). A job the controller no longer holds (MinJobAge) is read
+    from sacct; one neither knows any more has ended, how is unknown (a PREEMPTED job not requeued, say)."""
+    record = _scontrol(job_id)
     if record is None:
+        return None
+    record = record or _sacct(job_id)
+    if not record:
         return JobEnd("UNKNOWN", "no longer known to the scheduler", None)
-    state = record["State"].split()[0]  # sacct says "CANCELLED by 0"
+    state = (record.get("State") or "UNKNOWN").split()[0]  # sacct says "CANCELLED by 0"
     if state in LIVE_STATES:
         return None
     return JobEnd(state, record.get("Reason") or record["State"], _exit_code(record.get("ExitCode", "")))
@@ -76,12 +81,18 @@ def _exit_code(field: str) -> int | None:
 
 
 def _scontrol(job_id: str) -> dict[str, str] | None:
+    """The controller's record of the job; {} for a job it does not hold, None when it did not answer."""
     done = _run(["scontrol", "show", "job", "--oneliner", job_id])
-    if done is None or done.returncode != 0:
-        return None  # a job the controller no longer holds (MinJobAge) is an "Invalid job id"
-    fields = dict(item.split("=", 1) for item in done.stdout.split() if "=" in item)
-    named = {"State": "JobState", "Reason": "Reason", "ExitCode": "ExitCode"}
-    return {key: fields.get(name, "") for key, name in named.items()}
+    if done is None or (done.returncode != 0 and "Invalid job id" not in done.stderr):
+        return None
+    fields: dict[str, str] = {}
+    for item in done.stdout.split():  # the first of each name: a later field's text (a Comment) cannot pose as one
+        name, equals, value = item.partition("=")
+        if equals:
+            fields.setdefault(name, value)
+    if done.returncode != 0 or "JobState" not in fields:
+        return {}
+    return {"State": fields["JobState"], "Reason": fields.get("Reason", ""), "ExitCode": fields.get("ExitCode", "")}
 
 
 def _sacct(job_id: str) -> dict[str, str] | None:
@@ -134,7 +145,7 @@ def resume_overrides(overrides: list[str], run_dir: Path) -> list[str]:
     if restart_count() == 0 or not checkpoint.is_file() or any(o.startswith("ckpt_path=") for o in overrides):
         return overrides
     print(f"requeued (restart {restart_count()}): resuming from {checkpoint}", file=sys.stderr, flush=True)
-    quoted = str(checkpoint).replace("\\", "\\\\").replace("'", "\\'")  # a quoted value of Hydra's grammar
+    quoted = str(checkpoint).replace("'", "\\'")  # a quoted value of Hydra's grammar
     return [*overrides, f"ckpt_path='{quoted}'"]
 
 
@@ -153,4 +164,6 @@ def this_job_id() -> str:
 def requeue_this_job() -> None:
     job_id = this_job_id()
     print(f"requeueing job {job_id} (restart {restart_count() + 1}) to resume from its last.ckpt", file=sys.stderr)
-    subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=COMMAND_TIMEOUT_S)
+    done = _run(["scontrol", "requeue", job_id])
+    if done is None or done.returncode != 0:  # the job still ends as interrupted, its last.ckpt saved
+        print(f"scontrol requeue {job_id} failed: {done.stderr.strip() if done else 'no answer'}", file=sys.stderr)

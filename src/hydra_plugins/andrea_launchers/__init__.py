@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 from andrea.train import slurm
 from andrea.train.hydra_internals import failed_job, submit
 from andrea.train.hydra_run import is_rank_zero_process
+from andrea.train.run_dir import REQUEUE_WAIT_S, wait_until_free
 from andrea.train.sweep import job_failed, job_line, mark_failed
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
@@ -93,7 +94,8 @@ class _SettledBySlurm(_Settled):
         own = RunResult.read(self.run_dir / RESULT_FILE) if (self.run_dir / RESULT_FILE).exists() else None
         saved = f" after saving {own.checkpoint} at step {own.global_step}" if own and own.checkpoint else ""
         what = f"the scheduler ended job {self.job.job_id}: {end}{saved}"
-        return self.died(what, end.exit_code, replace_own_report=own is not None and own.status == "interrupted")
+        code = "" if end.exit_code is None else end.exit_code  # blank: unknown
+        return self.died(what, code, replace_own_report=own is not None and own.status == "interrupted")
 
 
 class _KeepEveryJob(_Launcher):
@@ -128,6 +130,8 @@ if LocalLauncher is not None:
             assert self.config is not None  # set up by Hydra before it was pickled
             setup_globals()  # the `now` resolver of the sweep dir, as the plugin's own __call__ does next
             run_dir = Path(str(self.config.hydra.sweep.dir)) / str(job_num)
+            if slurm.restart_count():  # requeued: the earlier attempt may still be exiting, writing last.ckpt
+                wait_until_free(run_dir, REQUEUE_WAIT_S)
             overrides = slurm.resume_overrides(list(sweep_overrides), run_dir)
             try:
                 return super().__call__(overrides, job_dir_key, job_num, job_id, singleton_state)

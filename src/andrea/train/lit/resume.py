@@ -157,6 +157,7 @@ class StopOnSignal(L.Callback):
     def __init__(self, dirpath: str | Path) -> None:
         self.dirpath = Path(dirpath)
         self.received: int | None = None  # the signal number, once one came
+        self.own = False  # whether it came to this process (else another process of the run got one)
 
     @property
     def checkpoint(self) -> Path:
@@ -167,11 +168,11 @@ class StopOnSignal(L.Callback):
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.received is not None:  # asked twice: stop now
+        if self.own:  # asked twice: stop now
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             raise SystemExit(128 + signum)
-        self.received = signum
+        self.received, self.own = signum, True  # its own signal names the stop, if another process's came first
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
