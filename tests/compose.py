@@ -12,8 +12,8 @@ from omegaconf import DictConfig, open_dict
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
-# Small and quick: a few hundred rows, one epoch, no logger unless a test asks for one.
-QUICK = ["data.num_train=256", "data.num_val=64", "trainer.max_epochs=1", "logger=none"]
+# Small and quick: a few hundred rows, one epoch (4 steps, each logged), no logger unless a test asks for one.
+QUICK = ["data.num_train=256", "data.num_val=64", "trainer.max_epochs=1", "logger=none", "trainer.log_every_n_steps=1"]
 
 
 def compose_train(run_dir: Path | str, overrides=()) -> DictConfig:

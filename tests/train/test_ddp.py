@@ -14,7 +14,7 @@ from tests.compose import compose_train
 
 TRAIN = [sys.executable, "-m", "andrea.cli.train"]
 COMMON = ["logger=csv", "trainer.max_epochs=2", "data.num_train=512", "data.num_val=64", "seed=3",
-          "callbacks.attention_maps.every_n_steps=1000"]  # fmt: skip
+          "callbacks.attention_maps.every_n_steps=1000", "trainer.log_every_n_steps=1"]  # fmt: skip
 TOLERANCE = 2e-5  # float sums in another order (per-process means, then the all-reduce)
 
 

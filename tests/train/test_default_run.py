@@ -23,16 +23,23 @@ def test_loss_falls_below_one_within_three_epochs(default_run):
     assert estimate["bytes"] > 16 * estimate["parameters"] and estimate["text"].startswith("about ")
 
 
-def test_wandb_history_has_every_step(default_run):
+def test_wandb_history_has_every_tenth_step_and_each_epoch_end(default_run):
     result, run_dir = default_run
     rows = history(run_dir)
     losses = [row["train/loss_step"] for row in rows if "train/loss_step" in row]
     rates = [row for row in rows if any(key.startswith("lr-") for key in row)]
     accuracies = [row["train/acc_step"] for row in rows if "train/acc_step" in row]
-    assert len(losses) == len(accuracies) == len(rates) == result.global_step == 3 * 4096 // 64
-    assert abs(losses[0] - math.log(64)) < 0.5  # starts near chance
+    speeds = [row for row in rows if "train/tokens_per_s" in row]
+    steps, per_epoch = result.global_step, 4096 // 64
+    assert steps == 3 * per_epoch
+    logged = {s for s in range(steps) if (s + 1) % 10 == 0} | {e * per_epoch - 1 for e in (1, 2, 3)}
+    assert len(losses) == len(accuracies) == len(speeds) == len(logged)  # trainer.log_every_n_steps=10
+    assert len(rates) == steps // 10  # Lightning's own logging steps
+    curve = [loss for _, loss in result.curves["train"]]  # every step's, read with the logged ones
+    assert len(curve) == steps and abs(curve[0] - math.log(64)) < 0.5  # starts near chance
+    assert losses == [loss for step, loss in result.curves["train"] if step - 1 in logged]
     assert losses[-1] < 1.0
-    assert sum(losses[-10:]) < sum(losses[:10])
+    assert sum(losses[-5:]) < sum(losses[:5])
     val_losses = [row["val/loss"] for row in rows if "val/loss" in row]
     assert len(val_losses) >= 3 and val_losses[-1] == pytest.approx(result.val_loss, rel=1e-5)
 

@@ -31,3 +31,10 @@ def test_every_private_name_still_exists():
     assert "min_steps" in inspect.signature(_TrainingEpochLoop.__init__).parameters
     progress = _TrainingEpochLoop.__init__.__code__.co_names
     assert "batch_progress" in progress or hasattr(_TrainingEpochLoop, "batch_progress")
+
+
+def test_the_trainer_still_keeps_its_logging_interval():
+    trainer = lightning.Trainer(
+        log_every_n_steps=7, logger=False, enable_checkpointing=False, enable_progress_bar=False
+    )
+    assert lightning_internals.log_every_n_steps(trainer) == 7

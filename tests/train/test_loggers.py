@@ -92,6 +92,7 @@ def test_tiny_gpt_on_text(tmp_path):
         "trainer.max_epochs=2",
         "callbacks.attention_maps.every_n_steps=4",
         "callbacks.run_stats.peak_tflops=0.2",
+        "trainer.log_every_n_steps=1",
     ]
     result = train(compose_train(tmp_path, overrides))
     with open(tmp_path / "csv" / "version_0" / "metrics.csv") as f:

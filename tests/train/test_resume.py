@@ -16,7 +16,8 @@ import torch
 from tests.train.wandb_reader import records
 
 TRAIN = [sys.executable, "-m", "andrea.cli.train"]
-RUN = ["logger=many_loggers", "trainer.max_epochs=3", "callbacks.last_checkpoint.every_n_train_steps=10", "seed=7"]
+RUN = ["logger=many_loggers", "trainer.max_epochs=3", "callbacks.last_checkpoint.every_n_train_steps=10", "seed=7",
+       "trainer.log_every_n_steps=1"]  # fmt: skip
 
 
 def own_env() -> dict[str, str]:

@@ -65,6 +65,8 @@ def _validated(cfg: DictConfig, job: ExitStack) -> Parts:
 
 def _one_copy_of_each_line() -> None:
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # a deprecation inside Lightning itself
+    # an epoch shorter than trainer.log_every_n_steps still logs: its end reads the steps' numbers
+    warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
     # `import lightning` adds a console handler of its own; Hydra's root handlers already print
     # (and file) every record, so keep one copy of each line.
     lightning_logger = logging.getLogger("lightning")

@@ -6,6 +6,7 @@ upgrade moves any of them). Nothing else in andrea reaches past Lightning's publ
     batch_processed(trainer)           batches of the epoch processed so far, and whether it was the last
     save_last(checkpoint, trainer)     ModelCheckpoint's own save_last path, unless this step is saved
     stop_now(trainer)                  let the fit loop stop before min_epochs / min_steps
+    log_every_n_steps(trainer)         the Trainer's own setting (an attribute it sets, undeclared)
 """
 
 from __future__ import annotations
@@ -32,3 +33,8 @@ def save_last(checkpoint: ModelCheckpoint, trainer: L.Trainer) -> None:
 def stop_now(trainer: L.Trainer) -> None:
     """Make `trainer.should_stop` end the fit at the next step boundary, min_epochs / min_steps or not."""
     trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = 0, None
+
+
+def log_every_n_steps(trainer: L.Trainer) -> int:
+    """The Trainer's `log_every_n_steps` (its logger connector sets the attribute; the class does not declare it)."""
+    return int(trainer.log_every_n_steps)  # type: ignore[attr-defined]

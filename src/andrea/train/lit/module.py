@@ -17,6 +17,8 @@ from andrea.data.tasks import IGNORE_INDEX
 from andrea.lens.interventions import install, parse_heads
 from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
 from andrea.models.network import heads_shape, network
+from andrea.train.lit.lightning_internals import log_every_n_steps
+from andrea.train.lit.step_metrics import StepMetrics, StepRow, logs_now
 
 
 def next_token_loss(logits: Tensor, labels: Tensor) -> Tensor:
@@ -34,9 +36,11 @@ class LanguageModelModule(L.LightningModule):
     optimizer: a partial taking `params` (Hydra `_partial_: true`), e.g. AdamW with its lr.
     scheduler: an optional partial taking `optimizer`, stepped every optimisation step.
     compile:   run the network's forward through torch.compile (the saved weights keep their names).
-    nonfinite: what a NaN or infinite training loss does: "stop" (raise NonFiniteLossError; the
-               last checkpoint, written before, stays the last good one) or "skip" (no update
-               for that batch, counted in train/skipped_steps).
+    nonfinite: what a NaN or infinite training loss does: "stop" (raise NonFiniteLossError at the next
+               logging step or checkpoint, whichever comes first: the check is read with the logged
+               numbers, never alone; the last checkpoint, written before, stays the last good one) or
+               "skip" (no update for that batch, counted in train/skipped_steps: this reads the loss
+               to the host every step, the one per-step wait for the device a run then has).
     ablate:    heads zeroed in every forward, training and evaluation alike (["L0H1", "L1H3"]:
                andrea.lens.interventions), to see what the network does without them.
     Weight decay applies to matrices only; norms and biases are left undecayed (nanoGPT's groups).
@@ -58,6 +62,7 @@ class LanguageModelModule(L.LightningModule):
         if nonfinite not in ("stop", "skip"):
             raise ValueError(f"model.nonfinite={nonfinite!r} must be stop or skip")
         self.nonfinite, self.skipped_steps = nonfinite, 0
+        self.step_metrics = StepMetrics()
         self.net = net
         if ablate:
             zeroed = parse_heads(ablate, *heads_shape(network(net)), key="model.ablate")
@@ -87,28 +92,45 @@ class LanguageModelModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor] | None:
         loss, logits, labels = self._loss(batch)
-        finite = self.trainer.strategy.reduce_boolean_decision(bool(torch.isfinite(loss)), all=True)
-        if not finite:  # every process takes the same branch
-            if self.nonfinite == "stop":
-                raise NonFiniteLossError(
-                    f"train/loss is {loss.item()} at step {self.global_step}; training stopped with the last "
-                    "checkpoint kept; lower model.optimizer.lr, or set model.nonfinite=skip to skip such batches"
-                )
+        if self.nonfinite == "skip" and not self._finite_everywhere(loss):  # every process takes the same branch
             self.skipped_steps += 1
-            self.log("train/skipped_steps", float(self.skipped_steps), on_step=True)
             return None  # Lightning makes no backward and no optimizer step for this batch
         preds, labels = logits.detach().argmax(dim=-1).flatten(), labels.flatten()
         self.train_acc.update(preds, labels)  # the epoch's accuracy over every scored token (micro), at its end
         scored = labels != IGNORE_INDEX
-        step_acc = (preds == labels)[scored].float().mean() if bool(scored.any()) else torch.zeros(())
+        step_acc = ((preds == labels) & scored).sum() / scored.sum().clamp_min(1)  # on the device: no read
         # DDP: the global mean over the processes (one all-reduce; the loss itself for one process), for the loggers
         # and for RunStats' curves and summary alike
         global_loss = self.trainer.strategy.reduce(loss.detach(), reduce_op="mean")
-        self.log("train/loss", global_loss, on_step=True, on_epoch=True, prog_bar=True)
-        self.log("train/acc_step", step_acc, on_step=True, on_epoch=False, prog_bar=True)
-        # computed (and synced across processes) by Lightning at the epoch's end, with the other epoch metrics
+        # accumulated on the device, read by Lightning at the epoch's end with the other epoch metrics
+        self.log("train/loss_epoch", global_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log("train/acc_epoch", self.train_acc, on_step=False, on_epoch=True)
+        self.step_metrics.add(self.global_step, global_loss, step_acc)
+        if logs_now(self.global_step, log_every_n_steps(self.trainer)):
+            self.flush_step_metrics()
         return {"loss": loss, "global_loss": global_loss}
+
+    def _finite_everywhere(self, loss: Tensor) -> bool:
+        return self.trainer.strategy.reduce_boolean_decision(bool(torch.isfinite(loss)), all=True)
+
+    def flush_step_metrics(self) -> list[StepRow]:
+        """Read the steps' numbers since the last read (one transfer), stop on a non-finite loss among them
+        (model.nonfinite=stop), and log the newest step's to the loggers. Called on logging steps, before
+        every checkpoint and at the epoch's end (andrea.train.lit: LastCheckpoint, RunStats)."""
+        rows = self.step_metrics.flush()
+        bad = next((row for row in rows if not row.finite), None)
+        if bad is not None:
+            raise NonFiniteLossError(
+                f"train/loss is {bad.loss} at step {bad.step}; training stopped with the last checkpoint kept; "
+                "lower model.optimizer.lr, or set model.nonfinite=skip to skip such batches"
+            )
+        if rows and self.trainer.is_global_zero:  # straight to the loggers: no per-step work in Lightning
+            metrics = {"train/loss_step": rows[-1].loss, "train/acc_step": rows[-1].acc}
+            if self.nonfinite == "skip":
+                metrics["train/skipped_steps"] = float(self.skipped_steps)
+            for logger in self.trainer.loggers:
+                logger.log_metrics(metrics, step=rows[-1].step)
+        return rows
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         loss, logits, labels = self._loss(batch)

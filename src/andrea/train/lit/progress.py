@@ -8,11 +8,28 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.callbacks import RichProgressBar as _LightningRichProgressBar
 from lightning.pytorch.callbacks.progress import ProgressBar
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 
 
-class PlainProgressBar(ProgressBar):
+class _ShowsStepMetrics(ProgressBar):
+    """The newest step loss and accuracy the module read (andrea.train.lit.step_metrics), beside Lightning's
+    metrics: the step's numbers bypass LightningModule.log, which would read them every step."""
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        metrics = super().get_metrics(trainer, pl_module)
+        last = getattr(getattr(pl_module, "step_metrics", None), "last", None)
+        if last is not None:
+            metrics |= {"train/loss_step": last.loss, "train/acc_step": last.acc}
+        return metrics
+
+
+class RichProgressBar(_ShowsStepMetrics, _LightningRichProgressBar):
+    """Lightning's Rich bar, with the step's loss and accuracy (callbacks/rich_progress_bar.yaml)."""
+
+
+class PlainProgressBar(_ShowsStepMetrics):
     """One line every `every_n_steps` optimisation steps and at each epoch's end: step, epoch, metrics."""
 
     def __init__(self, every_n_steps: int = 50) -> None:

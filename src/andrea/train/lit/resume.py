@@ -84,7 +84,11 @@ class LastCheckpoint(ModelCheckpoint):
         self.save_now(trainer)  # a run stopped by max_time or early stopping
 
     def save_now(self, trainer: L.Trainer) -> None:
-        """Write last.ckpt now, unless it already holds this step."""
+        """Write last.ckpt now, unless it already holds this step; the steps' numbers are read first, so a
+        non-finite loss among them stops the run before its weights are saved (model.nonfinite=stop)."""
+        flush = getattr(trainer.lightning_module, "flush_step_metrics", None)
+        if flush is not None:
+            flush()
         save_last(self, trainer)
 
 

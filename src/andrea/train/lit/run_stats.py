@@ -8,16 +8,19 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.utilities.types import STEP_OUTPUT
-from torch import Tensor
 
+from andrea.train.lit.step_metrics import StepMetrics
 from andrea.utils.devices import synchronize
 
 
 class RunStats(L.Callback):
-    """Training throughput and the loss curves a sweep report overlays: tokens/s every step (logged;
-    a median and its spread over the run), the model FLOPs utilisation (MFU) against `peak_tflops`
-    when the model can count its FLOPs, the train loss of every step and the val loss of every
-    validation. `final_train_loss` is the mean of the last FINAL_STEPS steps, not the epoch mean."""
+    """Training throughput and the loss curves a sweep report overlays: tokens/s over each logging interval
+    (from the wall time between two logging steps, whose one read of the step numbers waits for the device
+    anyway: logged; a median and its spread over the run), the model FLOPs utilisation (MFU) against
+    `peak_tflops` when the model can count its FLOPs, the train loss of every step (read with the module's
+    step numbers, andrea.train.lit.step_metrics) and the val loss of every validation. `final_train_loss` is
+    the mean of the last FINAL_STEPS steps, not the epoch mean. Nothing here reads a tensor between two
+    logging steps."""
 
     FINAL_STEPS = 20
 
@@ -27,8 +30,10 @@ class RunStats(L.Callback):
         self.peak_tflops = peak_tflops
         self.tokens = 0
         self.train_seconds = 0.0
-        self._batch_start = 0.0
-        self.step_rates: list[float] = []  # tokens/s of each step
+        self._interval_start: float | None = None  # the wall time of the last logging step (or the first batch)
+        self._interval_tokens = 0
+        self._seq_len = 0  # of the last batch: the FLOPs a token costs depend on it
+        self.step_rates: list[float] = []  # tokens/s of each logging interval
         self.train_curve: list[tuple[int, float]] = []  # (step, train loss)
         self.val_curve: list[tuple[int, float]] = []  # (step, val loss)
 
@@ -37,7 +42,7 @@ class RunStats(L.Callback):
         return self.tokens / self.train_seconds if self.train_seconds else 0.0
 
     def rate_summary(self) -> dict[str, float] | None:
-        """Median tokens/s over the steps (the first left out as warm-up) and its spread: p25 and p75."""
+        """Median tokens/s over the logging intervals (the first left out as warm-up) and its spread: p25, p75."""
         rates = sorted(self.step_rates[1:] if len(self.step_rates) > 2 else self.step_rates)
         if not rates:
             return None
@@ -52,27 +57,54 @@ class RunStats(L.Callback):
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        synchronize(pl_module.device)
-        self._batch_start = time.perf_counter()
+        if self._interval_start is None:  # the first batch of this fit (or after a validation)
+            synchronize(pl_module.device)
+            self._interval_start = time.perf_counter()
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
-        synchronize(pl_module.device)  # GPU work is asynchronous: wait for the step to finish
-        seconds = time.perf_counter() - self._batch_start
-        tokens = batch["input_ids"].numel() * trainer.world_size
-        self.tokens += tokens
+        self._interval_tokens += batch["input_ids"].numel() * trainer.world_size
+        self._seq_len = batch["input_ids"].shape[1]
+        metrics: StepMetrics | None = getattr(pl_module, "step_metrics", None)
+        rows = metrics.take() if metrics is not None else []
+        if rows:  # the module read its steps' numbers in this step
+            self._record(trainer, pl_module, rows)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._flush(trainer, pl_module)
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._flush(trainer, pl_module)  # validation time is no training time
+        self._interval_start = None
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._flush(trainer, pl_module)
+
+    def _flush(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        flush, metrics = getattr(pl_module, "flush_step_metrics", None), getattr(pl_module, "step_metrics", None)
+        if flush is None or metrics is None:
+            return
+        flush()
+        rows = metrics.take()
+        if rows:
+            self._record(trainer, pl_module, rows)
+
+    def _record(self, trainer: L.Trainer, pl_module: L.LightningModule, rows: list) -> None:
+        """The rows just read: their losses on the curve, and the interval's speed (its wall time now ends)."""
+        self.train_curve += [(row.step + 1, row.loss) for row in rows]  # the step count after the row's update
+        if self._interval_start is None or not self._interval_tokens:
+            return
+        seconds = time.perf_counter() - self._interval_start  # the read just made waited for the device
+        self.tokens += self._interval_tokens
         self.train_seconds += seconds
-        tokens_per_s = tokens / max(seconds, 1e-9)
+        tokens_per_s = self._interval_tokens / max(seconds, 1e-9)
         self.step_rates.append(tokens_per_s)
-        # the loss over every process (the module's global_loss), as the loggers get it; a bare loss otherwise
-        loss = outputs.get("global_loss", outputs.get("loss")) if isinstance(outputs, dict) else outputs
-        if isinstance(loss, Tensor):  # None: a skipped non-finite step
-            self.train_curve.append((trainer.global_step, float(loss)))
+        self._interval_start, self._interval_tokens = time.perf_counter(), 0
         speed = {"train/tokens_per_s": tokens_per_s}
         flops_per_token = getattr(pl_module.net, "flops_per_token", None)
-        if self.peak_tflops and flops_per_token:
-            speed["train/mfu"] = tokens_per_s * flops_per_token(batch["input_ids"].shape[1]) / (self.peak_tflops * 1e12)
+        if self.peak_tflops and flops_per_token and self._seq_len:
+            speed["train/mfu"] = tokens_per_s * flops_per_token(self._seq_len) / (self.peak_tflops * 1e12)
         if trainer.is_global_zero:  # straight to the loggers: LightningModule.log costs a millisecond a call
             for logger in trainer.loggers:
                 logger.log_metrics(speed, step=trainer.global_step)
