@@ -74,9 +74,7 @@ class LanguageModelModule(L.LightningModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self._matrices = {f"net.{n}" for n, p in net.named_parameters() if p.dim() >= 2}  # weight decay
         vocab_size = network(net).vocab_size
-        # The training step's inputs are ours (argmax ids, labels): no per-step input validation, which
-        # costs torchmetrics a pass over the labels every step.
-        self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX, validate_args=False)
+        self._epoch_sums = torch.zeros(4)  # the training epoch's loss sum, steps, correct and scored tokens
         self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_loss = MeanMetric()
         self.val_perplexity = Perplexity(ignore_index=IGNORE_INDEX)
@@ -96,19 +94,30 @@ class LanguageModelModule(L.LightningModule):
             self.skipped_steps += 1
             return None  # Lightning makes no backward and no optimizer step for this batch
         preds, labels = logits.detach().argmax(dim=-1).flatten(), labels.flatten()
-        self.train_acc.update(preds, labels)  # the epoch's accuracy over every scored token (micro), at its end
         scored = labels != IGNORE_INDEX
-        step_acc = ((preds == labels) & scored).sum() / scored.sum().clamp_min(1)  # on the device: no read
+        correct, n_scored = ((preds == labels) & scored).sum(), scored.sum()
+        step_acc = correct / n_scored.clamp_min(1)  # on the device: no read
         # DDP: the global mean over the processes (one all-reduce; the loss itself for one process), for the loggers
         # and for RunStats' curves and summary alike
         global_loss = self.trainer.strategy.reduce(loss.detach(), reduce_op="mean")
-        # accumulated on the device, read by Lightning at the epoch's end with the other epoch metrics
-        self.log("train/loss_epoch", global_loss, on_step=False, on_epoch=True, prog_bar=True)
-        self.log("train/acc_epoch", self.train_acc, on_step=False, on_epoch=True)
+        # the epoch's loss (mean over its steps) and accuracy (over every scored token), summed on the device and
+        # read at its end: LightningModule.log would cost about a millisecond a call, every step
+        step_sums = torch.stack([global_loss.float(), torch.ones_like(global_loss), correct, n_scored])
+        self._epoch_sums = self._epoch_sums.to(step_sums.device) + step_sums  # a resumed epoch starts here
         self.step_metrics.add(self.global_step, global_loss, step_acc)
         if logs_now(self.global_step, log_every_n_steps(self.trainer)):
             self.flush_step_metrics()
         return {"loss": loss, "global_loss": global_loss}
+
+    def on_train_epoch_start(self) -> None:
+        self._epoch_sums = torch.zeros(4, device=self.device)  # loss sum, steps, correct, scored
+
+    def on_train_epoch_end(self) -> None:
+        sums = self.trainer.strategy.reduce(self._epoch_sums, reduce_op="sum")  # every process's tokens
+        loss_sum, steps, correct, scored = sums.tolist()  # one read for the epoch (loss sums: a ratio of sums)
+        if steps:
+            self.log("train/loss_epoch", loss_sum / steps, prog_bar=True)
+            self.log("train/acc_epoch", correct / max(scored, 1.0))
 
     def _finite_everywhere(self, loss: Tensor) -> bool:
         return self.trainer.strategy.reduce_boolean_decision(bool(torch.isfinite(loss)), all=True)
