@@ -19,6 +19,9 @@ CONF=$DIR/slurm.conf
 PARTITION=andrea
 DAEMONS=(munged slurmctld slurmd)
 
+# pgrep -x takes one name at a time (a pattern longer than a process name, 15 characters, matches nothing)
+running() { for name in "$@"; do pgrep -x "$name"; done; }
+
 pid_of() { [ -s "$DIR/$1.pid" ] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null && cat "$DIR/$1.pid"; }
 
 write_config() {
@@ -65,8 +68,8 @@ start() {
         }
     done
     if status > /dev/null 2>&1; then echo "slurm_cluster.sh: already up in $DIR"; return; fi
-    if [ ! -d "$DIR" ] && pgrep -x 'slurmctld|slurmd|munged' > /dev/null; then  # stop ends every slurmstepd
-        echo "slurm_cluster.sh: another SLURM or munge runs here (pids $(pgrep -d ' ' -x 'slurmctld|slurmd|munged'))" >&2
+    if [ ! -d "$DIR" ] && [ -n "$(running slurmctld slurmd munged)" ]; then  # stop ends every slurmstepd
+        echo "slurm_cluster.sh: another SLURM or munge runs here (pids $(running slurmctld slurmd munged | xargs))" >&2
         exit 1
     fi
     stop > /dev/null 2>&1 || true  # what a crashed earlier start left
@@ -106,10 +109,10 @@ stop() {
         [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
     done
     for _ in $(seq 30); do  # they write their state and exit
-        pgrep -x 'slurmd|slurmctld|slurmstepd|munged' > /dev/null || break
+        [ -z "$(running slurmd slurmctld slurmstepd munged)" ] && break
         sleep 1
     done
-    pkill -KILL -x 'slurmd|slurmctld|slurmstepd|munged' 2>/dev/null || true  # start made sure they were ours
+    running slurmd slurmctld slurmstepd munged | xargs -r kill -KILL 2>/dev/null || true  # start made sure they were ours
     rm -rf "$DIR"
     echo "slurm_cluster.sh: stopped; $DIR removed"
 }

@@ -106,8 +106,9 @@ def test_stop_leaves_no_daemon_and_no_state_behind(slurm_env):
         before = system_state()
         cluster("start")
         cluster("stop")
-        daemons = subprocess.run(["pgrep", "-x", "slurmd|slurmctld|slurmstepd|munged"], capture_output=True, text=True)
-        assert daemons.stdout == "", f"still running: {daemons.stdout}"
+        for name in ("slurmd", "slurmctld", "slurmstepd", "munged"):  # pgrep -x: one name at a time
+            daemons = subprocess.run(["pgrep", "-x", name], capture_output=True, text=True)
+            assert daemons.returncode == 1 and daemons.stdout == "", f"{name} still running: {daemons.stdout}"
         assert not folder.exists()
         assert system_state() == before  # nothing written outside its folder
     finally:  # the cluster as the other tests (and a developer) had it
