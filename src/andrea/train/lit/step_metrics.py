@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-COLUMNS = ("loss", "acc", "finite")
-
 
 @dataclass
 class StepRow:
