@@ -186,7 +186,7 @@ def save_attention_grid(
     image.paste((0, 0, 0), (4, top + (canvas_h - top) // 2 - query.height // 2), query)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path)
+    image.save(path, compress_level=1)  # zlib's fastest: about half the default's time, a tenth larger
     return str(path)
 
 
