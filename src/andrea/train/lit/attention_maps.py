@@ -3,9 +3,8 @@
 At a record the training thread runs the probe forward (a few validation rows, no grad) and the
 head-role metrics (milliseconds: torch ops, which stay on the training thread so that no second
 thread pool competes with it for the cores), and hands the weights, as numpy arrays, to one
-background worker that draws the PNGs (numpy and Pillow only) at the lowest CPU priority: it draws in
-the time training leaves the cores idle, not in a step's. The training thread gives finished maps to
-the loggers at its next step. The queue is bounded: when the worker falls behind, a record
+background worker that draws the PNGs (numpy and Pillow only); the training thread gives finished
+maps to the loggers at its next step. The queue is bounded: when the worker falls behind, a record
 is skipped and counted, never the training step delayed. Pending maps are finished before a
 checkpoint is written and before the run ends.
 
@@ -16,9 +15,6 @@ schedule=log (the default): each gap doubles, never below `every_n_steps` (0, 50
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +37,6 @@ from andrea.models.network import heads_shape, network
 from andrea.train.lit import role_history
 from andrea.train.lit.dashboard import grouped_charts, grouped_layout, log_image
 from andrea.train.maps_settings import check_settings
-
-LOWEST_PRIORITY = 19  # the drawing worker's nice value
 
 if TYPE_CHECKING:
     from andrea.train.lit.module import LanguageModelModule
@@ -208,7 +202,7 @@ class AttentionMaps(L.Callback):
         masks = [layer.mask.name for layer in net.attention]
         job = Probe(step, maps, start, tokens, masks, mechanism.label, mechanism.weights_meaning, mechanism.signed)
         if self._worker is None:
-            self._worker = ThreadPoolExecutor(1, thread_name_prefix="andrea-maps", initializer=yield_the_cores)
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="andrea-maps")
         self._pending.append(self._worker.submit(self._draw, job))
 
     def _score(
@@ -256,14 +250,6 @@ class AttentionMaps(L.Callback):
                 self.written.append(str(path))
                 for logger in trainer.loggers:
                     log_image(logger, f"attention/layer{layer}", path, drawn.step)
-
-
-def yield_the_cores() -> None:
-    """Run the calling thread at the lowest CPU priority (Linux gives each thread its own nice value): the
-    drawing worker takes the cores when training leaves them idle, instead of a share of every step's. Elsewhere
-    (macOS sets a whole process's priority) nothing changes."""
-    if sys.platform == "linux":
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
 
 
 def _pattern(trainer: L.Trainer) -> Pattern | None:
