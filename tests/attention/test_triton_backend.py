@@ -127,7 +127,7 @@ class Launches:
     def __init__(self, monkeypatch):
         self.flags: list[dict[str, Any]] = []
         self.windows: list[object] = []
-        build = triton_backend._launch_args
+        build = triton_backend._kernel_args
 
         def spy(*args, **kwargs):
             positional, constexprs = build(*args, **kwargs)
@@ -135,7 +135,7 @@ class Launches:
             self.windows.append(positional[-1])
             return positional, constexprs
 
-        monkeypatch.setattr(triton_backend, "_launch_args", spy)
+        monkeypatch.setattr(triton_backend, "_kernel_args", spy)
 
 
 @pytest.mark.triton_interpreter
@@ -338,3 +338,27 @@ def test_float32_past_head_dim_64_is_refused_on_a_gpu_before_any_launch(monkeypa
     q = torch.randn(1, 2, 4, 128).as_subclass(OnCuda)
     with pytest.raises(UnsupportedAttentionError, match="takes float32 up to head_dim 64 on a GPU, got 128 .*bfloat16"):
         triton_backend.TritonBackend().forward(q, q, q, mask=None, scale=1.0, need_weights=False)
+
+
+@pytest.mark.slow  # reason: dynamo traces a GPT and runs it compiled, forward and backward, under the interpreter (6 s)
+@pytest.mark.triton_interpreter
+def test_torch_compile_traces_a_gpt_through_the_kernel_without_a_graph_break():
+    """The kernels are torch operators (andrea::triton_attention and its backward) with shape-only fake
+    versions: dynamo records each attention as one node, so the whole GPT is one graph, and the compiled
+    model's output and gradients are the eager model's."""
+    torch.manual_seed(0)
+    attention = {"backend": "triton", "n_head": 2, "mask": "causal & sliding_window(window=5)"}
+    net = GPT(vocab_size=16, max_context=40, n_layer=2, d_model=16, attention=attention)
+    idx = torch.randint(16, (2, 20))
+    explained = torch._dynamo.explain(net)(idx)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    compiled = torch.compile(net, backend="aot_eager", fullgraph=True)  # fullgraph: a break would raise
+    grads = []
+    for model in (net, compiled):
+        net.zero_grad()
+        logits, _ = model(idx)
+        logits.square().mean().backward()
+        grads.append([p.grad.clone() for p in net.parameters() if p.grad is not None])
+    assert_close(compiled(idx)[0], net(idx)[0], torch.float32, "compiled logits")
+    for eager, traced in zip(*grads, strict=True):
+        assert_close(traced, eager, torch.float32, "compiled gradients")

@@ -7,7 +7,9 @@ buffer, or joined with `&` to each other, key padding and packed documents, reac
 a few numbers and two small tensors (lengths (B,), document ids (B, S)), and key blocks they
 rule out are skipped. Any other mask (an `|` combination, a plugin's without params) reaches it
 as its dense (B|1, H|1, T, S) form, read a tile at a time. ALiBi is a score bias computed in the kernel from
-the per-head slopes; grouped heads read their shared k and v in place.
+the per-head slopes; grouped heads read their shared k and v in place. The kernels are torch operators
+(`andrea::triton_attention` and its backward, with shape-only fake versions and autograd registered), so
+torch.compile traces a model through attention as one node each, with no graph break.
 
 Runs on CUDA GPUs. CPU tensors run the same kernels under Triton's interpreter while
 TRITON_INTERPRET=1 is set (read at each call), slowly: that is how its tests run. Without Triton installed it stays
@@ -101,12 +103,17 @@ def _next_power_of_2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
-def _launch_args(
-    q: Tensor, k: Tensor, mask: Mask | None, score_mod: ScoreMod | None, scale: float
-) -> tuple[list[object], dict[str, Any]]:
-    """The kernels' shared arguments after their tensors: (positional, constexpr keywords)."""
+FLAGS = ("CAUSAL", "BAND", "HAS_ALIBI", "HAS_LENGTHS", "HAS_DOCS", "HAS_DENSE")  # the kernels' mask switches
+
+
+def _mask_inputs(
+    q: Tensor, k: Tensor, mask: Mask | None, score_mod: ScoreMod | None
+) -> tuple[list[Tensor], list[int], list[bool]]:
+    """What the mask and the score bias become for the kernels, as an op takes them: (tensors: ALiBi's slopes,
+    the lengths, the document ids, the dense form; integers: the dense form's strides, the prefix, the window;
+    the FLAGS)."""
     B, H, T, d = q.shape
-    H_kv, S = k.shape[1], k.shape[2]
+    S = k.shape[2]
     params, dense = MaskParams() if mask is None else mask.params(), None
     if params is None:  # a mask its parameters cannot say: the kernel reads its dense form, a tile at a time
         assert mask is not None
@@ -116,20 +123,24 @@ def _launch_args(
     lengths = empty_i if params.lengths is None else params.lengths.to(q.device, torch.int64).contiguous()
     docs = empty_i if params.document_ids is None else params.document_ids.to(q.device, torch.int64).contiguous()
     slopes = _slopes(score_mod.n_head, q.device) if isinstance(score_mod, ALiBi) else empty_i.float()
-    dense_strides = (
-        (0, 0, 0) if dense is None else tuple(dense.stride(i) if dense.shape[i] > 1 else 0 for i in range(3))
-    )
-    positional = [
-        slopes, lengths, docs, empty_i.to(torch.int8) if dense is None else dense, *dense_strides,
-        scale, H, H // H_kv, T, S, d, params.prefix, S + 1 if params.window is None else params.window,
-    ]  # fmt: skip
+    dense_strides = [0, 0, 0] if dense is None else [dense.stride(i) if dense.shape[i] > 1 else 0 for i in range(3)]
+    tensors = [slopes, lengths, docs, empty_i.to(torch.int8) if dense is None else dense]
+    ints = [*dense_strides, params.prefix, S + 1 if params.window is None else params.window]
+    flags = [params.causal, params.band, score_mod is not None, params.lengths is not None,
+             params.document_ids is not None, dense is not None]  # fmt: skip
+    return tensors, ints, flags
+
+
+def _kernel_args(
+    q: Tensor, k: Tensor, tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float
+) -> tuple[list[object], dict[str, Any]]:
+    """The kernels' shared arguments after their own tensors: (positional, constexpr keywords)."""
+    B, H, T, d = q.shape
+    H_kv, S = k.shape[1], k.shape[2]
+    *dense_strides, prefix, window = ints
+    positional = [*tensors, *dense_strides, scale, H, H // H_kv, T, S, d, prefix, window]
     constexprs = dict(
-        CAUSAL=params.causal,
-        BAND=params.band,
-        HAS_ALIBI=score_mod is not None,
-        HAS_LENGTHS=params.lengths is not None,
-        HAS_DOCS=params.document_ids is not None,
-        HAS_DENSE=dense is not None,
+        zip(FLAGS, flags, strict=True),
         PRECISION="tf32x3" if q.dtype == torch.float32 else "tf32",  # float32: three tf32 products, ~fp32 exact
         UPCAST=q.device.type == "cpu" and q.dtype != torch.float32,  # the interpreter's dot misreads bfloat16
         **_block_sizes(d, q.dtype, q.device),
@@ -137,37 +148,64 @@ def _launch_args(
     return positional, constexprs
 
 
-class _FlashAttention(torch.autograd.Function):
-    """out = softmax(mask(q kᵀ · scale + bias)) v, by flash_kernels; the backward recomputes the weights."""
+# The kernels as torch operators (andrea::triton_attention and its backward): torch.compile traces a model
+# through them as single nodes, with no graph break, from their fake (shape-only) versions below.
+@torch.library.custom_op("andrea::triton_attention", mutates_args=())
+def attention_op(
+    q: Tensor, k: Tensor, v: Tensor, tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float
+) -> tuple[Tensor, Tensor]:
+    """(out (B, H, T, d), lse (B, H, T)) = softmax(mask(q kᵀ · scale + bias)) v and each row's log-sum-exp."""
+    B, H, T, _ = q.shape
+    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale)
+    out = torch.empty_like(q)
+    lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # log-sum-exp of each row's scores
+    grid = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
+    kernels(q.device.type == "cpu").attention_forward[grid](q, k, v, out, lse, *args, **constexprs)
+    return out, lse
 
-    @staticmethod
-    def forward(ctx, q, k, v, mask, score_mod, scale):  # type: ignore[no-untyped-def]
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        B, H, T, _ = q.shape
-        args, constexprs = _launch_args(q, k, mask, score_mod, scale)
-        out = torch.empty_like(q)  # (B, H, T, d)
-        lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # log-sum-exp of each row's scores
-        grid = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
-        kernels(q.device.type == "cpu").attention_forward[grid](q, k, v, out, lse, *args, **constexprs)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.launch = (args, constexprs)
-        return out
 
-    @staticmethod
-    def backward(ctx, d_out):  # type: ignore[no-untyped-def]
-        q, k, v, out, lse = ctx.saved_tensors
-        args, constexprs = ctx.launch
-        B, H, T, _ = q.shape
-        H_kv, S = k.shape[1], k.shape[2]
-        d_out = d_out.contiguous()
-        delta = (d_out.float() * out.float()).sum(-1)  # (B, H, T): rowsum(do ⊙ out)
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        grid_q = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
-        flash = kernels(q.device.type == "cpu")
-        flash.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *args, **constexprs)
-        grid_kv = (B * H_kv, _cdiv(S, constexprs["BLOCK_N"]))
-        flash.attention_backward_dkdv[grid_kv](q, k, v, d_out, dk, dv, lse, delta, *args, **constexprs)
-        return dq, dk, dv, None, None, None
+@attention_op.register_fake
+def _(q: Tensor, *args: object) -> tuple[Tensor, Tensor]:
+    return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+@torch.library.custom_op("andrea::triton_attention_backward", mutates_args=())
+def attention_backward_op(
+    d_out: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+    tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """(dq, dk, dv); the weights recomputed from lse."""
+    B, H, T, _ = q.shape
+    H_kv, S = k.shape[1], k.shape[2]
+    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale)
+    delta = (d_out.float() * out.float()).sum(-1)  # (B, H, T): rowsum(do ⊙ out)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    flash = kernels(q.device.type == "cpu")
+    grid_q = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
+    flash.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *args, **constexprs)
+    grid_kv = (B * H_kv, _cdiv(S, constexprs["BLOCK_N"]))
+    flash.attention_backward_dkdv[grid_kv](q, k, v, d_out, dk, dv, lse, delta, *args, **constexprs)
+    return dq, dk, dv
+
+
+@attention_backward_op.register_fake
+def _(d_out: Tensor, q: Tensor, k: Tensor, v: Tensor, *args: object) -> tuple[Tensor, Tensor, Tensor]:
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _save_for_backward(ctx: Any, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:
+    q, k, v, tensors, ints, flags, scale = inputs
+    ctx.save_for_backward(q, k, v, *output, *tensors)
+    ctx.ints, ctx.flags, ctx.scale = ints, flags, scale
+
+
+def _backward(ctx: Any, d_out: Tensor, _d_lse: Tensor | None) -> tuple[Tensor | None, ...]:
+    q, k, v, out, lse, *tensors = ctx.saved_tensors
+    grads = attention_backward_op(d_out.contiguous(), q, k, v, out, lse, tensors, ctx.ints, ctx.flags, ctx.scale)
+    return *grads, [None] * len(tensors), None, None, None  # the inputs' structure: no gradient past q, k, v
+
+
+attention_op.register_autograd(_backward, setup_context=_save_for_backward)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -240,4 +278,6 @@ class TritonBackend(AttentionBackend):
                 f"{q.shape[-1]} (its tiles would not fit in shared memory); use bfloat16 "
                 "(trainer.precision=bf16-mixed), or attention=sdpa"
             )
-        return _FlashAttention.apply(q, k, v, mask, score_mod, scale), None  # (B, H, T, d)
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        tensors, ints, flags = _mask_inputs(q, k, mask, score_mod)
+        return attention_op(q, k, v, tensors, ints, flags, scale)[0], None  # (B, H, T, d)
