@@ -6,10 +6,11 @@ bare PyTorch loop of the same model, data, optimizer and schedule.
 
 The small GPT: 4 layers, d_model 128, 4 heads, batch 12 x 64 tokens of byte-level text (the Tempest
 excerpt andrea ships), AdamW, no logger. Each candidate is a whole process (start-up included), timed
-in paired rounds in a fresh random order each round; the table gives each one's median wall time, its
-median CPU time (user + system, every thread: what a busy neighbour on the machine does not inflate as
-much), the ratios' medians with their spread (min-max over the rounds), and each one's final losses. The
-dashboard must not change training: maps on and maps off print the same losses.
+in paired rounds, each candidate in each place of a round equally often (a Latin square: run a multiple
+of 3 rounds); the table gives each one's median wall time, its median CPU time (user + system, every
+thread: what a busy neighbour on the machine does not inflate as much), the ratios' medians
+with their spread (min-max over the rounds), and each one's final losses. The dashboard must not change
+training: maps on and maps off print the same losses.
 
 Targets: andrea (maps on) / bare loop <= 1.02 at the median, maps on / maps off <= 1.02.
 """
@@ -100,10 +101,11 @@ def main() -> None:
     }
     times: dict[str, list[float]] = {name: [] for name in candidates}
     cpu: dict[str, list[float]] = {name: [] for name in candidates}
-    order, rng = list(candidates), random.Random(0)
+    names = list(candidates)
     for n in range(args.rounds):
-        rng.shuffle(order)
-        for name in order:
+        # a Latin square: each candidate in each place of a round once every len(names) rounds, as this machine
+        # slows down over minutes of load (a fixed seed's shuffles had put one candidate last in most rounds)
+        for name in names[n % len(names) :] + names[: n % len(names)]:
             wall, cpu_s = run(candidates[name](n))
             times[name].append(wall)
             cpu[name].append(cpu_s)
