@@ -155,6 +155,7 @@ def attention_op(
     q: Tensor, k: Tensor, v: Tensor, tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float
 ) -> tuple[Tensor, Tensor]:
     """(out (B, H, T, d), lse (B, H, T)) = softmax(mask(q kᵀ · scale + bias)) v and each row's log-sum-exp."""
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernels' layout (a no-op when it is)
     B, H, T, _ = q.shape
     args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale)
     out = torch.empty_like(q)
@@ -166,7 +167,7 @@ def attention_op(
 
 @attention_op.register_fake
 def _(q: Tensor, *args: object) -> tuple[Tensor, Tensor]:
-    return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+    return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)  # contiguous, as the real ones
 
 
 @torch.library.custom_op("andrea::triton_attention_backward", mutates_args=())
@@ -175,6 +176,7 @@ def attention_backward_op(
     tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float,
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """(dq, dk, dv); the weights recomputed from lse."""
+    d_out, q, k, v, out = d_out.contiguous(), q.contiguous(), k.contiguous(), v.contiguous(), out.contiguous()
     B, H, T, _ = q.shape
     H_kv, S = k.shape[1], k.shape[2]
     args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale)
@@ -190,7 +192,7 @@ def attention_backward_op(
 
 @attention_backward_op.register_fake
 def _(d_out: Tensor, q: Tensor, k: Tensor, v: Tensor, *args: object) -> tuple[Tensor, Tensor, Tensor]:
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)  # contiguous, as the real ones
 
 
 def _save_for_backward(ctx: Any, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:
@@ -201,7 +203,7 @@ def _save_for_backward(ctx: Any, inputs: tuple, output: tuple[Tensor, Tensor]) -
 
 def _backward(ctx: Any, d_out: Tensor, _d_lse: Tensor | None) -> tuple[Tensor | None, ...]:
     q, k, v, out, lse, *tensors = ctx.saved_tensors
-    grads = attention_backward_op(d_out.contiguous(), q, k, v, out, lse, tensors, ctx.ints, ctx.flags, ctx.scale)
+    grads = attention_backward_op(d_out, q, k, v, out, lse, tensors, ctx.ints, ctx.flags, ctx.scale)
     return *grads, [None] * len(tensors), None, None, None  # the inputs' structure: no gradient past q, k, v
 
 
@@ -278,6 +280,5 @@ class TritonBackend(AttentionBackend):
                 f"{q.shape[-1]} (its tiles would not fit in shared memory); use bfloat16 "
                 "(trainer.precision=bf16-mixed), or attention=sdpa"
             )
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         tensors, ints, flags = _mask_inputs(q, k, mask, score_mod)
         return attention_op(q, k, v, tensors, ints, flags, scale)[0], None  # (B, H, T, d)
