@@ -135,6 +135,26 @@ def test_compiled_module_keeps_plain_weight_names():
     assert not any("_orig_mod" in key or "_forward_net" in key for key in module.state_dict())
 
 
+@pytest.mark.slow  # reason: inductor compiles the forward and backward twice on CPU (~40 s)
+def test_a_compiled_module_trains_on_a_second_sequence_length():
+    """A new input shape (a sweep over data.seq_len in one process, a shorter batch) compiles a graph
+    of its own: with torch's automatic dynamic shapes, the second shape's backward would trace the
+    sparse lookup gradient symbolically, which inductor's fake tensors cannot run."""
+    from functools import partial
+
+    from andrea.train.lit import LanguageModelModule
+
+    torch.manual_seed(0)
+    net = tiny("sdpa")
+    module = LanguageModelModule(net, optimizer=partial(torch.optim.AdamW), compile=True)
+    for seq_len in (12, 8):
+        idx = torch.randint(97, (2, seq_len))
+        logits = module(idx)  # (B, T, V)
+        assert logits.shape == (2, seq_len, 97)
+        logits.square().mean().backward()
+        assert net.embed.token.weight.grad is not None and torch.isfinite(net.embed.token.weight.grad).all()
+
+
 def test_the_tied_embedding_gets_the_same_dense_gradient_from_its_rows():
     """The token lookup hands back only its rows (sparse_grad); the head's dense gradient takes them:
     the sum equals the dense lookup's, and the optimizer sees one dense (V, D) gradient."""

@@ -35,7 +35,8 @@ class LanguageModelModule(L.LightningModule):
 
     optimizer: a partial taking `params` (Hydra `_partial_: true`), e.g. AdamW with its lr.
     scheduler: an optional partial taking `optimizer`, stepped every optimisation step.
-    compile:   run the network's forward through torch.compile (the saved weights keep their names).
+    compile:   run the network's forward through torch.compile, one static graph per input shape (the
+               saved weights keep their names).
     nonfinite: what a NaN or infinite training loss does: "stop" (raise NonFiniteLossError at the next
                logging step or checkpoint, whichever comes first: the check is read with the logged
                numbers, never alone; the last checkpoint, written before, stays the last good one) or
@@ -67,8 +68,11 @@ class LanguageModelModule(L.LightningModule):
         if ablate:
             zeroed = parse_heads(ablate, *heads_shape(network(net)), key="model.ablate")
             install(network(net), dict.fromkeys(zeroed, 0.0))
-        # Not registered as a submodule: checkpoints keep the plain `net.*` names.
-        object.__setattr__(self, "_forward_net", torch.compile(net) if compile else net)
+        # Not registered as a submodule: checkpoints keep the plain `net.*` names. dynamic=False: a graph
+        # per input shape; torch's automatic dynamic shapes would trace a second shape's backward
+        # symbolically, and inductor fails on the sparse lookup gradient there (GPT's sparse_grad).
+        compiled = torch.compile(net, dynamic=False) if compile else net
+        object.__setattr__(self, "_forward_net", compiled)
         self.net_config = net_config  # the resolved model.net config, saved in every checkpoint
         self.tokenizer: str | None = None  # the data's tokenizer name, saved too (andrea-sample reads it)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
