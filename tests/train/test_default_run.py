@@ -176,3 +176,19 @@ def test_a_resumed_attempt_keeps_the_rows_before_its_step_and_drops_the_rest(tmp
     role_history.append(path, 50, {"heads/entropy/L0H1": 7.0})
     lines = path.read_text().splitlines()
     assert lines == ["step,layer,head,role,score", "0,0,1,entropy,0.5", "0,1,0,induction,0.25", "50,0,1,entropy,7"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "written"),
+    [
+        (["callbacks=none"], []),
+        (["~callbacks.model_checkpoint", "~callbacks.last_checkpoint"], []),
+        (["callbacks=none", "+trainer.enable_checkpointing=true"], ["epoch=0-step=4.ckpt"]),  # Lightning's own
+    ],
+)
+def test_a_run_without_checkpoint_callbacks_writes_no_checkpoint(tmp_path, overrides, written):
+    from andrea.train.pipeline import train
+    from tests.compose import QUICK
+
+    train(compose_train(tmp_path, [*QUICK, *overrides]))
+    assert sorted(p.name for p in tmp_path.rglob("*.ckpt")) == written

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import lightning as L
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import Callback, LearningRateMonitor
+from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from torch.nn import Module
@@ -55,9 +55,13 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
     stop, restore = StopOnSignal(Path(cfg.paths.output_dir) / "checkpoints"), RestoreWatch()
     callbacks, console = progress_callbacks(callbacks, is_multirun())
+    # Lightning adds a ModelCheckpoint of its own (a file every epoch) to a run that has none: callbacks=none, or
+    # the checkpoint callbacks removed, writes no checkpoint unless trainer.enable_checkpointing=true says so
+    checkpointing = cfg.trainer.get("enable_checkpointing", any(isinstance(c, ModelCheckpoint) for c in callbacks))
     trainer = instantiate(
-        cfg.trainer, callbacks=[*callbacks, ResumeData(), stop, restore], logger=loggers or False, **console
-    )
+        cfg.trainer, callbacks=[*callbacks, ResumeData(), stop, restore], logger=loggers or False,
+        enable_checkpointing=checkpointing, **console,
+    )  # fmt: skip
     run_dir = Path(trainer.default_root_dir)
     status = "failed"
     try:
