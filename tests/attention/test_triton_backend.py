@@ -5,6 +5,7 @@ interpreter or Triton.
 Tests marked `triton_interpreter` run it under Triton's interpreter (tests/conftest.py); the rest
 of the suite runs without it, as a user's shell does."""
 
+import json
 import os
 import re
 import subprocess
@@ -66,6 +67,19 @@ CASES = [  # the interpreter is slow: the DEFAULT cases in the default run, ever
 ]
 
 
+def matches_naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None, mask_name: str) -> None:
+    """triton's output and q, k, v gradients equal naive's."""
+    ref = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out, _ = get_backend("triton")(q, k, v, mask)
+    expected, _ = get_backend("naive")(ref[0], ref[1], ref[2], mask)
+    assert_close(out, expected, torch.float32, f"triton x {mask_name}: output differs")
+    grad = torch.randn_like(out)
+    out.backward(grad), expected.backward(grad)
+    for name, got, want in zip("qkv", (q, k, v), ref, strict=True):
+        assert got.grad is not None and want.grad is not None
+        assert_close(got.grad, want.grad, torch.float32, f"triton x {mask_name}: d{name} differs")
+
+
 @pytest.mark.triton_interpreter
 @pytest.mark.parametrize("case", CASES)
 def test_matches_naive_forward_and_backward_over_several_blocks(case):
@@ -76,15 +90,36 @@ def test_matches_naive_forward_and_backward_over_several_blocks(case):
     q = torch.randn(BATCH, n_head, queries, D, requires_grad=True)
     k = torch.randn(BATCH, n_kv_head, T, D, requires_grad=True)
     v = torch.randn(BATCH, n_kv_head, T, D, requires_grad=True)
-    ref = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    out, _ = get_backend("triton")(q, k, v, mask)
-    expected, _ = get_backend("naive")(ref[0], ref[1], ref[2], mask)
-    assert_close(out, expected, torch.float32, f"triton x {mask_name}: output differs")
-    grad = torch.randn_like(out)
-    out.backward(grad), expected.backward(grad)
-    for name, got, want in zip("qkv", (q, k, v), ref, strict=True):
-        assert got.grad is not None and want.grad is not None
-        assert_close(got.grad, want.grad, torch.float32, f"triton x {mask_name}: d{name} differs")
+    matches_naive(q, k, v, mask, mask_name)
+
+
+LONG = 100  # keys: six 16-wide blocks and a partial one, so that whole blocks lie inside every mask's range
+WHOLE_BLOCK_MASKS = {  # each has blocks seen whole (run with no mask) and edge blocks around them
+    "causal": Causal(),
+    "window": SlidingWindow(40),
+    "band": SlidingWindow(40, causal=False),
+    "prefix": PrefixLM(50),
+    "causal&padding": Causal() & KeyPadding(torch.tensor([LONG - 20, 70])),
+}
+
+
+WHOLE_DEFAULT = {("causal", 16), ("band", 12), ("causal&padding", 16)}  # the default run's; the rest under -m slow
+WHOLE_CASES = [  # d = 16 fills the interpreter's tile (whole blocks load with no predicate), d = 12 does not
+    pytest.param(name, d, id=f"{name}-d={d}", marks=() if (name, d) in WHOLE_DEFAULT else pytest.mark.slow)
+    for name in WHOLE_BLOCK_MASKS
+    for d in (16, 12)
+]
+
+
+@pytest.mark.triton_interpreter
+@pytest.mark.parametrize(("mask_name", "head_dim"), WHOLE_CASES)
+def test_blocks_seen_whole_run_without_the_mask_and_match_naive(mask_name, head_dim):
+    """Every block between a query tile's first and last key that all its rows see whole skips the mask (and,
+    where d fills the tile, the load predicates): forward and backward still equal naive's."""
+    mask = WHOLE_BLOCK_MASKS[mask_name]
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(BATCH, 2, LONG, head_dim, requires_grad=True) for _ in range(3))
+    matches_naive(q, k, v, mask, mask_name)
 
 
 @pytest.mark.triton_interpreter
@@ -239,68 +274,19 @@ def test_andrea_train_with_triton_on_a_cpu_is_refused_in_one_line(tmp_path):
     assert not list(tmp_path.iterdir()) or not list(tmp_path.rglob("*.ckpt"))  # refused before any work
 
 
-COMPILE_FOR_HOPPER = """
-import os, re, subprocess, sys, tempfile
-import torch
-import triton.backends.nvidia
-from triton import compile
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from andrea.attention.backends import flash_kernels
-from andrea.attention.backends.triton import _block_sizes
-
-POINTERS = {"Slopes": "*fp32", "Lengths": "*i64", "Docs": "*i64", "Dense": "*i8", "LSE": "*fp32", "Delta": "*fp32"}
-INTS = {"dense_sb", "dense_sh", "dense_st", "H", "group", "T", "S", "D", "prefix", "window"}
-# A real launch at T = S = 1024 marks every fresh tensor's pointer and every int that 16 divides
-DIVISIBLE = {"T", "S", "D", "prefix"}
-PTXAS = os.path.join(os.path.dirname(triton.backends.nvidia.__file__), "bin", "ptxas-blackwell")
-dtype, head_dim, variant = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-every = variant == "every-input"
-tiles = _block_sizes(head_dim, {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype], torch.device("cuda"))
-options = dict(num_warps=tiles.pop("num_warps"), num_stages=tiles.pop("num_stages"))
-flags = dict(CAUSAL=True, BAND=False, HAS_ALIBI=every, HAS_LENGTHS=every, HAS_DOCS=every, HAS_DENSE=every,
-             UPCAST=False, PRECISION="tf32x3" if dtype == "fp32" else "tf32", **tiles)
-for kernel in (flash_kernels.attention_forward, flash_kernels.attention_backward_dq,
-               flash_kernels.attention_backward_dkdv):
-    signature = {name: "constexpr" if name in flags else "fp32" if name == "scale" else "i32" if name in INTS
-                 else POINTERS.get(name, "*" + dtype) for name in kernel.arg_names}
-    hints = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names)
-             if signature[name].startswith("*") or name in DIVISIBLE}
-    constants = {name: flags[name] for name in kernel.arg_names if name in flags}
-    compiled = compile(ASTSource(kernel, signature, constants, hints), target=GPUTarget("cuda", 90, 32),
-                       options=options)
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-        ptx.write(compiled.asm["ptx"])
-        ptx.flush()
-        report = subprocess.run([PTXAS, "-arch=sm_90a", "-v", ptx.name, "-o", os.devnull],
-                                capture_output=True, text=True, check=True).stderr
-    spills = sum(map(int, re.findall(r"(\\d+) bytes spill stores", report)))
-    ptx_text = compiled.asm["ptx"]
-    counts = ptx_text.count("cp.async"), spills, ptx_text.count("wgmma.mma_async")
-    print(kernel.__name__, compiled.metadata.shared, *counts)
-"""
-
-# Every variant the backend accepts on a GPU (16-bit up to MAX_HEAD_DIM, float32 up to FLOAT32_MAX_HEAD_DIM),
-# with the mask as causal parameters alone and with every optional input on at once (ALiBi, lengths, documents,
-# a dense tile). Measured here: shared memory 41-206 KB; spills none but where SPILLS says (bytes, at most).
-HOPPER_VARIANTS = [
-    (dtype, head_dim, variant)
-    for dtype, head_dims in (("bf16", (64, 128, 256)), ("fp32", (64,)))
-    for head_dim in head_dims
-    for variant in ("causal", "every-input")
-]
-# Bytes of registers spilled per kernel, measured here (ptxas -v), where not zero; the bound is that, rounded up.
-# The dk/dv kernel (two BLOCK_N x d accumulators) spills first; reworking it is the kernel issue's.
+KERNEL_REPORT = Path(__file__).resolve().parents[2] / "scripts" / "kernel_report.py"
+HOPPER_VARIANTS = [  # every variant the backend accepts on a GPU, as scripts/kernel_report.py lists them
+    ("bf16", 64, "causal"), ("bf16", 64, "every-input"), ("bf16", 128, "causal"), ("bf16", 128, "every-input"),
+    ("bf16", 256, "causal"), ("bf16", 256, "every-input"), ("fp32", 64, "causal"), ("fp32", 64, "every-input"),
+]  # fmt: skip
+# Bytes of registers spilled per kernel, measured here (docs/kernel_report.md), where not zero; the bound is that.
+# head_dim 256 in bfloat16 and float32's dk/dv (two BLOCK_N x d accumulators beside k and v) spill first.
 SPILLS = {
-    ("bf16", 64, "every-input", "attention_backward_dkdv"): 32,  # 28
-    ("bf16", 128, "causal", "attention_backward_dkdv"): 32,  # 32
-    ("bf16", 128, "every-input", "attention_backward_dkdv"): 96,  # 88
-    ("bf16", 256, "causal", "attention_backward_dkdv"): 400,  # 396
-    ("bf16", 256, "every-input", "attention_forward"): 112,  # 104
-    ("bf16", 256, "every-input", "attention_backward_dq"): 296,  # 292
-    ("bf16", 256, "every-input", "attention_backward_dkdv"): 320,  # 312
-    ("fp32", 64, "causal", "attention_backward_dkdv"): 96,
-    ("fp32", 64, "every-input", "attention_backward_dkdv"): 96,  # 96
+    ("bf16", 256, "causal", "attention_backward_dkdv"): 316,
+    ("bf16", 256, "every-input", "attention_forward"): 104,
+    ("bf16", 256, "every-input", "attention_backward_dq"): 264,
+    ("bf16", 256, "every-input", "attention_backward_dkdv"): 236,
+    ("fp32", 64, "every-input", "attention_backward_dkdv"): 40,
 }
 
 
@@ -309,21 +295,25 @@ SPILLS = {
 def test_every_accepted_kernel_compiles_for_a_hopper_gpu_and_fits_its_shared_memory(case):
     """Triton lowers the three kernels to sm_90 (an H100 / H200) as a real launch specialises them (divisibility
     hints on pointers and sizes): no GPU needed to compile. Each fits Hopper's 227 KB of shared memory per
-    block, copies asynchronously (cp.async), runs 16-bit tiles on the tensor cores (wgmma), and spills no
-    register beyond the measured SPILLS."""
+    block, copies asynchronously (cp.async), runs 16-bit tiles on the tensor cores (wgmma), spills no
+    register beyond the measured SPILLS, and with causal parameters alone has an inner-loop path that masks
+    no score: the forward's loop over whole blocks, the backward's path past the mask's branch."""
     env = _without("TRITON_INTERPRET")
     done = subprocess.run(
-        [sys.executable, "-c", COMPILE_FOR_HOPPER, *map(str, case)], capture_output=True, text=True, env=env,
+        [sys.executable, str(KERNEL_REPORT), "--json", *map(str, case)], capture_output=True, text=True, env=env,
         timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = {line.split()[0]: list(map(int, line.split()[1:])) for line in done.stdout.splitlines()}
-    assert set(lines) == {"attention_forward", "attention_backward_dq", "attention_backward_dkdv"}
-    for name, (shared, async_copies, spills, wgmma) in lines.items():
-        assert 0 < shared <= 227 * 1024, (name, shared)
-        assert async_copies > 0, name
-        assert wgmma > 0 or case[0] == "fp32", name  # 16-bit tiles on Hopper's tensor cores
-        assert spills <= SPILLS.get((*case, name), 0), (name, spills)
+    rows = {row["kernel"]: row for row in map(json.loads, done.stdout.splitlines())}
+    assert set(rows) == {"attention_forward", "attention_backward_dq", "attention_backward_dkdv"}
+    for name, row in rows.items():
+        assert 0 < row["shared"] <= 227 * 1024, (name, row["shared"])
+        assert row["async_copies"] > 0, name
+        assert row["wgmma"] > 0 or case[0] == "fp32", name  # 16-bit tiles on Hopper's tensor cores
+        assert row["spills"] <= SPILLS.get((*case, name), 0), (name, row["spills"])
+        if case[2] == "causal":  # per inner loop: (compares, -inf selects) on its fastest path, and over it all
+            assert min(loop[1] for loop in row["loops"]) == 0, (name, row["loops"])  # a path that masks no score
+            assert max(loop[3] for loop in row["loops"]) > 0, (name, row["loops"])  # and the edge blocks' mask
 
 
 def test_float32_past_head_dim_64_is_refused_on_a_gpu_before_any_launch(monkeypatch):

@@ -27,7 +27,12 @@ The mask is computed inside the kernel from its parameters (`_allowed`): causal 
 bidirectional prefix, a sliding window (one-sided or a band), key padding from the per-sequence
 lengths, packed documents from the (B, S) document ids, and, for any other mask, a tile of its
 dense (B|1, H|1, T, S) form. Key blocks the parameters rule out are skipped (`_key_range`,
-`_query_range`). Tensors are contiguous (B, H, T, d); d is padded to BLOCK_D, a power of two.
+`_query_range`). Blocks that every row of a tile sees whole (`_whole_keys`, `_whole_queries`: inside
+the causal range, the window, the padding and the bounds; none where documents or a dense mask
+decide) are computed with no mask at all, only the edge blocks around them build it: the forward
+runs three loops (edge blocks, whole blocks loaded with no predicate when d fills BLOCK_D, edge
+blocks), the backward kernels one loop with a branch every thread of a program takes alike.
+Tensors are contiguous (B, H, T, d); d is padded to BLOCK_D, a power of two.
 Offsets are int64 (from the program's (batch, head) index), so no size overflows them.
 """
 
@@ -93,9 +98,90 @@ def _query_range(k_first, k_last, T, S, prefix, window,
 
 
 @triton.jit
+def _whole_keys(q_first, q_last, S, Lengths, b, prefix, window,
+                CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_LENGTHS: tl.constexpr, HAS_DOCS: tl.constexpr,
+                HAS_DENSE: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    """The key blocks [lo, hi), BLOCK_N-aligned and inside `_key_range`'s, that every query q_first..q_last sees
+    whole: no mask test can bite there. None (lo = hi) where documents or a dense mask decide."""
+    hi = S
+    if CAUSAL:  # every key at or before the first query, or inside the prefix
+        hi = tl.minimum(hi, tl.maximum(q_first + 1, prefix))
+    if BAND:
+        hi = tl.minimum(hi, q_first + window)
+    if HAS_LENGTHS:
+        hi = tl.minimum(hi, tl.load(Lengths + b).to(tl.int32))
+    lo = tl.cdiv(tl.maximum(q_last - window + 1, 0), BLOCK_N) * BLOCK_N  # inside the last query's window
+    hi = (tl.maximum(hi, 0) // BLOCK_N) * BLOCK_N
+    if HAS_DOCS or HAS_DENSE:  # past every key: all blocks are edge blocks
+        lo, hi = S, S
+    return lo, tl.maximum(hi, lo)
+
+
+@triton.jit
+def _whole_queries(k_first, k_last, T, S, Lengths, b, prefix, window,
+                   CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_LENGTHS: tl.constexpr, HAS_DOCS: tl.constexpr,
+                   HAS_DENSE: tl.constexpr, BLOCK_M: tl.constexpr):  # fmt: skip
+    """The query blocks [lo, hi), BLOCK_M-aligned, whole rows, inside `_query_range`'s, that see every key
+    k_first..k_last: the backward's blocks with no mask. None where documents or a dense mask decide."""
+    offset = S - T  # query row i sits at position offset + i
+    lo, hi = 0, T
+    if CAUSAL:  # the first query at or after the last key, unless every key is in the prefix
+        lo = tl.where(k_last < prefix, 0, k_last - offset)
+    hi = tl.minimum(hi, k_first + window - offset)  # the last query within the window of the first key
+    if BAND:
+        lo = tl.maximum(lo, k_last - window + 1 - offset)
+    lo = tl.cdiv(tl.maximum(lo, 0), BLOCK_M) * BLOCK_M
+    hi = (tl.maximum(hi, 0) // BLOCK_M) * BLOCK_M
+    bound = S
+    if HAS_LENGTHS:
+        bound = tl.minimum(bound, tl.load(Lengths + b).to(tl.int32))
+    hi = tl.where(k_last < bound, hi, lo)  # a key block past the end, or past the padding: every block masked
+    if HAS_DOCS or HAS_DENSE:  # past every query: all blocks are edge blocks
+        lo, hi = T, T
+    return lo, tl.maximum(hi, lo)
+
+
+@triton.jit
+def _within(whole_lo, whole_hi, hi):
+    """The whole blocks cut to end by hi (a range's end): lo <= whole_lo <= whole_hi <= hi, so that the loops
+    [lo, whole_lo), [whole_lo, whole_hi), [whole_hi, hi) take every block once."""
+    whole_lo = tl.minimum(whole_lo, hi)
+    return whole_lo, tl.maximum(tl.minimum(whole_hi, hi), whole_lo)
+
+
+@triton.jit
+def _key_blocks(start_m, T, S, Lengths, b, prefix, window,
+                CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_LENGTHS: tl.constexpr, HAS_DOCS: tl.constexpr,
+                HAS_DENSE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    """(lo, whole_lo, whole_hi, hi): the keys the query block at start_m visits, [lo, hi), and within them
+    the blocks it sees whole, [whole_lo, whole_hi)."""
+    q_first, q_last = S - T + start_m, S - T + start_m + BLOCK_M - 1
+    lo, hi = _key_range(q_first, q_last, S, Lengths, b, prefix, window, CAUSAL, BAND, HAS_LENGTHS, BLOCK_N)
+    whole_lo, whole_hi = _whole_keys(q_first, q_last, S, Lengths, b, prefix, window,
+                                     CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, BLOCK_N)  # fmt: skip
+    whole_lo, whole_hi = _within(whole_lo, whole_hi, hi)
+    return lo, whole_lo, whole_hi, hi
+
+
+@triton.jit
+def _query_blocks(start_n, T, S, Lengths, b, prefix, window,
+                  CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_LENGTHS: tl.constexpr, HAS_DOCS: tl.constexpr,
+                  HAS_DENSE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    """(lo, whole_lo, whole_hi, hi): the query rows the key block at start_n is seen by, [lo, hi), and within
+    them the blocks that see all of it, [whole_lo, whole_hi)."""
+    k_last = start_n + BLOCK_N - 1
+    lo, hi = _query_range(start_n, k_last, T, S, prefix, window, CAUSAL, BAND, BLOCK_M)
+    whole_lo, whole_hi = _whole_queries(start_n, k_last, T, S, Lengths, b, prefix, window,
+                                        CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, BLOCK_M)  # fmt: skip
+    whole_lo, whole_hi = _within(whole_lo, whole_hi, hi)
+    return lo, whole_lo, whole_hi, hi
+
+
+@triton.jit
 def _load(ptr, mask, UPCAST: tl.constexpr):
-    """A tile of q, k, v or do, in float32 when UPCAST (Triton's CPU interpreter: its tl.dot misreads bfloat16)."""
-    tile = tl.load(ptr, mask=mask, other=0.0)
+    """A tile of q, k, v or do (no predicate where mask is None), in float32 when UPCAST (Triton's CPU
+    interpreter: its tl.dot misreads bfloat16)."""
+    tile = tl.load(ptr) if mask is None else tl.load(ptr, mask=mask, other=0.0)
     return tile.to(tl.float32) if UPCAST else tile
 
 
@@ -111,21 +197,55 @@ def _query_rows(bh, start_m, T, S, D, BLOCK_M: tl.constexpr, BLOCK_D: tl.constex
 
 
 @triton.jit
-def _kv_block(K, V, kv, k_pos, S, D, UPCAST: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Keys and values at positions k_pos of kv head kv: two (BLOCK_N, BLOCK_D) tiles, the tile's offsets and mask."""
+def _kv_block(K, V, kv, k_pos, S, D, UPCAST: tl.constexpr, BLOCK_D: tl.constexpr, WHOLE: tl.constexpr,
+              EVEN_D: tl.constexpr):  # fmt: skip
+    """Keys and values at positions k_pos of kv head kv: two (BLOCK_N, BLOCK_D) tiles, the tile's offsets and mask.
+    WHOLE: every position is inside S, and with EVEN_D (d = BLOCK_D) the tiles load with no predicate."""
     offs_d = tl.arange(0, BLOCK_D)
     tile = (kv * S + k_pos[:, None]) * D + offs_d[None, :]
     ok = (k_pos[:, None] < S) & (offs_d[None, :] < D)
-    return _load(K + tile, ok, UPCAST), _load(V + tile, ok, UPCAST), tile, ok
+    if WHOLE and EVEN_D:
+        k, v = _load(K + tile, None, UPCAST), _load(V + tile, None, UPCAST)
+    else:
+        k, v = _load(K + tile, ok, UPCAST), _load(V + tile, ok, UPCAST)
+    return k, v, tile, ok
 
 
 @triton.jit
-def _scores(q, k, q_pos, k_pos, slope, scale, allowed, HAS_ALIBI: tl.constexpr, PRECISION: tl.constexpr):
-    """s = q kᵀ · scale (+ ALiBi), -inf where not allowed: (BLOCK_M, BLOCK_N) in float32."""
+def _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI: tl.constexpr, PRECISION: tl.constexpr):
+    """s = q kᵀ · scale (+ ALiBi): (BLOCK_M, BLOCK_N) in float32, before any mask."""
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
     if HAS_ALIBI:
         s = s - slope * tl.abs(q_pos[:, None] - k_pos[None, :]).to(tl.float32)
-    return tl.where(allowed, s, float("-inf"))
+    return s
+
+
+@triton.jit
+def _forward_step(
+    acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
+    Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
+    CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+    MASKED: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    """The running (acc, l, m) after the key block at start_n; without MASKED, a block seen whole."""
+    k_pos = start_n + tl.arange(0, BLOCK_N)
+    k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D, not MASKED, EVEN_D)  # (BLOCK_N, BLOCK_D) each
+    if MASKED:  # the mask before the scores: its loads (documents, a dense tile) overlap the product
+        allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
+                           prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
+        s = tl.where(allowed, _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION), float("-inf"))
+    else:
+        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION)  # (BLOCK_M, BLOCK_N)
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = m_new
+    if MASKED:  # a row with no key yet: exp(-inf) = 0, not NaN (a whole block gives every row a finite score)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp(s - m_safe[:, None])  # this block's weights, unnormalised
+    alpha = tl.exp(m_i - m_safe)  # shrink what was summed under the old max
+    l_i = alpha * l_i + tl.sum(p, axis=1)
+    acc = alpha[:, None] * acc + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+    return acc, l_i, m_new
 
 
 @triton.jit
@@ -134,7 +254,7 @@ def attention_forward(
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
     HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: BLOCK_M queries of head h of sequence b. Writes out (BLOCK_M, d) and lse (BLOCK_M,)."""
     bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M  # int64: offsets outgrow int32
@@ -144,25 +264,34 @@ def attention_forward(
     q = _load(Q + tile, tile_ok, UPCAST)  # (BLOCK_M, BLOCK_D)
     slope = tl.load(Slopes + h) if HAS_ALIBI else 0.0
 
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max of the scores
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max of the scores (-inf: none seen yet)
     l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum of exp(score - m_i)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)  # running sum of exp(score - m_i) · v
-    lo, hi = _key_range(S - T + start_m, S - T + start_m + BLOCK_M - 1, S, Lengths, b, prefix, window,
-                        CAUSAL, BAND, HAS_LENGTHS, BLOCK_N)  # fmt: skip
-    for start_n in range(lo, hi, BLOCK_N):
-        k_pos = start_n + tl.arange(0, BLOCK_N)
-        k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D)  # (BLOCK_N, BLOCK_D) each
-        allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
-                           prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
-        s = _scores(q, k, q_pos, k_pos, slope, scale, allowed, HAS_ALIBI, PRECISION)  # (BLOCK_M, BLOCK_N)
-
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: exp(-inf) = 0, not NaN
-        p = tl.exp(s - m_safe[:, None])  # this block's weights, unnormalised
-        alpha = tl.exp(m_i - m_safe)  # shrink what was summed under the old max
-        l_i = alpha * l_i + tl.sum(p, axis=1)
-        acc = alpha[:, None] * acc + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        m_i = m_new
+    lo, whole_lo, whole_hi, hi = _key_blocks(start_m, T, S, Lengths, b, prefix, window, CAUSAL, BAND, HAS_LENGTHS,
+                                             HAS_DOCS, HAS_DENSE, BLOCK_M, BLOCK_N)  # fmt: skip
+    # the blocks before the whole ones (a window's edge), the whole ones, the blocks after (the diagonal, the end)
+    for start_n in range(lo, whole_lo, BLOCK_N):
+        acc, l_i, m_i = _forward_step(
+            acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
+            Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
+            CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, PRECISION, UPCAST,
+            True, EVEN_D, BLOCK_N, BLOCK_D,
+        )  # fmt: skip
+    if not (HAS_DOCS or HAS_DENSE):  # documents, a dense mask: every block is an edge block
+        for start_n in range(whole_lo, whole_hi, BLOCK_N):
+            acc, l_i, m_i = _forward_step(
+                acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
+                Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
+                CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, PRECISION, UPCAST,
+            False, EVEN_D, BLOCK_N, BLOCK_D,
+            )  # fmt: skip
+        for start_n in range(whole_hi, hi, BLOCK_N):
+            acc, l_i, m_i = _forward_step(
+                acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
+                Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
+                CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, PRECISION, UPCAST,
+            True, EVEN_D, BLOCK_N, BLOCK_D,
+            )  # fmt: skip
 
     seen = l_i > 0  # a row that saw no key gives zeros, and lse = +inf makes its backward p = 0
     out = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)
@@ -176,9 +305,11 @@ def attention_backward_dq(
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
     HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    """One program: dq for BLOCK_M queries of head h, walking the keys as the forward did."""
+    """One program: dq for BLOCK_M queries of head h, walking the keys as the forward did, in one loop: the
+    mask is built only in the edge blocks, behind a branch every thread takes alike (the forward's three
+    loops cost dq more registers; docs/kernel_report.md)."""
     bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
     kv = b * (H // group) + h // group
@@ -190,14 +321,17 @@ def attention_backward_dq(
     slope = tl.load(Slopes + h) if HAS_ALIBI else 0.0
 
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    lo, hi = _key_range(S - T + start_m, S - T + start_m + BLOCK_M - 1, S, Lengths, b, prefix, window,
-                        CAUSAL, BAND, HAS_LENGTHS, BLOCK_N)  # fmt: skip
+    lo, whole_lo, whole_hi, hi = _key_blocks(start_m, T, S, Lengths, b, prefix, window, CAUSAL, BAND, HAS_LENGTHS,
+                                             HAS_DOCS, HAS_DENSE, BLOCK_M, BLOCK_N)  # fmt: skip
     for start_n in range(lo, hi, BLOCK_N):
         k_pos = start_n + tl.arange(0, BLOCK_N)
-        k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D)
-        allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
-                           prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
-        p = tl.exp(_scores(q, k, q_pos, k_pos, slope, scale, allowed, HAS_ALIBI, PRECISION) - lse[:, None])
+        k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D, False, EVEN_D)
+        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION)
+        if HAS_DOCS or HAS_DENSE or (start_n < whole_lo) | (start_n >= whole_hi):  # an edge block: the mask
+            allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
+                               prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
+            s = tl.where(allowed, s, float("-inf"))
+        p = tl.exp(s - lse[:, None])
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
@@ -210,18 +344,21 @@ def attention_backward_dkdv(
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
     HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    """One program: dk, dv for BLOCK_N keys of kv head j, summed over the `group` query heads reading it."""
+    """One program: dk, dv for BLOCK_N keys of kv head j, summed over the `group` query heads reading it.
+    One loop over the query blocks, the mask built only in the edge ones behind a branch every thread takes
+    alike (three loops, as the forward has, spill: a copy of k and v per loop; docs/kernel_report.md)."""
     bj, start_n = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_N
     H_kv = H // group
     b, j = bj // H_kv, bj % H_kv
     k_pos = start_n + tl.arange(0, BLOCK_N)
-    k, v, kv_tile, kv_ok = _kv_block(K, V, bj, k_pos, S, D, UPCAST, BLOCK_D)
+    k, v, kv_tile, kv_ok = _kv_block(K, V, bj, k_pos, S, D, UPCAST, BLOCK_D, False, EVEN_D)
 
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
-    lo, hi = _query_range(start_n, start_n + BLOCK_N - 1, T, S, prefix, window, CAUSAL, BAND, BLOCK_M)
+    lo, whole_lo, whole_hi, hi = _query_blocks(start_n, T, S, Lengths, b, prefix, window, CAUSAL, BAND, HAS_LENGTHS,
+                                               HAS_DOCS, HAS_DENSE, BLOCK_M, BLOCK_N)  # fmt: skip
     for h in range(j * group, (j + 1) * group):  # the query heads of this kv head's group
         bh = b * H + h
         slope = tl.load(Slopes + h) if HAS_ALIBI else 0.0
@@ -231,9 +368,13 @@ def attention_backward_dkdv(
             do = _load(dOut + tile, tile_ok, UPCAST)
             lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
             delta = tl.load(Delta + bh * T + offs_m, mask=row_ok, other=0.0)
-            allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
-                               prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
-            p = tl.exp(_scores(q, k, q_pos, k_pos, slope, scale, allowed, HAS_ALIBI, PRECISION) - lse[:, None])
+            s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION)
+            if (start_m < whole_lo) | (start_m >= whole_hi):  # an edge block: the mask
+                allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh,
+                                   dense_st, prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS,
+                                   HAS_DENSE)  # fmt: skip
+                s = tl.where(allowed, s, float("-inf"))
+            p = tl.exp(s - lse[:, None])
             dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)  # (BLOCK_N, BLOCK_D)
             dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
             ds = p * (dp - delta[:, None])

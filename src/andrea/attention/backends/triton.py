@@ -139,11 +139,13 @@ def _kernel_args(
     H_kv, S = k.shape[1], k.shape[2]
     *dense_strides, prefix, window = ints
     positional = [*tensors, *dense_strides, scale, H, H // H_kv, T, S, d, prefix, window]
+    tiles = _block_sizes(d, q.dtype, q.device)
     constexprs = dict(
         zip(FLAGS, flags, strict=True),
         PRECISION="tf32x3" if q.dtype == torch.float32 else "tf32",  # float32: three tf32 products, ~fp32 exact
         UPCAST=q.device.type == "cpu" and q.dtype != torch.float32,  # the interpreter's dot misreads bfloat16
-        **_block_sizes(d, q.dtype, q.device),
+        EVEN_D=d == tiles["BLOCK_D"],  # no column past d: whole blocks load with no predicate
+        **tiles,
     )
     return positional, constexprs
 
