@@ -20,6 +20,28 @@ def run(args, cwd, env=None, timeout=240):
     )
 
 
+IMPORTED = """
+import sys
+from andrea.cli.train import main
+sys.argv = ["andrea-train", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print("imported:", *sorted(name for name in ("torch", "lightning", "wandb") if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("args", [["--cfg", "job"], ["--cfg", "hydra"], ["--info", "searchpath"]])
+def test_the_config_is_printed_without_importing_torch(tmp_path, args):
+    """Hydra imports andrea's callbacks and launchers for every command; what they import must not bring in
+    torch, Lightning or wandb (seconds), which only a job needs. (--help does: it loads each installed
+    plugin, to say which cannot load.)"""
+    done = subprocess.run([sys.executable, "-c", IMPORTED, *args], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "imported:", done.stdout.splitlines()[-1]
+
+
 def test_help_lists_every_group(tmp_path):
     result = run(["--help"], tmp_path)
     assert result.returncode == 0

@@ -25,10 +25,12 @@ from omegaconf import DictConfig
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_internals import job_error
 from andrea.train.hydra_run import is_multirun, job_log
-from andrea.train.sweep_groups import seed_groups, write_groups
-from andrea.train.sweep_report import CURVES, REPORT, differing_overrides, heads_cell, plot_curves, write_html
-from andrea.train.sweep_roles import write_roles
 from andrea.utils.run_result import RESULT_FILE, RunResult
+
+# The report's writers (sweep_report, sweep_groups, sweep_roles) bring torch in through andrea.lens: they are
+# imported when a summary is written, never by Hydra's start-up (its callbacks and its launcher plugins import
+# this module for every andrea-train command, --help included).
+REPORT = "report.html"
 
 COLUMNS = [
     "job",
@@ -102,11 +104,18 @@ def failure_line(sweep_dir: str | Path, error: BaseException) -> str:
 
 def write_summary(sweep_dir: str | Path) -> list[dict]:
     """summary.md, summary.csv, curves.png and report.html in the sweep dir; returns the rows."""
+    from andrea.train.sweep_groups import seed_groups, write_groups
+    from andrea.train.sweep_report import CURVES, differing_overrides, heads_cell, plot_curves, write_html
+    from andrea.train.sweep_roles import write_roles
+
     sweep_dir = Path(sweep_dir)
     paths = sorted(sweep_dir.glob(f"*/{RESULT_FILE}"), key=lambda p: _job_number(p.parent.name))
     results = [RunResult.read(path) for path in paths]
     labels = differing_overrides([result.overrides for result in results])
-    rows = [_row(path.parent.name, result, label) for path, result, label in zip(paths, results, labels, strict=True)]
+    rows = [
+        {**_row(path.parent.name, result, label), "heads": heads_cell(result.roles)}
+        for path, result, label in zip(paths, results, labels, strict=True)
+    ]
     with open(sweep_dir / "summary.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
@@ -119,7 +128,7 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     grouped = write_groups(sweep_dir, groups) if groups else []
     write_roles(sweep_dir, results, labels, groups)
     shown = [c for c in COLUMNS if c not in ("overrides", "error", "log")] + ["error"]  # the log: in the run dir's cell
-    write_html(sweep_dir, rows, shown, grouped)
+    write_html(sweep_dir / REPORT, rows, shown, grouped)
     return rows
 
 
@@ -132,7 +141,6 @@ def _row(job: str, result: RunResult, label: str) -> dict:
         "differs": label,
         "tokens_per_s": rate["median"] if rate else result.tokens_per_s,
         "tokens_per_s_p25_p75": f"{rate['p25']:,.0f}-{rate['p75']:,.0f}" if rate else None,
-        "heads": heads_cell(result.roles),
         "verdict": _verdict_cell(result.verdict),
     }
 

@@ -20,7 +20,7 @@ from andrea.train.sweep_roles import ROLES_FIGURE
 if TYPE_CHECKING:
     from andrea.utils.run_result import RunResult
 
-CURVES, REPORT = "curves.png", "report.html"
+CURVES = "curves.png"
 HEADERS = {  # the summary's column -> what report.html's header calls it
     "differs": "differs (the job's label)", "exit_code": "exit code", "train_loss": "train loss (last 20 steps)",
     "val_loss": "val loss", "val_acc": "val acc", "tokens_per_s": "tokens/s (median)",
@@ -99,9 +99,11 @@ def plot_curves(results: list[RunResult], labels: list[str], path: Path) -> None
     plt.close(fig)
 
 
-def write_html(sweep_dir: Path, rows: list[dict], columns: list[str], grouped: list[dict] | None = None) -> Path:
-    """report.html: the sweep's curves (inlined) and its table, first its settings with their seeds grouped
-    (andrea.train.sweep_groups) when it has any; no network; one small script sorts a table by a column."""
+def write_html(path: Path, rows: list[dict], columns: list[str], grouped: list[dict] | None = None) -> Path:
+    """The sweep's report.html at `path`, in its sweep dir: the sweep's curves (inlined) and its table, first its
+    settings with their seeds grouped (andrea.train.sweep_groups) when it has any; no network; one small script
+    sorts a table by a column."""
+    sweep_dir = path.parent
     image = _inline(sweep_dir / CURVES)
     names = {c: html.escape(HEADERS.get(c, c)) for c in columns}
     head = "".join(f'<th data-key="{c}" title="click to sort by {names[c]}">{names[c]}</th>' for c in columns)
@@ -141,7 +143,6 @@ img {{ max-width: 100%; }}
 <script>{SORT}</script>
 </body></html>
 """
-    path = sweep_dir / REPORT
     path.write_text(page)
     return path
 
