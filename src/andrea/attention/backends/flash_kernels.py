@@ -13,6 +13,10 @@ weighted values acc.
     acc   = α·acc + p v
     out   = acc / l                    = softmax(s) v over every key, never holding a (T, S) matrix
 
+The forward and dk/dv keep the scores in base 2 (s · log2 e, log2 e folded into the scale) and take
+exp2, the GPU's own exponential, with no multiply per score; m is then in base 2 too, and lse is
+stored in base e. dq keeps base e: base 2 costs it registers (docs/kernel_report.md).
+
 The backward recomputes p from the log-sum-exp the forward saves (lse = m + log l, so
 p = exp(s - lse)) rather than storing the weights, and with δ = rowsum(do ⊙ out):
 
@@ -38,6 +42,9 @@ Offsets are int64 (from the program's (batch, head) index), so no size overflows
 
 import triton
 import triton.language as tl
+
+LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) = exp2(x · log2 e): scores are kept in base-2 units
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
@@ -212,8 +219,11 @@ def _kv_block(K, V, kv, k_pos, S, D, UPCAST: tl.constexpr, BLOCK_D: tl.constexpr
 
 
 @triton.jit
-def _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI: tl.constexpr, PRECISION: tl.constexpr):
-    """s = q kᵀ · scale (+ ALiBi): (BLOCK_M, BLOCK_N) in float32, before any mask."""
+def _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI: tl.constexpr, PRECISION: tl.constexpr, BASE2: tl.constexpr):
+    """s = q kᵀ · scale (+ ALiBi): (BLOCK_M, BLOCK_N) in float32, before any mask; with BASE2, times log2 e
+    (exp2 of it is exp of the score, with no multiply of its own: log2 e is folded into the scale)."""
+    if BASE2:
+        scale, slope = scale * LOG2E, slope * LOG2E
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
     if HAS_ALIBI:
         s = s - slope * tl.abs(q_pos[:, None] - k_pos[None, :]).to(tl.float32)
@@ -234,15 +244,15 @@ def _forward_step(
     if MASKED:  # the mask before the scores: its loads (documents, a dense tile) overlap the product
         allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
                            prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
-        s = tl.where(allowed, _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION), float("-inf"))
+        s = tl.where(allowed, _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION, True), float("-inf"))
     else:
-        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION)  # (BLOCK_M, BLOCK_N)
+        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION, True)  # (BLOCK_M, BLOCK_N), base 2
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_safe = m_new
     if MASKED:  # a row with no key yet: exp(-inf) = 0, not NaN (a whole block gives every row a finite score)
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    p = tl.exp(s - m_safe[:, None])  # this block's weights, unnormalised
-    alpha = tl.exp(m_i - m_safe)  # shrink what was summed under the old max
+    p = tl.exp2(s - m_safe[:, None])  # this block's weights, unnormalised
+    alpha = tl.exp2(m_i - m_safe)  # shrink what was summed under the old max
     l_i = alpha * l_i + tl.sum(p, axis=1)
     acc = alpha[:, None] * acc + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
     return acc, l_i, m_new
@@ -296,7 +306,11 @@ def attention_forward(
     seen = l_i > 0  # a row that saw no key gives zeros, and lse = +inf makes its backward p = 0
     out = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)
     tl.store(Out + tile, out.to(Out.dtype.element_ty), mask=tile_ok)
-    tl.store(LSE + bh * T + offs_m, tl.where(seen, m_i + tl.log(tl.where(seen, l_i, 1.0)), float("inf")), mask=row_ok)
+    tl.store(
+        LSE + bh * T + offs_m,
+        tl.where(seen, (m_i + tl.log2(tl.where(seen, l_i, 1.0))) * LN2, float("inf")),
+        mask=row_ok,
+    )
 
 
 @triton.jit
@@ -326,7 +340,7 @@ def attention_backward_dq(
     for start_n in range(lo, hi, BLOCK_N):
         k_pos = start_n + tl.arange(0, BLOCK_N)
         k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D, False, EVEN_D)
-        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION)
+        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION, False)  # base e: base 2 spills here
         if HAS_DOCS or HAS_DENSE or (start_n < whole_lo) | (start_n >= whole_hi):  # an edge block: the mask
             allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
                                prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
@@ -368,13 +382,13 @@ def attention_backward_dkdv(
             do = _load(dOut + tile, tile_ok, UPCAST)
             lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
             delta = tl.load(Delta + bh * T + offs_m, mask=row_ok, other=0.0)
-            s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION)
+            s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION, True)  # base 2
             if (start_m < whole_lo) | (start_m >= whole_hi):  # an edge block: the mask
                 allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh,
                                    dense_st, prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS,
                                    HAS_DENSE)  # fmt: skip
                 s = tl.where(allowed, s, float("-inf"))
-            p = tl.exp(s - lse[:, None])
+            p = tl.exp2(s - lse[:, None] * LOG2E)
             dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)  # (BLOCK_N, BLOCK_D)
             dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
             ds = p * (dp - delta[:, None])
