@@ -3,8 +3,9 @@
     python scripts/kernel_report.py                    # every variant the backend accepts, as a Markdown table
     python scripts/kernel_report.py --json bf16 64 causal    # one variant, one JSON line per kernel
 
-Each variant (dtype, head_dim, mask: causal parameters alone, or every optional input at once: ALiBi,
-lengths, documents, a dense tile) is compiled as a real launch at T = S = 1024 specialises it (divisibility
+Each variant (dtype, head_dim, mask: causal parameters alone, every optional input at once (ALiBi,
+lengths, documents, a dense tile), or causal with mechanism=softcap's cap of 50 in the scores) is
+compiled as a real launch at T = S = 1024 specialises it (divisibility
 hints on pointers and sizes), and ptxas reads the PTX for sm_90a. Per kernel: registers per thread, bytes
 spilled, shared memory, asynchronous copies (cp.async), tensor-core instructions (wgmma), and for each
 inner loop of its PTX the mask's instructions (integer comparisons, and selects that put -inf in a score)
@@ -33,7 +34,7 @@ VARIANTS = [
     (dtype, head_dim, mask)
     for dtype, head_dims in (("bf16", (64, 128, 256)), ("fp32", (64,)))
     for head_dim in head_dims
-    for mask in ("causal", "every-input")
+    for mask in ("causal", "every-input", "softcap")
 ]
 
 
@@ -96,6 +97,7 @@ def compile_variant(dtype: str, head_dim: int, mask: str) -> list[dict]:
     tiles = _block_sizes(head_dim, {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype], torch.device("cuda"))
     options = dict(num_warps=tiles.pop("num_warps"), num_stages=tiles.pop("num_stages"))
     flags = dict(CAUSAL=True, BAND=False, HAS_ALIBI=every, HAS_LENGTHS=every, HAS_DOCS=every, HAS_DENSE=every,
+                 CAP=50.0 if mask == "softcap" else 0.0,
                  UPCAST=False, PRECISION="tf32x3" if dtype == "fp32" else "tf32",
                  EVEN_D=tiles["BLOCK_D"] == head_dim, **tiles)  # fmt: skip
     rows = []

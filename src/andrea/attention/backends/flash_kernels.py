@@ -219,15 +219,26 @@ def _kv_block(K, V, kv, k_pos, S, D, UPCAST: tl.constexpr, BLOCK_D: tl.constexpr
 
 
 @triton.jit
-def _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI: tl.constexpr, PRECISION: tl.constexpr, BASE2: tl.constexpr):
-    """s = q kᵀ · scale (+ ALiBi): (BLOCK_M, BLOCK_N) in float32, before any mask; with BASE2, times log2 e
-    (exp2 of it is exp of the score, with no multiply of its own: log2 e is folded into the scale)."""
-    if BASE2:
+def _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI: tl.constexpr, CAP: tl.constexpr,
+            PRECISION: tl.constexpr, BASE2: tl.constexpr):  # fmt: skip
+    """s = q kᵀ · scale (+ ALiBi), soft-capped to CAP · tanh(s / CAP) where CAP > 0: (BLOCK_M, BLOCK_N) in
+    float32, before any mask; with BASE2, times log2 e (exp2 of it is exp of the score, with no multiply of
+    its own: log2 e is folded into the scale, or into the cap)."""
+    if BASE2 and CAP == 0:
         scale, slope = scale * LOG2E, slope * LOG2E
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
     if HAS_ALIBI:
         s = s - slope * tl.abs(q_pos[:, None] - k_pos[None, :]).to(tl.float32)
+    if CAP > 0:  # tanh(x) = 2 sigmoid(2x) - 1
+        s = (CAP * LOG2E if BASE2 else CAP) * (2.0 * tl.sigmoid(s * (2.0 / CAP)) - 1.0)
     return s
+
+
+@triton.jit
+def _capped_slope(s, CAP: tl.constexpr, BASE2: tl.constexpr):
+    """d capped / d uncapped = 1 - tanh² at the capped scores s (base 2 with BASE2), before any mask."""
+    t = s * (1.0 / (CAP * LOG2E) if BASE2 else 1.0 / CAP)
+    return 1.0 - t * t
 
 
 @triton.jit
@@ -235,8 +246,8 @@ def _forward_step(
     acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
     Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
-    MASKED: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr, MASKED: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """The running (acc, l, m) after the key block at start_n; without MASKED, a block seen whole."""
     k_pos = start_n + tl.arange(0, BLOCK_N)
@@ -244,9 +255,9 @@ def _forward_step(
     if MASKED:  # the mask before the scores: its loads (documents, a dense tile) overlap the product
         allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
                            prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
-        s = tl.where(allowed, _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION, True), float("-inf"))
+        s = tl.where(allowed, _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, True), float("-inf"))
     else:
-        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION, True)  # (BLOCK_M, BLOCK_N), base 2
+        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, True)  # (BLOCK_M, BLOCK_N), base 2
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_safe = m_new
     if MASKED:  # a row with no key yet: exp(-inf) = 0, not NaN (a whole block gives every row a finite score)
@@ -263,8 +274,8 @@ def attention_forward(
     Q, K, V, Out, LSE, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
-    EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: BLOCK_M queries of head h of sequence b. Writes out (BLOCK_M, d) and lse (BLOCK_M,)."""
     bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M  # int64: offsets outgrow int32
@@ -284,7 +295,7 @@ def attention_forward(
         acc, l_i, m_i = _forward_step(
             acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
             Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
-            CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, PRECISION, UPCAST,
+            CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, PRECISION, UPCAST,
             True, EVEN_D, BLOCK_N, BLOCK_D,
         )  # fmt: skip
     if not (HAS_DOCS or HAS_DENSE):  # documents, a dense mask: every block is an edge block
@@ -292,14 +303,14 @@ def attention_forward(
             acc, l_i, m_i = _forward_step(
                 acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
                 Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
-                CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, PRECISION, UPCAST,
+                CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, PRECISION, UPCAST,
             False, EVEN_D, BLOCK_N, BLOCK_D,
             )  # fmt: skip
         for start_n in range(whole_hi, hi, BLOCK_N):
             acc, l_i, m_i = _forward_step(
                 acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
                 Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
-                CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, PRECISION, UPCAST,
+                CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, PRECISION, UPCAST,
             True, EVEN_D, BLOCK_N, BLOCK_D,
             )  # fmt: skip
 
@@ -318,8 +329,8 @@ def attention_backward_dq(
     Q, K, V, dOut, dQ, LSE, Delta, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
-    EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: dq for BLOCK_M queries of head h, walking the keys as the forward did, in one loop: the
     mask is built only in the edge blocks, behind a branch every thread takes alike (the forward's three
@@ -340,7 +351,9 @@ def attention_backward_dq(
     for start_n in range(lo, hi, BLOCK_N):
         k_pos = start_n + tl.arange(0, BLOCK_N)
         k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D, False, EVEN_D)
-        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION, False)  # base e: base 2 spills here
+        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, False)  # base e: base 2 spills here
+        if CAP > 0:
+            capped_slope = _capped_slope(s, CAP, False)
         if HAS_DOCS or HAS_DENSE or (start_n < whole_lo) | (start_n >= whole_hi):  # an edge block: the mask
             allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
                                prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
@@ -348,6 +361,8 @@ def attention_backward_dq(
         p = tl.exp(s - lse[:, None])
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
         ds = p * (dp - delta[:, None])
+        if CAP > 0:  # through the cap: d cap·tanh(x / cap) = 1 - tanh²
+            ds = ds * capped_slope
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
     tl.store(dQ + tile, (dq * scale).to(dQ.dtype.element_ty), mask=tile_ok)
 
@@ -357,8 +372,8 @@ def attention_backward_dkdv(
     Q, K, V, dOut, dK, dV, LSE, Delta, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
-    EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: dk, dv for BLOCK_N keys of kv head j, summed over the `group` query heads reading it.
     One loop over the query blocks, the mask built only in the edge ones behind a branch every thread takes
@@ -382,7 +397,9 @@ def attention_backward_dkdv(
             do = _load(dOut + tile, tile_ok, UPCAST)
             lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
             delta = tl.load(Delta + bh * T + offs_m, mask=row_ok, other=0.0)
-            s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, PRECISION, True)  # base 2
+            s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, True)  # base 2
+            if CAP > 0:
+                capped_slope = _capped_slope(s, CAP, True)
             if (start_m < whole_lo) | (start_m >= whole_hi):  # an edge block: the mask
                 allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh,
                                    dense_st, prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS,
@@ -392,6 +409,8 @@ def attention_backward_dkdv(
             dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)  # (BLOCK_N, BLOCK_D)
             dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
             ds = p * (dp - delta[:, None])
+            if CAP > 0:
+                ds = ds * capped_slope
             dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PRECISION)
     tl.store(dK + kv_tile, (dk * scale).to(dK.dtype.element_ty), mask=kv_ok)
     tl.store(dV + kv_tile, dv.to(dV.dtype.element_ty), mask=kv_ok)

@@ -7,7 +7,8 @@ buffer, or joined with `&` to each other, key padding and packed documents, reac
 a few numbers and two small tensors (lengths (B,), document ids (B, S)), and key blocks they
 rule out are skipped. Any other mask (an `|` combination, a plugin's without params) reaches it
 as its dense (B|1, H|1, T, S) form, read a tile at a time. ALiBi is a score bias computed in the kernel from
-the per-head slopes; grouped heads read their shared k and v in place. The kernels are torch operators
+the per-head slopes; grouped heads read their shared k and v in place. Mechanisms: softmax, and softcap
+(cap · tanh(s / cap) on the scores, the cap compiled in). The kernels are torch operators
 (`andrea::triton_attention` and its backward, with shape-only fake versions and autograd registered), so
 torch.compile traces a model through attention as one node each, with no graph break.
 
@@ -30,12 +31,14 @@ from torch import Tensor
 
 from andrea.attention.contract import AttentionBackend, Capabilities, UnsupportedAttentionError, _alternatives
 from andrea.attention.masks import Mask, MaskParams
+from andrea.attention.mechanisms import Mechanism, Softcap
 from andrea.attention.positions import ALiBi, ScoreMod
 from andrea.attention.positions.alibi import alibi_slopes
 
 INSTALL = "pip install 'andrea[triton]' (from a clone: pip install -e '.[triton]')"
 INTERPRETER = "TRITON_INTERPRET"  # =1: CPU tensors run the kernels under Triton's interpreter
 MAX_HEAD_DIM = 256
+KERNELS = frozenset({"softmax", "softcap"})  # the mechanisms' kernels it runs (andrea.attention.mechanisms)
 FLOAT32_MAX_HEAD_DIM = 64  # on a GPU: float32 tiles of a wider head do not fit in shared memory
 
 try:
@@ -132,7 +135,7 @@ def _mask_inputs(
 
 
 def _kernel_args(
-    q: Tensor, k: Tensor, tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float
+    q: Tensor, k: Tensor, tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float, cap: float
 ) -> tuple[list[object], dict[str, Any]]:
     """The kernels' shared arguments after their own tensors: (positional, constexpr keywords)."""
     B, H, T, d = q.shape
@@ -142,6 +145,7 @@ def _kernel_args(
     tiles = _block_sizes(d, q.dtype, q.device)
     constexprs = dict(
         zip(FLAGS, flags, strict=True),
+        CAP=cap,  # mechanism=softcap: cap · tanh(s / cap) in the kernel, compiled per cap (0.0: none)
         PRECISION="tf32x3" if q.dtype == torch.float32 else "tf32",  # float32: three tf32 products, ~fp32 exact
         UPCAST=q.device.type == "cpu" and q.dtype != torch.float32,  # the interpreter's dot misreads bfloat16
         EVEN_D=d == tiles["BLOCK_D"],  # no column past d: whole blocks load with no predicate
@@ -154,12 +158,20 @@ def _kernel_args(
 # through them as single nodes, with no graph break, from their fake (shape-only) versions below.
 @torch.library.custom_op("andrea::triton_attention", mutates_args=())
 def attention_op(
-    q: Tensor, k: Tensor, v: Tensor, tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    tensors: list[Tensor],
+    ints: list[int],
+    flags: list[bool],
+    scale: float,
+    cap: float,
 ) -> tuple[Tensor, Tensor]:
-    """(out (B, H, T, d), lse (B, H, T)) = softmax(mask(q kᵀ · scale + bias)) v and each row's log-sum-exp."""
+    """(out (B, H, T, d), lse (B, H, T)) = softmax(mask(cap(q kᵀ · scale + bias))) v and each row's log-sum-exp;
+    cap(s) = cap · tanh(s / cap), or s itself where cap is 0."""
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernels' layout (a no-op when it is)
     B, H, T, _ = q.shape
-    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale)
+    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, cap)
     out = torch.empty_like(q)
     lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # log-sum-exp of each row's scores
     grid = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
@@ -175,13 +187,13 @@ def _(q: Tensor, *args: object) -> tuple[Tensor, Tensor]:
 @torch.library.custom_op("andrea::triton_attention_backward", mutates_args=())
 def attention_backward_op(
     d_out: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-    tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float,
+    tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float, cap: float,
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """(dq, dk, dv); the weights recomputed from lse."""
     d_out, q, k, v, out = d_out.contiguous(), q.contiguous(), k.contiguous(), v.contiguous(), out.contiguous()
     B, H, T, _ = q.shape
     H_kv, S = k.shape[1], k.shape[2]
-    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale)
+    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, cap)
     delta = (d_out.float() * out.float()).sum(-1)  # (B, H, T): rowsum(do ⊙ out)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     flash = kernels(q.device.type == "cpu")
@@ -198,15 +210,15 @@ def _(d_out: Tensor, q: Tensor, k: Tensor, v: Tensor, *args: object) -> tuple[Te
 
 
 def _save_for_backward(ctx: Any, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:
-    q, k, v, tensors, ints, flags, scale = inputs
+    q, k, v, tensors, ints, flags, scale, cap = inputs
     ctx.save_for_backward(q, k, v, *output, *tensors)
-    ctx.ints, ctx.flags, ctx.scale = ints, flags, scale
+    ctx.ints, ctx.flags, ctx.scale, ctx.cap = ints, flags, scale, cap
 
 
 def _backward(ctx: Any, d_out: Tensor, _d_lse: Tensor | None) -> tuple[Tensor | None, ...]:
     q, k, v, out, lse, *tensors = ctx.saved_tensors
-    grads = attention_backward_op(d_out, q, k, v, out, lse, tensors, ctx.ints, ctx.flags, ctx.scale)
-    return *grads, [None] * len(tensors), None, None, None  # the inputs' structure: no gradient past q, k, v
+    grads = attention_backward_op(d_out, q, k, v, out, lse, tensors, ctx.ints, ctx.flags, ctx.scale, ctx.cap)
+    return *grads, [None] * len(tensors), None, None, None, None  # the inputs' structure: no gradient past q, k, v
 
 
 attention_op.register_autograd(_backward, setup_context=_save_for_backward)
@@ -226,6 +238,7 @@ class _Capabilities:
             cpu_backward=interpreted,
             native_gqa=True,
             score_mod=True,  # ALiBi, in the kernel
+            kernels=KERNELS,
             cpu=interpreted,
             unavailable=None if TRITON_INSTALLED else f"Triton is not installed; {INSTALL}",
         )
@@ -275,6 +288,7 @@ class TritonBackend(AttentionBackend):
         scale: float,
         need_weights: bool,
         score_mod: ScoreMod | None = None,
+        mechanism: Mechanism | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         if q.dtype == torch.float32 and q.device.type == "cuda" and q.shape[-1] > FLOAT32_MAX_HEAD_DIM:
             raise UnsupportedAttentionError(
@@ -283,4 +297,5 @@ class TritonBackend(AttentionBackend):
                 "(trainer.precision=bf16-mixed), or attention=sdpa"
             )
         tensors, ints, flags = _mask_inputs(q, k, mask, score_mod)
-        return attention_op(q, k, v, tensors, ints, flags, scale)[0], None  # (B, H, T, d)
+        cap = mechanism.cap if isinstance(mechanism, Softcap) else 0.0  # the kernels run softmax or softcap
+        return attention_op(q, k, v, tensors, ints, flags, scale, cap)[0], None  # (B, H, T, d)
