@@ -101,8 +101,8 @@ TRITON_SEVERAL_BLOCKS = ("causal", "document", "padding", "sliding_window_3", "c
 @pytest.hookimpl(tryfirst=True)  # before -m 'not slow' deselects
 def pytest_collection_modifyitems(config, items):
     """A test parametrized with the triton backend runs it under Triton's interpreter. Its bfloat16, ALiBi,
-    MHA and MQA cells of the kit, and its mechanism cells but softcap's causal GQA float32 ones (the cap in the
-    kernel, forward and backward), run under -m slow: the interpreter is slow (the
+    MHA and MQA cells of the kit, and its mechanism cells but softcap's and sink's causal GQA float32 ones (the
+    cap in the kernel, the sink from its lse; forward and backward), run under -m slow: the interpreter is slow (the
     default run keeps its GQA cells; tests/attention/test_triton_backend.py checks ALiBi over several blocks,
     and a GPT with MHA). Every backend's MQA and bfloat16-backward cells of the kit run under -m slow too
     (GQA's and bfloat16's forward are kept), Flex's bfloat16 cells, its decode and ALiBi cells but GQA's and
@@ -115,11 +115,13 @@ def pytest_collection_modifyitems(config, items):
         other_heads = "-mha-" in item.name or "-mqa-" in item.name
         if triton_cell and ("-bfloat16-" in item.name or item.name.startswith("test_parity_with_alibi") or other_heads):
             item.add_marker(pytest.mark.slow)
-        triton_softcap = item.name.startswith("test_mechanism_parity[triton-softcap-causal")  # its own kernel
+        triton_own = item.name.startswith(
+            ("test_mechanism_parity[triton-softcap-causal", "test_mechanism_parity[triton-sink-causal")
+        )
         triton_mechanism = item.name.startswith(
             ("test_mechanism_parity[triton-", "test_mechanism_decode_and_weights[triton-")
         )
-        if triton_mechanism and not (triton_softcap and "-gqa-float32-" in item.name):
+        if triton_mechanism and not (triton_own and "-gqa-float32-" in item.name):
             item.add_marker(pytest.mark.slow)  # the softmax kernel again (gated, qknorm wrap it), or softcap's again
         kit_cell = item.name.startswith(("test_parity[", "test_parity_with_alibi[", "test_decode_and_weights["))
         if kit_cell and ("-mqa-" in item.name or item.name.endswith("-mqa]") or "-bfloat16-backward]" in item.name):

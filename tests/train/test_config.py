@@ -250,8 +250,8 @@ REJECTED = [
         "attention backend 'sdpa' does not run mechanism 'sigmoid'; use attention backend eager / naive, or another",
     ),
     (
-        ["mechanism=sink", "attention=triton"],
-        "attention backend 'triton' does not run mechanism 'sink'; use attention backend eager / flex / naive",
+        ["mechanism=sigmoid", "attention=triton"],
+        "attention backend 'triton' does not run mechanism 'sigmoid'; use attention backend eager / naive",
     ),
     (
         ["mechanism=diff", "model.net.d_model=36"],

@@ -8,7 +8,8 @@ a few numbers and two small tensors (lengths (B,), document ids (B, S)), and key
 rule out are skipped. Any other mask (an `|` combination, a plugin's without params) reaches it
 as its dense (B|1, H|1, T, S) form, read a tile at a time. ALiBi is a score bias computed in the kernel from
 the per-head slopes; grouped heads read their shared k and v in place. Mechanisms: softmax, and softcap
-(cap · tanh(s / cap) on the scores, the cap compiled in). The kernels are torch operators
+(cap · tanh(s / cap) on the scores, the cap compiled in), and sink (each row's output scaled by
+Z / (Z + exp(sink)) from the kernel's log-sum-exp Z, its gradient through lse). The kernels are torch operators
 (`andrea::triton_attention` and its backward, with shape-only fake versions and autograd registered), so
 torch.compile traces a model through attention as one node each, with no graph break.
 
@@ -31,14 +32,14 @@ from torch import Tensor
 
 from andrea.attention.contract import AttentionBackend, Capabilities, UnsupportedAttentionError, _alternatives
 from andrea.attention.masks import Mask, MaskParams
-from andrea.attention.mechanisms import Mechanism, Softcap
+from andrea.attention.mechanisms import Mechanism, Sink, Softcap
 from andrea.attention.positions import ALiBi, ScoreMod
 from andrea.attention.positions.alibi import alibi_slopes
 
 INSTALL = "pip install 'andrea[triton]' (from a clone: pip install -e '.[triton]')"
 INTERPRETER = "TRITON_INTERPRET"  # =1: CPU tensors run the kernels under Triton's interpreter
 MAX_HEAD_DIM = 256
-KERNELS = frozenset({"softmax", "softcap"})  # the mechanisms' kernels it runs (andrea.attention.mechanisms)
+KERNELS = frozenset({"softmax", "softcap", "sink"})  # the mechanisms' kernels it runs (andrea.attention.mechanisms)
 FLOAT32_MAX_HEAD_DIM = 64  # on a GPU: float32 tiles of a wider head do not fit in shared memory
 
 try:
@@ -186,15 +187,18 @@ def _(q: Tensor, *args: object) -> tuple[Tensor, Tensor]:
 
 @torch.library.custom_op("andrea::triton_attention_backward", mutates_args=())
 def attention_backward_op(
-    d_out: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+    d_out: Tensor, d_lse: Tensor | None, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
     tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float, cap: float,
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    """(dq, dk, dv); the weights recomputed from lse."""
+    """(dq, dk, dv); the weights recomputed from lse. d_lse: the gradient that reached lse (a sink's scaling
+    reads it), or None: lse's gradient is p, so it joins dp - δ as -d_lse."""
     d_out, q, k, v, out = d_out.contiguous(), q.contiguous(), k.contiguous(), v.contiguous(), out.contiguous()
     B, H, T, _ = q.shape
     H_kv, S = k.shape[1], k.shape[2]
     args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, cap)
     delta = (d_out.float() * out.float()).sum(-1)  # (B, H, T): rowsum(do ⊙ out)
+    if d_lse is not None:
+        delta = delta - d_lse.float()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     flash = kernels(q.device.type == "cpu")
     grid_q = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
@@ -205,7 +209,9 @@ def attention_backward_op(
 
 
 @attention_backward_op.register_fake
-def _(d_out: Tensor, q: Tensor, k: Tensor, v: Tensor, *args: object) -> tuple[Tensor, Tensor, Tensor]:
+def _(
+    d_out: Tensor, d_lse: Tensor | None, q: Tensor, k: Tensor, v: Tensor, *args: object
+) -> tuple[Tensor, Tensor, Tensor]:
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)  # contiguous, as the real ones
 
 
@@ -215,9 +221,9 @@ def _save_for_backward(ctx: Any, inputs: tuple, output: tuple[Tensor, Tensor]) -
     ctx.ints, ctx.flags, ctx.scale, ctx.cap = ints, flags, scale, cap
 
 
-def _backward(ctx: Any, d_out: Tensor, _d_lse: Tensor | None) -> tuple[Tensor | None, ...]:
+def _backward(ctx: Any, d_out: Tensor, d_lse: Tensor | None) -> tuple[Tensor | None, ...]:
     q, k, v, out, lse, *tensors = ctx.saved_tensors
-    grads = attention_backward_op(d_out, q, k, v, out, lse, tensors, ctx.ints, ctx.flags, ctx.scale, ctx.cap)
+    grads = attention_backward_op(d_out, d_lse, q, k, v, out, lse, tensors, ctx.ints, ctx.flags, ctx.scale, ctx.cap)
     return *grads, [None] * len(tensors), None, None, None, None  # the inputs' structure: no gradient past q, k, v
 
 
@@ -298,4 +304,9 @@ class TritonBackend(AttentionBackend):
             )
         tensors, ints, flags = _mask_inputs(q, k, mask, score_mod)
         cap = mechanism.cap if isinstance(mechanism, Softcap) else 0.0  # the kernels run softmax or softcap
-        return attention_op(q, k, v, tensors, ints, flags, scale, cap)[0], None  # (B, H, T, d)
+        out, lse = attention_op(q, k, v, tensors, ints, flags, scale, cap)  # (B, H, T, d), (B, H, T)
+        if not isinstance(mechanism, Sink):
+            return out, None
+        # a sink: exp(sink) joins each row's sum Z = exp(lse), so out shrinks by Z / (Z + exp(sink))
+        sink = mechanism.sink.view(1, -1, 1).to(lse.dtype)
+        return out * torch.sigmoid(lse - sink).unsqueeze(-1).to(out.dtype), None
