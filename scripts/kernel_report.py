@@ -4,7 +4,8 @@
     python scripts/kernel_report.py --json bf16 64 causal    # one variant, one JSON line per kernel
 
 Each variant (dtype, head_dim, mask: causal parameters alone, every optional input at once (ALiBi,
-lengths, documents, a dense tile), or causal with mechanism=softcap's cap of 50 in the scores) is
+lengths, documents, a dense tile), or causal with mechanism=softcap's cap of 50 in the scores, or with
+mechanism=sigmoid at its bias for T = 1024) is
 compiled as a real launch at T = S = 1024 specialises it (divisibility
 hints on pointers and sizes), and ptxas reads the PTX for sm_90a. Per kernel: registers per thread, bytes
 spilled, shared memory, asynchronous copies (cp.async), tensor-core instructions (wgmma), and for each
@@ -34,7 +35,7 @@ VARIANTS = [
     (dtype, head_dim, mask)
     for dtype, head_dims in (("bf16", (64, 128, 256)), ("fp32", (64,)))
     for head_dim in head_dims
-    for mask in ("causal", "every-input", "softcap")
+    for mask in ("causal", "every-input", "softcap", "sigmoid")
 ]
 
 
@@ -98,6 +99,7 @@ def compile_variant(dtype: str, head_dim: int, mask: str) -> list[dict]:
     options = dict(num_warps=tiles.pop("num_warps"), num_stages=tiles.pop("num_stages"))
     flags = dict(CAUSAL=True, BAND=False, HAS_ALIBI=every, HAS_LENGTHS=every, HAS_DOCS=every, HAS_DENSE=every,
                  CAP=50.0 if mask == "softcap" else 0.0,
+                 SIGMOID=mask == "sigmoid", BIAS=-6.931471805599453 if mask == "sigmoid" else 0.0,  # -log(1024)
                  UPCAST=False, PRECISION="tf32x3" if dtype == "fp32" else "tf32",
                  EVEN_D=tiles["BLOCK_D"] == head_dim, **tiles)  # fmt: skip
     rows = []

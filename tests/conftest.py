@@ -101,8 +101,8 @@ TRITON_SEVERAL_BLOCKS = ("causal", "document", "padding", "sliding_window_3", "c
 @pytest.hookimpl(tryfirst=True)  # before -m 'not slow' deselects
 def pytest_collection_modifyitems(config, items):
     """A test parametrized with the triton backend runs it under Triton's interpreter. Its bfloat16, ALiBi,
-    MHA and MQA cells of the kit, and its mechanism cells but softcap's and sink's causal GQA float32 ones (the
-    cap in the kernel, the sink from its lse; forward and backward), run under -m slow: the interpreter is slow (the
+    MHA and MQA cells of the kit, and its mechanism cells but softcap's, sink's and sigmoid's causal GQA float32
+    ones (each its own math; forward and backward), run under -m slow: the interpreter is slow (the
     default run keeps its GQA cells; tests/attention/test_triton_backend.py checks ALiBi over several blocks,
     and a GPT with MHA). Every backend's MQA and bfloat16-backward cells of the kit run under -m slow too
     (GQA's and bfloat16's forward are kept), Flex's bfloat16 cells, its decode and ALiBi cells but GQA's and
@@ -116,13 +116,13 @@ def pytest_collection_modifyitems(config, items):
         if triton_cell and ("-bfloat16-" in item.name or item.name.startswith("test_parity_with_alibi") or other_heads):
             item.add_marker(pytest.mark.slow)
         triton_own = item.name.startswith(
-            ("test_mechanism_parity[triton-softcap-causal", "test_mechanism_parity[triton-sink-causal")
+            tuple(f"test_mechanism_parity[triton-{name}-causal" for name in ("softcap", "sink", "sigmoid"))
         )
         triton_mechanism = item.name.startswith(
             ("test_mechanism_parity[triton-", "test_mechanism_decode_and_weights[triton-")
         )
         if triton_mechanism and not (triton_own and "-gqa-float32-" in item.name):
-            item.add_marker(pytest.mark.slow)  # the softmax kernel again (gated, qknorm wrap it), or softcap's again
+            item.add_marker(pytest.mark.slow)  # the softmax kernel again (gated, qknorm wrap it), or the others' again
         kit_cell = item.name.startswith(("test_parity[", "test_parity_with_alibi[", "test_decode_and_weights["))
         if kit_cell and ("-mqa-" in item.name or item.name.endswith("-mqa]") or "-bfloat16-backward]" in item.name):
             item.add_marker(pytest.mark.slow)  # MQA is GQA's extreme (one kv head); bfloat16's forward stays

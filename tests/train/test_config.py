@@ -247,11 +247,11 @@ REJECTED = [
     # mechanisms: a backend that does not run one names those that do; each setting checked by its mechanism
     (
         ["mechanism=sigmoid", "attention=sdpa"],
-        "attention backend 'sdpa' does not run mechanism 'sigmoid'; use attention backend eager / naive, or another",
+        "attention backend 'sdpa' does not run mechanism 'sigmoid'; use attention backend eager / naive / triton",
     ),
     (
-        ["mechanism=sigmoid", "attention=triton"],
-        "attention backend 'triton' does not run mechanism 'sigmoid'; use attention backend eager / naive",
+        ["mechanism=diff", "attention=triton"],
+        "attention backend 'triton' does not run mechanism 'diff'; use attention backend eager / naive",
     ),
     (
         ["mechanism=diff", "model.net.d_model=36"],

@@ -246,7 +246,8 @@ def _forward_step(
     acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
     Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, PRECISION: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr, BIAS: tl.constexpr,
+    PRECISION: tl.constexpr,
     UPCAST: tl.constexpr, MASKED: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """The running (acc, l, m) after the key block at start_n; without MASKED, a block seen whole."""
@@ -255,17 +256,23 @@ def _forward_step(
     if MASKED:  # the mask before the scores: its loads (documents, a dense tile) overlap the product
         allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
                            prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
-        s = tl.where(allowed, _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, True), float("-inf"))
+        s = tl.where(
+            allowed, _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, not SIGMOID), float("-inf")
+        )
     else:
-        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, True)  # (BLOCK_M, BLOCK_N), base 2
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    m_safe = m_new
-    if MASKED:  # a row with no key yet: exp(-inf) = 0, not NaN (a whole block gives every row a finite score)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    p = tl.exp2(s - m_safe[:, None])  # this block's weights, unnormalised
-    alpha = tl.exp2(m_i - m_safe)  # shrink what was summed under the old max
-    l_i = alpha * l_i + tl.sum(p, axis=1)
-    acc = alpha[:, None] * acc + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, not SIGMOID)  # base 2 for softmax
+    if SIGMOID:  # each weight on its own (a masked score is -inf: weight 0): no running max, no sum
+        acc += tl.dot(tl.sigmoid(s + BIAS).to(v.dtype), v, input_precision=PRECISION)
+        m_new = m_i
+    else:
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_safe = m_new
+        if MASKED:  # a row with no key yet: exp(-inf) = 0, not NaN (a whole block gives every row a finite score)
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp2(s - m_safe[:, None])  # this block's weights, unnormalised
+        alpha = tl.exp2(m_i - m_safe)  # shrink what was summed under the old max
+        l_i = alpha * l_i + tl.sum(p, axis=1)
+        acc = alpha[:, None] * acc + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
     return acc, l_i, m_new
 
 
@@ -274,7 +281,8 @@ def attention_forward(
     Q, K, V, Out, LSE, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, PRECISION: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr, BIAS: tl.constexpr,
+    PRECISION: tl.constexpr,
     UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: BLOCK_M queries of head h of sequence b. Writes out (BLOCK_M, d) and lse (BLOCK_M,)."""
@@ -295,7 +303,7 @@ def attention_forward(
         acc, l_i, m_i = _forward_step(
             acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
             Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
-            CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, PRECISION, UPCAST,
+            CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, SIGMOID, BIAS, PRECISION, UPCAST,
             True, EVEN_D, BLOCK_N, BLOCK_D,
         )  # fmt: skip
     if not (HAS_DOCS or HAS_DENSE):  # documents, a dense mask: every block is an edge block
@@ -303,19 +311,20 @@ def attention_forward(
             acc, l_i, m_i = _forward_step(
                 acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
                 Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
-                CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, PRECISION, UPCAST,
+                CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, SIGMOID, BIAS, PRECISION, UPCAST,
             False, EVEN_D, BLOCK_N, BLOCK_D,
             )  # fmt: skip
         for start_n in range(whole_hi, hi, BLOCK_N):
             acc, l_i, m_i = _forward_step(
                 acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
                 Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
-                CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, PRECISION, UPCAST,
+                CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, SIGMOID, BIAS, PRECISION, UPCAST,
             True, EVEN_D, BLOCK_N, BLOCK_D,
             )  # fmt: skip
 
     seen = l_i > 0  # a row that saw no key gives zeros, and lse = +inf makes its backward p = 0
-    out = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)
+    # sigmoid: the weighted values themselves, unnormalised
+    out = acc if SIGMOID else tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)
     tl.store(Out + tile, out.to(Out.dtype.element_ty), mask=tile_ok)
     tl.store(
         LSE + bh * T + offs_m,
@@ -329,7 +338,8 @@ def attention_backward_dq(
     Q, K, V, dOut, dQ, LSE, Delta, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, PRECISION: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr, BIAS: tl.constexpr,
+    PRECISION: tl.constexpr,
     UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: dq for BLOCK_M queries of head h, walking the keys as the forward did, in one loop: the
@@ -358,9 +368,9 @@ def attention_backward_dq(
             allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
                                prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
             s = tl.where(allowed, s, float("-inf"))
-        p = tl.exp(s - lse[:, None])
+        p = tl.sigmoid(s + BIAS) if SIGMOID else tl.exp(s - lse[:, None])
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
-        ds = p * (dp - delta[:, None])
+        ds = dp * p * (1.0 - p) if SIGMOID else p * (dp - delta[:, None])  # sigmoid's: each weight on its own
         if CAP > 0:  # through the cap: d cap·tanh(x / cap) = 1 - tanh²
             ds = ds * capped_slope
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
@@ -372,7 +382,8 @@ def attention_backward_dkdv(
     Q, K, V, dOut, dK, dV, LSE, Delta, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, PRECISION: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr, BIAS: tl.constexpr,
+    PRECISION: tl.constexpr,
     UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: dk, dv for BLOCK_N keys of kv head j, summed over the `group` query heads reading it.
@@ -397,7 +408,7 @@ def attention_backward_dkdv(
             do = _load(dOut + tile, tile_ok, UPCAST)
             lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
             delta = tl.load(Delta + bh * T + offs_m, mask=row_ok, other=0.0)
-            s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, True)  # base 2
+            s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, not SIGMOID)  # base 2: softmax
             if CAP > 0:
                 capped_slope = _capped_slope(s, CAP, True)
             if (start_m < whole_lo) | (start_m >= whole_hi):  # an edge block: the mask
@@ -405,10 +416,10 @@ def attention_backward_dkdv(
                                    dense_st, prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS,
                                    HAS_DENSE)  # fmt: skip
                 s = tl.where(allowed, s, float("-inf"))
-            p = tl.exp2(s - lse[:, None] * LOG2E)
+            p = tl.sigmoid(s + BIAS) if SIGMOID else tl.exp2(s - lse[:, None] * LOG2E)  # (BLOCK_M, BLOCK_N)
             dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)  # (BLOCK_N, BLOCK_D)
             dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
-            ds = p * (dp - delta[:, None])
+            ds = dp * p * (1.0 - p) if SIGMOID else p * (dp - delta[:, None])  # d sigmoid = p (1 - p)
             if CAP > 0:
                 ds = ds * capped_slope
             dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PRECISION)

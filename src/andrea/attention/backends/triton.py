@@ -9,7 +9,8 @@ rule out are skipped. Any other mask (an `|` combination, a plugin's without par
 as its dense (B|1, H|1, T, S) form, read a tile at a time. ALiBi is a score bias computed in the kernel from
 the per-head slopes; grouped heads read their shared k and v in place. Mechanisms: softmax, and softcap
 (cap · tanh(s / cap) on the scores, the cap compiled in), and sink (each row's output scaled by
-Z / (Z + exp(sink)) from the kernel's log-sum-exp Z, its gradient through lse). The kernels are torch operators
+Z / (Z + exp(sink)) from the kernel's log-sum-exp Z, its gradient through lse), and sigmoid (each
+weight sigmoid(s + bias) on its own, the bias compiled in). The kernels are torch operators
 (`andrea::triton_attention` and its backward, with shape-only fake versions and autograd registered), so
 torch.compile traces a model through attention as one node each, with no graph break.
 
@@ -32,14 +33,16 @@ from torch import Tensor
 
 from andrea.attention.contract import AttentionBackend, Capabilities, UnsupportedAttentionError, _alternatives
 from andrea.attention.masks import Mask, MaskParams
-from andrea.attention.mechanisms import Mechanism, Sink, Softcap
+from andrea.attention.mechanisms import Mechanism, Sigmoid, Sink, Softcap
 from andrea.attention.positions import ALiBi, ScoreMod
 from andrea.attention.positions.alibi import alibi_slopes
 
 INSTALL = "pip install 'andrea[triton]' (from a clone: pip install -e '.[triton]')"
 INTERPRETER = "TRITON_INTERPRET"  # =1: CPU tensors run the kernels under Triton's interpreter
 MAX_HEAD_DIM = 256
-KERNELS = frozenset({"softmax", "softcap", "sink"})  # the mechanisms' kernels it runs (andrea.attention.mechanisms)
+KERNELS = frozenset(
+    {"softmax", "softcap", "sink", "sigmoid"}
+)  # the mechanisms' kernels it runs (andrea.attention.mechanisms)
 FLOAT32_MAX_HEAD_DIM = 64  # on a GPU: float32 tiles of a wider head do not fit in shared memory
 
 try:
@@ -136,7 +139,14 @@ def _mask_inputs(
 
 
 def _kernel_args(
-    q: Tensor, k: Tensor, tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float, cap: float
+    q: Tensor,
+    k: Tensor,
+    tensors: list[Tensor],
+    ints: list[int],
+    flags: list[bool],
+    scale: float,
+    kernel: str,
+    value: float,
 ) -> tuple[list[object], dict[str, Any]]:
     """The kernels' shared arguments after their own tensors: (positional, constexpr keywords)."""
     B, H, T, d = q.shape
@@ -146,7 +156,9 @@ def _kernel_args(
     tiles = _block_sizes(d, q.dtype, q.device)
     constexprs = dict(
         zip(FLAGS, flags, strict=True),
-        CAP=cap,  # mechanism=softcap: cap · tanh(s / cap) in the kernel, compiled per cap (0.0: none)
+        CAP=value if kernel == "softcap" else 0.0,  # cap · tanh(s / cap) on the scores, compiled per cap (0: none)
+        SIGMOID=kernel == "sigmoid",  # sigmoid(s + bias) for each weight on its own, compiled per bias
+        BIAS=value if kernel == "sigmoid" else 0.0,
         PRECISION="tf32x3" if q.dtype == torch.float32 else "tf32",  # float32: three tf32 products, ~fp32 exact
         UPCAST=q.device.type == "cpu" and q.dtype != torch.float32,  # the interpreter's dot misreads bfloat16
         EVEN_D=d == tiles["BLOCK_D"],  # no column past d: whole blocks load with no predicate
@@ -166,13 +178,15 @@ def attention_op(
     ints: list[int],
     flags: list[bool],
     scale: float,
-    cap: float,
+    kernel: str,
+    value: float,
 ) -> tuple[Tensor, Tensor]:
-    """(out (B, H, T, d), lse (B, H, T)) = softmax(mask(cap(q kᵀ · scale + bias))) v and each row's log-sum-exp;
-    cap(s) = cap · tanh(s / cap), or s itself where cap is 0."""
+    """(out (B, H, T, d), lse (B, H, T)) = softmax(mask(q kᵀ · scale + bias)) v and each row's log-sum-exp;
+    kernel "softcap": the scores capped to value · tanh(s / value) first; "sigmoid": out = sigmoid(s + value) v
+    over the allowed keys (lse then unused)."""
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernels' layout (a no-op when it is)
     B, H, T, _ = q.shape
-    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, cap)
+    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, kernel, value)
     out = torch.empty_like(q)
     lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # log-sum-exp of each row's scores
     grid = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
@@ -188,14 +202,14 @@ def _(q: Tensor, *args: object) -> tuple[Tensor, Tensor]:
 @torch.library.custom_op("andrea::triton_attention_backward", mutates_args=())
 def attention_backward_op(
     d_out: Tensor, d_lse: Tensor | None, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-    tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float, cap: float,
+    tensors: list[Tensor], ints: list[int], flags: list[bool], scale: float, kernel: str, value: float,
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """(dq, dk, dv); the weights recomputed from lse. d_lse: the gradient that reached lse (a sink's scaling
     reads it), or None: lse's gradient is p, so it joins dp - δ as -d_lse."""
     d_out, q, k, v, out = d_out.contiguous(), q.contiguous(), k.contiguous(), v.contiguous(), out.contiguous()
     B, H, T, _ = q.shape
     H_kv, S = k.shape[1], k.shape[2]
-    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, cap)
+    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, kernel, value)
     delta = (d_out.float() * out.float()).sum(-1)  # (B, H, T): rowsum(do ⊙ out)
     if d_lse is not None:
         delta = delta - d_lse.float()
@@ -216,15 +230,25 @@ def _(
 
 
 def _save_for_backward(ctx: Any, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:
-    q, k, v, tensors, ints, flags, scale, cap = inputs
+    q, k, v, tensors, ints, flags, scale, kernel, value = inputs
     ctx.save_for_backward(q, k, v, *output, *tensors)
-    ctx.ints, ctx.flags, ctx.scale, ctx.cap = ints, flags, scale, cap
+    ctx.ints, ctx.flags, ctx.scale, ctx.kernel, ctx.value = ints, flags, scale, kernel, value
 
 
 def _backward(ctx: Any, d_out: Tensor, d_lse: Tensor | None) -> tuple[Tensor | None, ...]:
     q, k, v, out, lse, *tensors = ctx.saved_tensors
-    grads = attention_backward_op(d_out, d_lse, q, k, v, out, lse, tensors, ctx.ints, ctx.flags, ctx.scale, ctx.cap)
-    return *grads, [None] * len(tensors), None, None, None, None  # the inputs' structure: no gradient past q, k, v
+    grads = attention_backward_op(
+        d_out, d_lse, q, k, v, out, lse, tensors, ctx.ints, ctx.flags, ctx.scale, ctx.kernel, ctx.value
+    )
+    return (
+        *grads,
+        [None] * len(tensors),
+        None,
+        None,
+        None,
+        None,
+        None,
+    )  # the inputs' structure: no gradient past q, k, v
 
 
 attention_op.register_autograd(_backward, setup_context=_save_for_backward)
@@ -303,8 +327,15 @@ class TritonBackend(AttentionBackend):
                 "(trainer.precision=bf16-mixed), or attention=sdpa"
             )
         tensors, ints, flags = _mask_inputs(q, k, mask, score_mod)
-        cap = mechanism.cap if isinstance(mechanism, Softcap) else 0.0  # the kernels run softmax or softcap
-        out, lse = attention_op(q, k, v, tensors, ints, flags, scale, cap)  # (B, H, T, d), (B, H, T)
+        value = (
+            mechanism.cap
+            if isinstance(mechanism, Softcap)
+            else mechanism.bias
+            if isinstance(mechanism, Sigmoid)
+            else 0.0
+        )
+        kernel = "softmax" if mechanism is None or isinstance(mechanism, Sink) else mechanism.kernel
+        out, lse = attention_op(q, k, v, tensors, ints, flags, scale, kernel, value)  # (B, H, T, d), (B, H, T)
         if not isinstance(mechanism, Sink):
             return out, None
         # a sink: exp(sink) joins each row's sum Z = exp(lse), so out shrinks by Z / (Z + exp(sink))
