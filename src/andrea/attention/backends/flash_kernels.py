@@ -109,7 +109,7 @@ def _whole_keys(q_first, q_last, S, Lengths, b, prefix, window,
                 CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_LENGTHS: tl.constexpr, HAS_DOCS: tl.constexpr,
                 HAS_DENSE: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
     """The key blocks [lo, hi), BLOCK_N-aligned and inside `_key_range`'s, that every query q_first..q_last sees
-    whole: no mask test can bite there. None (lo = hi) where documents or a dense mask decide."""
+    whole: no mask test can bite there. None (lo = hi = S) where documents or a dense mask decide."""
     hi = S
     if CAUSAL:  # every key at or before the first query, or inside the prefix
         hi = tl.minimum(hi, tl.maximum(q_first + 1, prefix))
@@ -129,7 +129,8 @@ def _whole_queries(k_first, k_last, T, S, Lengths, b, prefix, window,
                    CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_LENGTHS: tl.constexpr, HAS_DOCS: tl.constexpr,
                    HAS_DENSE: tl.constexpr, BLOCK_M: tl.constexpr):  # fmt: skip
     """The query blocks [lo, hi), BLOCK_M-aligned, whole rows, inside `_query_range`'s, that see every key
-    k_first..k_last: the backward's blocks with no mask. None where documents or a dense mask decide."""
+    k_first..k_last: the backward's blocks with no mask. None (lo = hi = T) where documents or a dense mask
+    decide."""
     offset = S - T  # query row i sits at position offset + i
     lo, hi = 0, T
     if CAUSAL:  # the first query at or after the last key, unless every key is in the prefix
@@ -246,9 +247,9 @@ def _forward_step(
     acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
     Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr, BIAS: tl.constexpr,
-    PRECISION: tl.constexpr,
-    UPCAST: tl.constexpr, MASKED: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr,
+    BIAS: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr, MASKED: tl.constexpr, EVEN_D: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """The running (acc, l, m) after the key block at start_n; without MASKED, a block seen whole."""
     k_pos = start_n + tl.arange(0, BLOCK_N)
@@ -281,9 +282,9 @@ def attention_forward(
     Q, K, V, Out, LSE, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr, BIAS: tl.constexpr,
-    PRECISION: tl.constexpr,
-    UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr,
+    BIAS: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: BLOCK_M queries of head h of sequence b. Writes out (BLOCK_M, d) and lse (BLOCK_M,)."""
     bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M  # int64: offsets outgrow int32
@@ -312,14 +313,14 @@ def attention_forward(
                 acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
                 Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
                 CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, SIGMOID, BIAS, PRECISION, UPCAST,
-            False, EVEN_D, BLOCK_N, BLOCK_D,
+                False, EVEN_D, BLOCK_N, BLOCK_D,
             )  # fmt: skip
         for start_n in range(whole_hi, hi, BLOCK_N):
             acc, l_i, m_i = _forward_step(
                 acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
                 Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
                 CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, SIGMOID, BIAS, PRECISION, UPCAST,
-            True, EVEN_D, BLOCK_N, BLOCK_D,
+                True, EVEN_D, BLOCK_N, BLOCK_D,
             )  # fmt: skip
 
     seen = l_i > 0  # a row that saw no key gives zeros, and lse = +inf makes its backward p = 0
@@ -338,9 +339,9 @@ def attention_backward_dq(
     Q, K, V, dOut, dQ, LSE, Delta, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr, BIAS: tl.constexpr,
-    PRECISION: tl.constexpr,
-    UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr,
+    BIAS: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: dq for BLOCK_M queries of head h, walking the keys as the forward did, in one loop: the
     mask is built only in the edge blocks, behind a branch every thread takes alike (the forward's three
@@ -382,9 +383,9 @@ def attention_backward_dkdv(
     Q, K, V, dOut, dK, dV, LSE, Delta, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
-    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr, BIAS: tl.constexpr,
-    PRECISION: tl.constexpr,
-    UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr,
+    BIAS: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: dk, dv for BLOCK_N keys of kv head j, summed over the `group` query heads reading it.
     One loop over the query blocks, the mask built only in the edge ones behind a branch every thread takes

@@ -40,9 +40,8 @@ from andrea.attention.positions.alibi import alibi_slopes
 INSTALL = "pip install 'andrea[triton]' (from a clone: pip install -e '.[triton]')"
 INTERPRETER = "TRITON_INTERPRET"  # =1: CPU tensors run the kernels under Triton's interpreter
 MAX_HEAD_DIM = 256
-KERNELS = frozenset(
-    {"softmax", "softcap", "sink", "sigmoid"}
-)  # the mechanisms' kernels it runs (andrea.attention.mechanisms)
+# the mechanisms' kernels it runs (andrea.attention.mechanisms): softcap and sigmoid in the kernels, sink after them
+KERNELS = frozenset({"softmax", "softcap", "sink", "sigmoid"})
 FLOAT32_MAX_HEAD_DIM = 64  # on a GPU: float32 tiles of a wider head do not fit in shared memory
 
 try:
@@ -240,18 +239,20 @@ def _backward(ctx: Any, d_out: Tensor, d_lse: Tensor | None) -> tuple[Tensor | N
     grads = attention_backward_op(
         d_out, d_lse, q, k, v, out, lse, tensors, ctx.ints, ctx.flags, ctx.scale, ctx.kernel, ctx.value
     )
-    return (
-        *grads,
-        [None] * len(tensors),
-        None,
-        None,
-        None,
-        None,
-        None,
-    )  # the inputs' structure: no gradient past q, k, v
+    return *grads, [None] * len(tensors), *(None,) * 5  # the inputs' structure: no gradient past q, k, v
 
 
 attention_op.register_autograd(_backward, setup_context=_save_for_backward)
+
+
+def _kernel_of(mechanism: Mechanism | None) -> tuple[str, float]:
+    """(the kernels' math, its number) for a mechanism: softcap and its cap, sigmoid and its bias, or softmax
+    (a sink's too: its output is scaled after, from the log-sum-exp)."""
+    if isinstance(mechanism, Softcap):
+        return "softcap", mechanism.cap
+    if isinstance(mechanism, Sigmoid):
+        return "sigmoid", mechanism.bias
+    return "softmax", 0.0
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -327,14 +328,7 @@ class TritonBackend(AttentionBackend):
                 "(trainer.precision=bf16-mixed), or attention=sdpa"
             )
         tensors, ints, flags = _mask_inputs(q, k, mask, score_mod)
-        value = (
-            mechanism.cap
-            if isinstance(mechanism, Softcap)
-            else mechanism.bias
-            if isinstance(mechanism, Sigmoid)
-            else 0.0
-        )
-        kernel = "softmax" if mechanism is None or isinstance(mechanism, Sink) else mechanism.kernel
+        kernel, value = _kernel_of(mechanism)
         out, lse = attention_op(q, k, v, tensors, ints, flags, scale, kernel, value)  # (B, H, T, d), (B, H, T)
         if not isinstance(mechanism, Sink):
             return out, None
