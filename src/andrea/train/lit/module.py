@@ -78,7 +78,6 @@ class LanguageModelModule(L.LightningModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self._matrices = {f"net.{n}" for n, p in net.named_parameters() if p.dim() >= 2}  # weight decay
         vocab_size = network(net).vocab_size
-        self._epoch_sums = torch.zeros(4)  # the training epoch's loss sum, steps, correct and scored tokens
         self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_loss = MeanMetric()
         self.val_perplexity = Perplexity(ignore_index=IGNORE_INDEX)
@@ -97,28 +96,29 @@ class LanguageModelModule(L.LightningModule):
         if self.nonfinite == "skip" and not self._finite_everywhere(loss):  # every process takes the same branch
             self.skipped_steps += 1
             return None  # Lightning makes no backward and no optimizer step for this batch
-        preds, labels = logits.detach().argmax(dim=-1).flatten(), labels.flatten()
-        scored = labels != IGNORE_INDEX
-        correct, n_scored = ((preds == labels) & scored).sum(), scored.sum()
-        step_acc = correct / n_scored.clamp_min(1)  # on the device: no read
+        # the step's hits (a prediction never equals IGNORE_INDEX) and scored tokens, kept on the device with the
+        # loss until a logging step reads them (StepMetrics): an op of its own per number would cost more than
+        # the numbers, and LightningModule.log about a millisecond a call
+        hits = (logits.detach().argmax(dim=-1) == labels).sum()
+        scored = (labels != IGNORE_INDEX).sum()
         # DDP: the global mean over the processes (one all-reduce; the loss itself for one process), for the loggers
         # and for RunStats' curves and summary alike
         global_loss = self.trainer.strategy.reduce(loss.detach(), reduce_op="mean")
-        # the epoch's loss (mean over its steps) and accuracy (over every scored token), summed on the device and
-        # read at its end: LightningModule.log would cost about a millisecond a call, every step
-        step_sums = torch.stack([global_loss.float(), torch.ones_like(global_loss), correct, n_scored])
-        self._epoch_sums = self._epoch_sums.to(step_sums.device) + step_sums  # a resumed epoch starts here
-        self.step_metrics.add(self.global_step, global_loss, step_acc)
+        self.step_metrics.add(self.global_step, global_loss, hits, scored)
         if logs_now(self.global_step, log_every_n_steps(self.trainer)):
             self.flush_step_metrics()
         return {"loss": loss, "global_loss": global_loss}
 
     def on_train_epoch_start(self) -> None:
-        self._epoch_sums = torch.zeros(4, device=self.device)  # loss sum, steps, correct, scored
+        self.step_metrics.new_epoch()  # a resumed epoch starts here
 
     def on_train_epoch_end(self) -> None:
-        sums = self.trainer.strategy.reduce(self._epoch_sums, reduce_op="sum")  # every process's tokens
-        loss_sum, steps, correct, scored = sums.tolist()  # one read for the epoch (loss sums: a ratio of sums)
+        self.flush_step_metrics()  # the epoch's last steps join its sums, read on the host
+        sums = self.step_metrics.epoch  # loss sum, steps, hits, scored tokens
+        if self.trainer.world_size > 1:  # every process's tokens: one all-reduce and one read for the epoch
+            totals = torch.tensor(sums, dtype=torch.float64, device=self.device)
+            sums = self.trainer.strategy.reduce(totals, reduce_op="sum").tolist()
+        loss_sum, steps, correct, scored = sums  # (the loss sums: a ratio of sums, as every process)
         if steps:
             self.log("train/loss_epoch", loss_sum / steps, prog_bar=True)
             self.log("train/acc_epoch", correct / max(scored, 1.0))
