@@ -1,16 +1,17 @@
-"""Benchmark the training pipeline: andrea-train with the attention-maps dashboard, without it, and a
-bare PyTorch loop of the same model, data, optimizer and schedule.
+"""Benchmark the training pipeline: andrea-train with the attention-maps dashboard, without it, the same
+model and data in Lightning with everything optional off (Lightning's own loop: the floor andrea stands
+on), and a bare PyTorch loop of the same model, data, optimizer and schedule.
 
-    python scripts/bench_pipeline.py                      # small GPT on bytes, 2,000 steps, 3 rounds (~25 min)
-    python scripts/bench_pipeline.py --steps 300 --rounds 3
+    python scripts/bench_pipeline.py                      # small GPT on bytes, 2,000 steps, 3 rounds (~35 min)
+    python scripts/bench_pipeline.py --steps 300 --rounds 4
 
 The small GPT: 4 layers, d_model 128, 4 heads, batch 12 x 64 tokens of byte-level text (the Tempest
 excerpt andrea ships), AdamW, no logger. Each candidate is a whole process (start-up included), timed
 in paired rounds, each candidate in each place of a round equally often (a Latin square: run a multiple
-of 3 rounds); the table gives each one's median wall time, its median CPU time (user + system, every
+of 4 rounds); the table gives each one's median wall time, its median CPU time (user + system, every
 thread: what a busy neighbour on the machine does not inflate as much), the ratios' medians
 with their spread (min-max over the rounds), and each one's final losses. The dashboard must not change
-training: maps on and maps off print the same losses.
+training: every candidate prints the same losses.
 
 Targets: andrea (maps on) / bare loop <= 1.02 at the median, maps on / maps off <= 1.02.
 """
@@ -36,11 +37,10 @@ SMALL_GPT = [
 ]  # fmt: skip
 
 
-def bare_loop(overrides: list[str], out: Path) -> None:
-    """The same run as a bare PyTorch loop: andrea's config composed for its sizes, nothing of Lightning."""
+def _parts(overrides: list[str]) -> tuple:
+    """(config, data module, network, optimizer) of the run, built as andrea-train builds them, nothing else."""
     import numpy as np
     import torch
-    import torch.nn.functional as F
     from hydra import compose, initialize_config_module
     from hydra.utils import instantiate
 
@@ -52,6 +52,14 @@ def bare_loop(overrides: list[str], out: Path) -> None:
     matrices = [p for p in net.parameters() if p.dim() >= 2]
     others = [p for p in net.parameters() if p.dim() < 2]
     optimizer = instantiate(cfg.model.optimizer)(params=[{"params": matrices}, {"params": others, "weight_decay": 0.0}])
+    return cfg, data, net, optimizer
+
+
+def bare_loop(overrides: list[str], out: Path) -> None:
+    """The same run as a bare PyTorch loop: andrea's config composed for its sizes, nothing of Lightning."""
+    import torch.nn.functional as F
+
+    cfg, data, net, optimizer = _parts(overrides)
     data.setup("fit")
     loader = data.train_dataloader()
     losses, step, epoch = [], 0, 0
@@ -71,6 +79,39 @@ def bare_loop(overrides: list[str], out: Path) -> None:
     out.write_text(json.dumps({"train_loss": sum(losses[-20:]) / len(losses[-20:]), "steps": step}))
 
 
+def lightning_floor(overrides: list[str], out: Path) -> None:
+    """The same run in Lightning with everything optional off: a module that only returns the loss, no
+    callbacks, logger, checkpoint, progress bar or summary. Lightning's own loop, what andrea cannot remove."""
+    import lightning as L
+    import torch.nn.functional as F
+
+    cfg, data, net, optimizer = _parts(overrides)
+    losses = []
+
+    class Loss(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def training_step(self, batch, batch_idx):
+            logits, _ = self.net(batch["input_ids"])  # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
+            losses.append(loss.detach())
+            return loss
+
+        def configure_optimizers(self):
+            return optimizer
+
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, max_steps=cfg.trainer.max_steps, max_epochs=-1, limit_val_batches=0,
+        num_sanity_val_steps=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, use_distributed_sampler=False,
+    )  # fmt: skip
+    trainer.fit(Loss(), datamodule=data)
+    last = [float(loss) for loss in losses[-20:]]
+    out.write_text(json.dumps({"train_loss": sum(last) / len(last), "steps": len(losses)}))
+
+
 def run(command: list[str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds: user + system of the process and its threads) of one whole process."""
     before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
@@ -86,10 +127,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--bare", type=Path, help=argparse.SUPPRESS)  # the bare loop's own process
+    parser.add_argument("--floor", type=Path, help=argparse.SUPPRESS)  # Lightning's, everything off
     parser.add_argument("overrides", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare:
         return bare_loop(args.overrides, args.bare)
+    if args.floor:
+        return lightning_floor(args.overrides, args.floor)
 
     work = Path(tempfile.mkdtemp(prefix="andrea-bench-pipeline-"))
     overrides = [*SMALL_GPT, f"trainer.max_steps={args.steps}", f"paths.log_dir={work}"]
@@ -97,6 +141,7 @@ def main() -> None:
     candidates = {
         "andrea, maps on": lambda n: [*train, f"hydra.run.dir={work}/on{n}"],
         "andrea, maps off": lambda n: [*train, "~callbacks.attention_maps", f"hydra.run.dir={work}/off{n}"],
+        "Lightning, all off": lambda n: [sys.executable, __file__, "--floor", str(work / f"floor{n}.json"), *overrides],
         "bare PyTorch loop": lambda n: [sys.executable, __file__, "--bare", str(work / f"bare{n}.json"), *overrides],
     }
     times: dict[str, list[float]] = {name: [] for name in candidates}
@@ -114,6 +159,7 @@ def main() -> None:
     losses = {
         "andrea, maps on": json.loads((work / "on0" / "result.json").read_text())["train_loss"],
         "andrea, maps off": json.loads((work / "off0" / "result.json").read_text())["train_loss"],
+        "Lightning, all off": json.loads((work / "floor0.json").read_text())["train_loss"],
         "bare PyTorch loop": json.loads((work / "bare0.json").read_text())["train_loss"],
     }
     skipped = json.loads((work / "on0" / "result.json").read_text())["attention_maps_skipped"]
@@ -126,7 +172,8 @@ def main() -> None:
         print(f"{name:20} {statistics.median(t):9.1f} {min(t):7.1f} {max(t):7.1f} {statistics.median(cpu[name]):13.1f} "
               f"{losses[name]:17.6f}")  # fmt: skip
     for a, b in (("andrea, maps on", "andrea, maps off"), ("andrea, maps on", "bare PyTorch loop"),
-                 ("andrea, maps off", "bare PyTorch loop")):  # fmt: skip
+                 ("andrea, maps off", "bare PyTorch loop"), ("andrea, maps off", "Lightning, all off"),
+                 ("Lightning, all off", "bare PyTorch loop")):  # fmt: skip
         ratios = [x / y for x, y in zip(times[a], times[b], strict=True)]
         print(f"{a} / {b}: {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})")
 
