@@ -2,7 +2,7 @@
 model and data in Lightning with everything optional off (Lightning's own loop: the floor andrea stands
 on), and a bare PyTorch loop of the same model, data, optimizer and schedule.
 
-    python scripts/bench_pipeline.py                      # small GPT on bytes, 2,000 steps, 3 rounds (~35 min)
+    python scripts/bench_pipeline.py                      # small GPT on bytes, 2,000 steps, 4 rounds (~40-80 min)
     python scripts/bench_pipeline.py --steps 300 --rounds 4
 
 The small GPT: 4 layers, d_model 128, 4 heads, batch 12 x 64 tokens of byte-level text (the Tempest
@@ -125,7 +125,7 @@ def run(command: list[str]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)  # a Latin square: each candidate in each place once
     parser.add_argument("--bare", type=Path, help=argparse.SUPPRESS)  # the bare loop's own process
     parser.add_argument("--floor", type=Path, help=argparse.SUPPRESS)  # Lightning's, everything off
     parser.add_argument("overrides", nargs="*", help=argparse.SUPPRESS)
