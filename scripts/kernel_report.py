@@ -5,9 +5,10 @@
 
 Each variant (dtype, head_dim, mask: causal parameters alone, every optional input at once (ALiBi,
 lengths, documents, a dense tile), or causal with mechanism=softcap's cap of 50 in the scores, or with
-mechanism=sigmoid at its bias for T = 1024) is
-compiled as a real launch at T = S = 1024 specialises it (divisibility
-hints on pointers and sizes), and ptxas reads the PTX for sm_90a. Per kernel: registers per thread, bytes
+mechanism=sigmoid at its bias for T = 1024) is compiled with the tiles and warps the backend launches
+that kernel with, as a real launch at T = S = 1024 specialises it (divisibility hints on pointers and
+sizes), and ptxas reads the PTX for sm_90a; the backward's pre-pass (δ, elementwise) as a sink's gradient
+launches it. Per kernel: its tile, registers per thread, bytes
 spilled, shared memory, asynchronous copies (cp.async), tensor-core instructions (wgmma), and for each
 inner loop of its PTX the mask's instructions (integer comparisons, and selects that put -inf in a score)
 on its fastest path (past every branch it can skip: the backward's mask) and over all of it. The blocks
@@ -26,8 +27,13 @@ import subprocess
 import sys
 import tempfile
 
-KERNELS = ("attention_forward", "attention_backward_dq", "attention_backward_dkdv")
-POINTERS = {"Slopes": "*fp32", "Lengths": "*i64", "Docs": "*i64", "Dense": "*i8", "LSE": "*fp32", "Delta": "*fp32"}
+# each kernel, and its tiles' key in the backend's _block_sizes (δ's pre-pass: dq's rows, Triton's default
+# warps and stages, as the backend launches it)
+KERNELS = {"attention_forward": "forward", "attention_backward_delta": "dq", "attention_backward_dq": "dq",
+           "attention_backward_dkdv": "dkdv"}  # fmt: skip
+PRE_PASS = "attention_backward_delta"
+POINTERS = {"Slopes": "*fp32", "Lengths": "*i64", "Docs": "*i64", "Dense": "*i8", "LSE": "*fp32", "Delta": "*fp32",
+            "dLSE": "*fp32"}  # fmt: skip
 INTS = {"dense_sb", "dense_sh", "dense_st", "H", "group", "T", "S", "D", "prefix", "window"}
 DIVISIBLE = {"T", "S", "D", "prefix"}  # a launch at T = S = 1024 marks every fresh pointer and every int 16 divides
 # Every variant the backend accepts on a GPU: 16-bit up to MAX_HEAD_DIM, float32 up to FLOAT32_MAX_HEAD_DIM.
@@ -82,48 +88,65 @@ def loops(ptx: str) -> list[tuple[int, int, int, int]]:
     return found
 
 
-def compile_variant(dtype: str, head_dim: int, mask: str) -> list[dict]:
-    """One row per kernel of the variant, compiled for sm_90a."""
-    import torch
+def _flags(dtype: str, head_dim: int, mask: str) -> dict:
+    """The constexprs a launch of the variant compiles with, tiles aside."""
+    from andrea.attention.backends.triton import _block_d
+
+    every = mask == "every-input"
+    return dict(CAUSAL=True, BAND=False, HAS_ALIBI=every, HAS_LENGTHS=every, HAS_DOCS=every, HAS_DENSE=every,
+                CAP=50.0 if mask == "softcap" else 0.0,
+                SIGMOID=mask == "sigmoid", BIAS=-6.931471805599453 if mask == "sigmoid" else 0.0,  # -log(1024)
+                UPCAST=False, PRECISION="tf32x3" if dtype == "fp32" else "tf32", HAS_DLSE=True,
+                EVEN_D=_block_d(head_dim) == head_dim)  # fmt: skip
+
+
+def compile_kernel(dtype: str, head_dim: int, mask: str, name: str, tiles: dict) -> dict:
+    """One kernel of the variant compiled for sm_90a with the given tiles and launch options: its row."""
     import triton.backends.nvidia
     from triton import compile
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from andrea.attention.backends import flash_kernels
-    from andrea.attention.backends.triton import _block_sizes
 
     ptxas = os.path.join(os.path.dirname(triton.backends.nvidia.__file__), "bin", "ptxas-blackwell")
-    every = mask == "every-input"
-    tiles = _block_sizes(head_dim, {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype], torch.device("cuda"))
+    kernel, tiles = getattr(flash_kernels, name), dict(tiles)
     options = dict(num_warps=tiles.pop("num_warps"), num_stages=tiles.pop("num_stages"))
-    flags = dict(CAUSAL=True, BAND=False, HAS_ALIBI=every, HAS_LENGTHS=every, HAS_DOCS=every, HAS_DENSE=every,
-                 CAP=50.0 if mask == "softcap" else 0.0,
-                 SIGMOID=mask == "sigmoid", BIAS=-6.931471805599453 if mask == "sigmoid" else 0.0,  # -log(1024)
-                 UPCAST=False, PRECISION="tf32x3" if dtype == "fp32" else "tf32",
-                 EVEN_D=tiles["BLOCK_D"] == head_dim, **tiles)  # fmt: skip
-    rows = []
-    for name in KERNELS:
-        kernel = getattr(flash_kernels, name)
-        signature = {arg: "constexpr" if arg in flags else "fp32" if arg == "scale" else "i32" if arg in INTS
-                     else POINTERS.get(arg, "*" + dtype) for arg in kernel.arg_names}  # fmt: skip
-        hints = {(i,): [["tt.divisibility", 16]] for i, arg in enumerate(kernel.arg_names)
-                 if signature[arg].startswith("*") or arg in DIVISIBLE}  # fmt: skip
-        constants = {arg: flags[arg] for arg in kernel.arg_names if arg in flags}
-        compiled = compile(ASTSource(kernel, signature, constants, hints), target=GPUTarget("cuda", 90, 32),
-                           options=options)  # fmt: skip
-        ptx = compiled.asm["ptx"]
-        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as file:
-            file.write(ptx)
-            file.flush()
-            report = subprocess.run([ptxas, "-arch=sm_90a", "-v", file.name, "-o", os.devnull],
-                                    capture_output=True, text=True, check=True).stderr  # fmt: skip
-        rows.append(dict(
-            kernel=name, registers=int(re.search(r"Used (\d+) registers", report).group(1)),
-            spills=sum(map(int, re.findall(r"(\d+) bytes spill stores", report))), shared=compiled.metadata.shared,
-            async_copies=ptx.count("cp.async"), wgmma=ptx.count("wgmma.mma_async"), loops=loops(ptx),
-        ))  # fmt: skip
-    return rows
+    flags = _flags(dtype, head_dim, mask) | tiles
+    signature = {arg: "constexpr" if arg in flags else "fp32" if arg == "scale" else "i32" if arg in INTS
+                 else POINTERS.get(arg, "*" + dtype) for arg in kernel.arg_names}  # fmt: skip
+    hints = {(i,): [["tt.divisibility", 16]] for i, arg in enumerate(kernel.arg_names)
+             if signature[arg].startswith("*") or arg in DIVISIBLE}  # fmt: skip
+    constants = {arg: flags[arg] for arg in kernel.arg_names if arg in flags}
+    compiled = compile(ASTSource(kernel, signature, constants, hints), target=GPUTarget("cuda", 90, 32),
+                       options=options)  # fmt: skip
+    ptx = compiled.asm["ptx"]
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as file:
+        file.write(ptx)
+        file.flush()
+        report = subprocess.run([ptxas, "-arch=sm_90a", "-v", file.name, "-o", os.devnull],
+                                capture_output=True, text=True, check=True).stderr  # fmt: skip
+    tile = f"{tiles['BLOCK_M']} rows" if name == PRE_PASS else f"{tiles['BLOCK_M']}x{tiles['BLOCK_N']}"
+    return dict(
+        kernel=name, tile=tile, warps=options["num_warps"], stages=options["num_stages"],
+        registers=int(re.search(r"Used (\d+) registers", report).group(1)),
+        spills=sum(map(int, re.findall(r"(\d+) bytes spill stores", report))), shared=compiled.metadata.shared,
+        async_copies=ptx.count("cp.async"), wgmma=ptx.count("wgmma.mma_async"), loops=loops(ptx),
+    )  # fmt: skip
+
+
+def compile_variant(dtype: str, head_dim: int, mask: str) -> list[dict]:
+    """One row per kernel of the variant, each compiled with the tiles the backend launches it with."""
+    import torch
+
+    from andrea.attention.backends.triton import _block_sizes
+
+    kernel_math = mask if mask in ("softcap", "sigmoid") else "softmax"
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    tiles = _block_sizes(head_dim, dtypes[dtype], torch.device("cuda"), kernel_math)  # each kernel's own
+    pre_pass = dict(BLOCK_M=tiles["dq"]["BLOCK_M"], BLOCK_D=tiles["dq"]["BLOCK_D"], num_warps=4, num_stages=3)
+    return [compile_kernel(dtype, head_dim, mask, name, pre_pass if name == PRE_PASS else tiles[short])
+            for name, short in KERNELS.items()]  # fmt: skip
 
 
 def main() -> None:
@@ -138,13 +161,14 @@ def main() -> None:
             print(json.dumps(row))
         return
     print(
-        "| dtype | d | mask | kernel | registers | spilled B | shared KB | cp.async | wgmma | "
+        "| dtype | d | mask | kernel | tile M x N, warps | registers | spilled B | shared KB | cp.async | wgmma | "
         "inner loops: compares, -inf selects (fastest path / all) |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for dtype, head_dim, mask in VARIANTS:
         for row in compile_variant(dtype, head_dim, mask):
-            print(f"| {dtype} | {head_dim} | {mask} | {row['kernel']} | {row['registers']} | {row['spills']} | "
+            print(f"| {dtype} | {head_dim} | {mask} | {row['kernel']} | {row['tile']}, {row['warps']} | "
+                  f"{row['registers']} | {row['spills']} | "
                   f"{row['shared'] / 1024:.0f} | {row['async_copies']} | {row['wgmma']} | "
                   f"{' '.join('({}, {} / {}, {})'.format(*loop) for loop in row['loops'])} |", flush=True)  # fmt: skip
 

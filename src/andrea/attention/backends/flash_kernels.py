@@ -22,10 +22,14 @@ p = exp(s - lse)) rather than storing the weights, and with δ = rowsum(do ⊙ o
 
     dv = pᵀ do     dp = do vᵀ     ds = p ⊙ (dp - δ)     dq = ds k · scale     dk = dsᵀ q · scale
 
-Grids: the forward and dq run one program per (batch x head, query block); dk and dv one per
-(batch x kv head, key block), looping over the query heads that share that kv head (GQA, MQA:
-the shared k and v are read, never copied). Query i sits at position S - T + i (queries are
-aligned to the end of the keys, as in the contract). A row that sees no key gives zeros.
+δ comes from a pre-pass of its own (`attention_backward_delta`). dk/dv computes its scores transposed,
+k qᵀ (keys down the rows), so pᵀ and dsᵀ come out as its dots take them, with no transpose.
+
+Grids: the forward and dq run one program per (batch x head, query block), the last query block first
+(causal: the heaviest); dk and dv one per (batch x kv head, key block), the first (the heaviest) first,
+looping over the query heads that share that kv head (GQA, MQA: the shared k and v are read, never copied).
+Query i sits at position S - T + i (queries are aligned to the end of the keys, as in the contract).
+A row that sees no key gives zeros.
 
 The mask is computed inside the kernel from its parameters (`_allowed`): causal with an optional
 bidirectional prefix, a sliding window (one-sided or a band), key padding from the per-sequence
@@ -52,11 +56,15 @@ def _allowed(
     b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_LENGTHS: tl.constexpr, HAS_DOCS: tl.constexpr,
-    HAS_DENSE: tl.constexpr,
+    HAS_DENSE: tl.constexpr, TRANSPOSED: tl.constexpr,
 ):  # fmt: skip
-    """(BLOCK_M, BLOCK_N): True where the query at q_pos may see the key at k_pos."""
-    q, k = q_pos[:, None], k_pos[None, :]
-    ok = (k < S) & (offs_m[:, None] < T)  # neither keys past the end nor query rows past the last
+    """(BLOCK_M, BLOCK_N), or with TRANSPOSED (BLOCK_N, BLOCK_M): True where the query at q_pos may see the key
+    at k_pos."""
+    if TRANSPOSED:  # keys down the rows, queries across: dk/dv's k qᵀ
+        rows, q, k = offs_m[None, :], q_pos[None, :], k_pos[:, None]
+    else:
+        rows, q, k = offs_m[:, None], q_pos[:, None], k_pos[None, :]
+    ok = (k < S) & (rows < T)  # neither keys past the end nor query rows past the last
     if CAUSAL:  # causal, except that keys inside the prefix are seen by everyone (prefix-LM)
         ok = ok & ((k <= q) | (k < prefix))
     ok = ok & (q - k < window)  # no further back than the window (window = S + 1 when unbounded)
@@ -65,13 +73,12 @@ def _allowed(
     if HAS_LENGTHS:  # key padding: sequence b has `length` real tokens
         ok = ok & (k < tl.load(Lengths + b).to(tl.int32))
     if HAS_DOCS:  # packed documents: a query sees the keys of its own document only
-        q_doc = tl.load(Docs + b * S + q_pos, mask=q_pos < S, other=-1)
-        k_doc = tl.load(Docs + b * S + k_pos, mask=k_pos < S, other=-2)
-        ok = ok & (q_doc[:, None] == k_doc[None, :])
+        q_doc = tl.load(Docs + b * S + q, mask=q < S, other=-1)
+        k_doc = tl.load(Docs + b * S + k, mask=k < S, other=-2)
+        ok = ok & (q_doc == k_doc)
     if HAS_DENSE:  # any other mask: its dense form, (B|1, H|1, T, S), one tile at a time
         row = b * dense_sb + h * dense_sh  # int64, as b and h are (from the program id)
-        tile = Dense + row + offs_m[:, None] * dense_st + k_pos[None, :]
-        ok = ok & (tl.load(tile, mask=ok, other=0) != 0)
+        ok = ok & (tl.load(Dense + row + rows * dense_st + k, mask=ok, other=0) != 0)
     return ok
 
 
@@ -186,6 +193,13 @@ def _query_blocks(start_n, T, S, Lengths, b, prefix, window,
 
 
 @triton.jit
+def _last_first(BLOCK_M: tl.constexpr):
+    """The first query row of this program's block, the last block first: under a causal mask the last rows see
+    the most keys, so the longest programs start first and no tail of heavy ones runs alone at the end."""
+    return (tl.num_programs(1) - 1 - tl.program_id(1)) * BLOCK_M
+
+
+@triton.jit
 def _load(ptr, mask, UPCAST: tl.constexpr):
     """A tile of q, k, v or do (no predicate where mask is None), in float32 when UPCAST (Triton's CPU
     interpreter: its tl.dot misreads bfloat16)."""
@@ -224,7 +238,8 @@ def _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI: tl.constexpr, CAP: tl.c
             PRECISION: tl.constexpr, BASE2: tl.constexpr):  # fmt: skip
     """s = q kᵀ · scale (+ ALiBi), soft-capped to CAP · tanh(s / CAP) where CAP > 0: (BLOCK_M, BLOCK_N) in
     float32, before any mask; with BASE2, times log2 e (exp2 of it is exp of the score, with no multiply of
-    its own: log2 e is folded into the scale, or into the cap)."""
+    its own: log2 e is folded into the scale, or into the cap). With the roles swapped, (k, q, k_pos, q_pos),
+    it gives the transpose, k qᵀ (ALiBi's distance is symmetric)."""
     if BASE2 and CAP == 0:
         scale, slope = scale * LOG2E, slope * LOG2E
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
@@ -256,7 +271,7 @@ def _forward_step(
     k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D, not MASKED, EVEN_D)  # (BLOCK_N, BLOCK_D) each
     if MASKED:  # the mask before the scores: its loads (documents, a dense tile) overlap the product
         allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
-                           prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
+                           prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, False)  # fmt: skip
         s = tl.where(
             allowed, _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, not SIGMOID), float("-inf")
         )
@@ -287,7 +302,7 @@ def attention_forward(
     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: BLOCK_M queries of head h of sequence b. Writes out (BLOCK_M, d) and lse (BLOCK_M,)."""
-    bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M  # int64: offsets outgrow int32
+    bh, start_m = tl.program_id(0).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
     kv = b * (H // group) + h // group  # the kv head this query head reads (h // group)
     offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
@@ -335,6 +350,19 @@ def attention_forward(
 
 
 @triton.jit
+def attention_backward_delta(Out, dOut, dLSE, Delta, T, D, HAS_DLSE: tl.constexpr, BLOCK_M: tl.constexpr,
+                             BLOCK_D: tl.constexpr):  # fmt: skip
+    """The backward's pre-pass, one program per BLOCK_M rows of head bh: δ = rowsum(do ⊙ out) in float32, less
+    the gradient that reached lse (dLSE) where HAS_DLSE. Writes Delta (BLOCK_M,)."""
+    bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M
+    offs_m, _, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, T, D, BLOCK_M, BLOCK_D)
+    delta = tl.sum(_load(Out + tile, tile_ok, True) * _load(dOut + tile, tile_ok, True), axis=1)
+    if HAS_DLSE:
+        delta -= tl.load(dLSE + bh * T + offs_m, mask=row_ok, other=0.0)
+    tl.store(Delta + bh * T + offs_m, delta, mask=row_ok)
+
+
+@triton.jit
 def attention_backward_dq(
     Q, K, V, dOut, dQ, LSE, Delta, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
     scale, H, group, T, S, D, prefix, window,
@@ -346,7 +374,7 @@ def attention_backward_dq(
     """One program: dq for BLOCK_M queries of head h, walking the keys as the forward did, in one loop: the
     mask is built only in the edge blocks, behind a branch every thread takes alike (the forward's three
     loops cost dq more registers; docs/kernel_report.md)."""
-    bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M  # int64: offsets outgrow int32
+    bh, start_m = tl.program_id(0).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
     kv = b * (H // group) + h // group
     offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
@@ -367,7 +395,7 @@ def attention_backward_dq(
             capped_slope = _capped_slope(s, CAP, False)
         if HAS_DOCS or HAS_DENSE or (start_n < whole_lo) | (start_n >= whole_hi):  # an edge block: the mask
             allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
-                               prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE)  # fmt: skip
+                               prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, False)  # fmt: skip
             s = tl.where(allowed, s, float("-inf"))
         p = tl.sigmoid(s + BIAS) if SIGMOID else tl.exp(s - lse[:, None])
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
@@ -409,20 +437,21 @@ def attention_backward_dkdv(
             do = _load(dOut + tile, tile_ok, UPCAST)
             lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
             delta = tl.load(Delta + bh * T + offs_m, mask=row_ok, other=0.0)
-            s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, not SIGMOID)  # base 2: softmax
+            # keys down the rows, queries across (k qᵀ): p and ds come out as dv and dk take them, no transpose
+            s_t = _scores(k, q, k_pos, q_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, not SIGMOID)  # base 2: softmax
             if CAP > 0:
-                capped_slope = _capped_slope(s, CAP, True)
+                capped_slope = _capped_slope(s_t, CAP, True)
             if (start_m < whole_lo) | (start_m >= whole_hi):  # an edge block: the mask
                 allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh,
-                                   dense_st, prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS,
-                                   HAS_DENSE)  # fmt: skip
-                s = tl.where(allowed, s, float("-inf"))
-            p = tl.sigmoid(s + BIAS) if SIGMOID else tl.exp2(s - lse[:, None] * LOG2E)  # (BLOCK_M, BLOCK_N)
-            dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)  # (BLOCK_N, BLOCK_D)
-            dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
-            ds = dp * p * (1.0 - p) if SIGMOID else p * (dp - delta[:, None])  # d sigmoid = p (1 - p)
+                                   dense_st, prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE,
+                                   True)  # fmt: skip
+                s_t = tl.where(allowed, s_t, float("-inf"))
+            p_t = tl.sigmoid(s_t + BIAS) if SIGMOID else tl.exp2(s_t - lse[None, :] * LOG2E)  # (BLOCK_N, BLOCK_M)
+            dv += tl.dot(p_t.to(do.dtype), do, input_precision=PRECISION)  # (BLOCK_N, BLOCK_D)
+            dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)  # (BLOCK_N, BLOCK_M)
+            ds_t = dp_t * p_t * (1.0 - p_t) if SIGMOID else p_t * (dp_t - delta[None, :])  # d sigmoid = p (1 - p)
             if CAP > 0:
-                ds = ds * capped_slope
-            dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PRECISION)
+                ds_t = ds_t * capped_slope
+            dk += tl.dot(ds_t.to(q.dtype), q, input_precision=PRECISION)
     tl.store(dK + kv_tile, (dk * scale).to(dK.dtype.element_ty), mask=kv_ok)
     tl.store(dV + kv_tile, dv.to(dV.dtype.element_ty), mask=kv_ok)

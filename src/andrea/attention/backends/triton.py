@@ -93,20 +93,40 @@ def _slopes(n_head: int, device: torch.device) -> Tensor:
     return torch.tensor(alibi_slopes(n_head), device=device, dtype=torch.float32)
 
 
-def _block_sizes(head_dim: int, dtype: torch.dtype, device: torch.device) -> dict[str, int]:
-    """Tiles that fit a Hopper GPU's 227 KB of shared memory per block, checked by compiling each kernel for
-    sm_90 with a real launch's hints (tests/attention/test_triton_backend.py): 16-bit inputs 64 x 64
-    (d <= 256); float32 (tf32x3: three products per dot) 32 x 32, and only up to FLOAT32_MAX_HEAD_DIM."""
-    block_d = max(16, _next_power_of_2(head_dim))
-    if device.type == "cpu":  # the interpreter: small tiles keep the tests quick
-        return dict(BLOCK_M=16, BLOCK_N=16, BLOCK_D=block_d)
-    if dtype == torch.float32:
-        return dict(BLOCK_M=32, BLOCK_N=32, BLOCK_D=block_d, num_warps=4, num_stages=2)
-    return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_D=block_d, num_warps=4 if block_d <= 64 else 8, num_stages=2)
+# Each kernel's (BLOCK_M, BLOCK_N, num_warps, num_stages) on a GPU, by input width and BLOCK_D (d <= 64 as 64):
+# the largest tiles, then the most stages, that compile for sm_90 with no register spilled and on the tensor
+# cores' wgmma where a tile can be (scripts/kernel_report.py, docs/kernel_report.md; tests/attention/
+# test_triton_backend.py holds every variant to it). dk/dv computes k qᵀ: its key tile is the dots' M side.
+TILES = {
+    ("16-bit", 64): dict(forward=(128, 64, 8, 3), dq=(64, 64, 4, 3), dkdv=(32, 128, 8, 3)),
+    ("16-bit", 128): dict(forward=(64, 64, 8, 3), dq=(64, 64, 8, 3), dkdv=(32, 64, 8, 3)),
+    # d = 256: dk/dv's 16 keys are under wgmma's 64 rows (mma instead; 64 keys spill 56-176 bytes)
+    ("16-bit", 256): dict(forward=(64, 32, 8, 3), dq=(64, 16, 8, 3), dkdv=(64, 16, 8, 3)),
+    ("float32", 64): dict(forward=(32, 32, 4, 3), dq=(32, 32, 4, 2), dkdv=(16, 32, 4, 3)),  # tf32x3: 3 dots each
+}
+MECHANISM_TILES = {  # where a mechanism's kernel compiles better with tiles of its own
+    ("sigmoid", "float32", 64): dict(dkdv=(16, 64, 4, 2)),  # 32 keys: Triton does not pipeline its loop
+}
 
 
-def _next_power_of_2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
+def _block_sizes(head_dim: int, dtype: torch.dtype, device: torch.device, kernel: str = "softmax") -> dict[str, dict]:
+    """Each kernel's tiles and launch options, {"forward", "dq", "dkdv"}: TILES on a GPU (float32 only up to
+    FLOAT32_MAX_HEAD_DIM), 16 x 16 under the interpreter (small tiles keep the tests quick)."""
+    block_d = _block_d(head_dim)
+    if device.type == "cpu":
+        tiles = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_D=block_d)
+        return dict(forward=tiles, dq=tiles, dkdv=tiles)
+    width = "float32" if dtype == torch.float32 else "16-bit"
+    chosen = TILES[width, max(64, block_d)] | MECHANISM_TILES.get((kernel, width, max(64, block_d)), {})
+    return {
+        name: dict(BLOCK_M=m, BLOCK_N=n, BLOCK_D=block_d, num_warps=warps, num_stages=stages)
+        for name, (m, n, warps, stages) in chosen.items()
+    }
+
+
+def _block_d(head_dim: int) -> int:
+    """The tiles' width: head_dim padded to a power of two, at least 16 (a tensor-core dot's least)."""
+    return max(16, 1 << (head_dim - 1).bit_length())
 
 
 FLAGS = ("CAUSAL", "BAND", "HAS_ALIBI", "HAS_LENGTHS", "HAS_DOCS", "HAS_DENSE")  # the kernels' mask switches
@@ -147,12 +167,12 @@ def _kernel_args(
     kernel: str,
     value: float,
 ) -> tuple[list[object], dict[str, Any]]:
-    """The kernels' shared arguments after their own tensors: (positional, constexpr keywords)."""
+    """The kernels' shared arguments after their own tensors: (positional, constexpr keywords); each launch
+    adds its own kernel's tiles (`_block_sizes`)."""
     B, H, T, d = q.shape
     H_kv, S = k.shape[1], k.shape[2]
     *dense_strides, prefix, window = ints
     positional = [*tensors, *dense_strides, scale, H, H // H_kv, T, S, d, prefix, window]
-    tiles = _block_sizes(d, q.dtype, q.device)
     constexprs = dict(
         zip(FLAGS, flags, strict=True),
         CAP=value if kernel == "softcap" else 0.0,  # cap · tanh(s / cap) on the scores, compiled per cap (0: none)
@@ -160,8 +180,7 @@ def _kernel_args(
         BIAS=value if kernel == "sigmoid" else 0.0,
         PRECISION="tf32x3" if q.dtype == torch.float32 else "tf32",  # float32: three tf32 products, ~fp32 exact
         UPCAST=q.device.type == "cpu" and q.dtype != torch.float32,  # the interpreter's dot misreads bfloat16
-        EVEN_D=d == tiles["BLOCK_D"],  # no column past d: whole blocks load with no predicate
-        **tiles,
+        EVEN_D=d == _block_d(d),  # no column past d: whole blocks load with no predicate
     )
     return positional, constexprs
 
@@ -188,8 +207,9 @@ def attention_op(
     args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, kernel, value)
     out = torch.empty_like(q)
     lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # log-sum-exp of each row's scores
-    grid = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
-    kernels(q.device.type == "cpu").attention_forward[grid](q, k, v, out, lse, *args, **constexprs)
+    tiles = _block_sizes(q.shape[-1], q.dtype, q.device, kernel)["forward"]
+    grid = (B * H, _cdiv(T, tiles["BLOCK_M"]))
+    kernels(q.device.type == "cpu").attention_forward[grid](q, k, v, out, lse, *args, **constexprs, **tiles)
     return out, lse
 
 
@@ -209,15 +229,17 @@ def attention_backward_op(
     B, H, T, _ = q.shape
     H_kv, S = k.shape[1], k.shape[2]
     args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, kernel, value)
-    delta = (d_out.float() * out.float()).sum(-1)  # (B, H, T): rowsum(do ⊙ out)
-    if d_lse is not None:
-        delta = delta - d_lse.float()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    flash = kernels(q.device.type == "cpu")
-    grid_q = (B * H, _cdiv(T, constexprs["BLOCK_M"]))
-    flash.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *args, **constexprs)
-    grid_kv = (B * H_kv, _cdiv(S, constexprs["BLOCK_N"]))
-    flash.attention_backward_dkdv[grid_kv](q, k, v, d_out, dk, dv, lse, delta, *args, **constexprs)
+    flash, tiles = kernels(q.device.type == "cpu"), _block_sizes(q.shape[-1], q.dtype, q.device, kernel)
+    grid_q = (B * H, _cdiv(T, tiles["dq"]["BLOCK_M"]))  # δ's pre-pass and dq: a program per query block
+    delta = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # rowsum(do ⊙ out) - d_lse
+    flash.attention_backward_delta[grid_q](
+        out, d_out, lse if d_lse is None else d_lse.float().contiguous(), delta, T, q.shape[-1],  # lse: unread
+        HAS_DLSE=d_lse is not None, BLOCK_M=tiles["dq"]["BLOCK_M"], BLOCK_D=tiles["dq"]["BLOCK_D"],
+    )  # fmt: skip
+    flash.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *args, **constexprs, **tiles["dq"])
+    grid_kv = (B * H_kv, _cdiv(S, tiles["dkdv"]["BLOCK_N"]))  # dk/dv: a program per key block
+    flash.attention_backward_dkdv[grid_kv](q, k, v, d_out, dk, dv, lse, delta, *args, **constexprs, **tiles["dkdv"])
     return dq, dk, dv
 
 
