@@ -34,8 +34,10 @@ KERNELS = {"attention_forward": "forward", "attention_backward_delta": "dq", "at
 PRE_PASS = "attention_backward_delta"
 POINTERS = {"Slopes": "*fp32", "Lengths": "*i64", "Docs": "*i64", "Dense": "*i8", "LSE": "*fp32", "Delta": "*fp32",
             "dLSE": "*fp32"}  # fmt: skip
-INTS = {"dense_sb", "dense_sh", "dense_st", "H", "group", "T", "S", "D", "prefix", "window"}
-DIVISIBLE = {"T", "S", "D", "prefix"}  # a launch at T = S = 1024 marks every fresh pointer and every int 16 divides
+STRIDES = {f"{x}_s{dim}" for x in ("q", "k", "v", "do") for dim in "bht"}  # (B, H, T) strides of q, k, v, do
+INTS = {"dense_sb", "dense_sh", "dense_st", "H", "group", "T", "S", "D", "prefix", "window"} | STRIDES
+# a launch at T = S = 1024 (q, k, v views of a fused projection) marks every fresh pointer and every int 16 divides
+DIVISIBLE = {"T", "S", "D", "prefix"} | STRIDES
 # Every variant the backend accepts on a GPU: 16-bit up to MAX_HEAD_DIM, float32 up to FLOAT32_MAX_HEAD_DIM.
 VARIANTS = [
     (dtype, head_dim, mask)

@@ -152,6 +152,30 @@ def test_each_kernel_s_own_unequal_tiles_match_naive(mask_name, queries, transpo
 
 
 @pytest.mark.triton_interpreter
+@pytest.mark.parametrize("mask_name", ["causal", pytest.param("causal&document", marks=pytest.mark.slow)])
+def test_views_of_a_fused_projection_are_read_in_place_and_match_naive(mask_name):
+    """q, k and v as a model makes them (transposed views of one fused (B, T, 3, H, d) projection) and a
+    transposed output gradient are read through their strides, with no copy: forward and backward equal
+    naive's on contiguous copies."""
+    torch.manual_seed(0)
+    fused = torch.randn(BATCH, LONG, 3, 4, 16, requires_grad=True)
+    q, k, v = (part.transpose(1, 2) for part in fused.unbind(2))  # (B, H, T, d), rows 3·H·d apart
+    assert not q.is_contiguous() and triton_backend._rows_apart(q) is q  # read in place
+    mask = UNEQUAL_MASKS[mask_name]
+    out, _ = get_backend("triton")(q, k, v, mask)
+    ref = [t.detach().contiguous().requires_grad_() for t in (q, k, v)]
+    expected, _ = get_backend("naive")(ref[0], ref[1], ref[2], mask)
+    assert_close(out, expected, torch.float32, f"triton x {mask_name} on views: output differs")
+    grad = torch.randn(BATCH, LONG, 4, 16)  # (B, T, H, d): out's gradient arrives as its transposed view
+    (out.transpose(1, 2) * grad).sum().backward()
+    expected.backward(grad.transpose(1, 2))
+    assert fused.grad is not None
+    for name, got, want in zip("qkv", fused.grad.unbind(2), ref, strict=True):
+        assert want.grad is not None
+        assert_close(got.transpose(1, 2), want.grad, torch.float32, f"triton x {mask_name} on views: d{name} differs")
+
+
+@pytest.mark.triton_interpreter
 def test_alibi_over_several_blocks_and_weights_through_the_probe():
     torch.manual_seed(0)
     q, k, v = (torch.randn(BATCH, 4, T, D) for _ in range(3))

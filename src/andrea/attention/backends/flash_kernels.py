@@ -40,7 +40,9 @@ the causal range, the window, the padding and the bounds; none where documents o
 decide) are computed with no mask at all, only the edge blocks around them build it: the forward
 runs three loops (edge blocks, whole blocks loaded with no predicate when d fills BLOCK_D, edge
 blocks), the backward kernels one loop with a branch every thread of a program takes alike.
-Tensors are contiguous (B, H, T, d); d is padded to BLOCK_D, a power of two.
+q, k, v and do are (B, H, T, d) in any layout with a last stride of 1 (each kernel takes their strides:
+views of a fused projection are read in place); what a kernel writes is contiguous. d is padded to BLOCK_D,
+a power of two.
 Offsets are int64 (from the program's (batch, head) index), so no size overflows them.
 """
 
@@ -209,8 +211,8 @@ def _load(ptr, mask, UPCAST: tl.constexpr):
 
 @triton.jit
 def _query_rows(bh, start_m, T, S, D, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Query rows start_m .. start_m + BLOCK_M - 1 of head bh: their rows, positions among the keys,
-    and the (BLOCK_M, BLOCK_D) tile of their q (or do, or out) with its in-bounds mask."""
+    """Query rows start_m .. start_m + BLOCK_M - 1 of head bh: their rows, positions among the keys, and the
+    (BLOCK_M, BLOCK_D) tile of the kernel's own (contiguous) out or dq with its in-bounds mask."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     row_ok = offs_m < T
@@ -219,18 +221,25 @@ def _query_rows(bh, start_m, T, S, D, BLOCK_M: tl.constexpr, BLOCK_D: tl.constex
 
 
 @triton.jit
-def _kv_block(K, V, kv, k_pos, S, D, UPCAST: tl.constexpr, BLOCK_D: tl.constexpr, WHOLE: tl.constexpr,
+def _rows(rows, stride, BLOCK_D: tl.constexpr):
+    """Offsets of the (rows, BLOCK_D) tile at `rows` of one head whose rows are `stride` apart (its last stride 1):
+    q, k, v and do are read in the layout they come in, a view of a fused projection too."""
+    return rows[:, None].to(tl.int64) * stride + tl.arange(0, BLOCK_D)[None, :]
+
+
+@triton.jit
+def _kv_block(Kh, Vh, k_pos, k_st, v_st, S, D, UPCAST: tl.constexpr, BLOCK_D: tl.constexpr, WHOLE: tl.constexpr,
               EVEN_D: tl.constexpr):  # fmt: skip
-    """Keys and values at positions k_pos of kv head kv: two (BLOCK_N, BLOCK_D) tiles, the tile's offsets and mask.
-    WHOLE: every position is inside S, and with EVEN_D (d = BLOCK_D) the tiles load with no predicate."""
-    offs_d = tl.arange(0, BLOCK_D)
-    tile = (kv * S + k_pos[:, None]) * D + offs_d[None, :]
-    ok = (k_pos[:, None] < S) & (offs_d[None, :] < D)
+    """Keys and values at positions k_pos of one kv head (Kh, Vh: its first key and value, rows k_st and v_st
+    apart): two (BLOCK_N, BLOCK_D) tiles, and their mask. WHOLE: every position is inside S, and with EVEN_D
+    (d = BLOCK_D) the tiles load with no predicate."""
+    ok = (k_pos[:, None] < S) & (tl.arange(0, BLOCK_D)[None, :] < D)
+    k_tile, v_tile = Kh + _rows(k_pos, k_st, BLOCK_D), Vh + _rows(k_pos, v_st, BLOCK_D)
     if WHOLE and EVEN_D:
-        k, v = _load(K + tile, None, UPCAST), _load(V + tile, None, UPCAST)
+        k, v = _load(k_tile, None, UPCAST), _load(v_tile, None, UPCAST)
     else:
-        k, v = _load(K + tile, ok, UPCAST), _load(V + tile, ok, UPCAST)
-    return k, v, tile, ok
+        k, v = _load(k_tile, ok, UPCAST), _load(v_tile, ok, UPCAST)
+    return k, v, ok
 
 
 @triton.jit
@@ -259,7 +268,7 @@ def _capped_slope(s, CAP: tl.constexpr, BASE2: tl.constexpr):
 
 @triton.jit
 def _forward_step(
-    acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
+    acc, l_i, m_i, q, Kh, Vh, k_st, v_st, start_n, b, h, offs_m, q_pos, slope,
     Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
     HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr,
@@ -268,7 +277,7 @@ def _forward_step(
 ):  # fmt: skip
     """The running (acc, l, m) after the key block at start_n; without MASKED, a block seen whole."""
     k_pos = start_n + tl.arange(0, BLOCK_N)
-    k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D, not MASKED, EVEN_D)  # (BLOCK_N, BLOCK_D) each
+    k, v, _ = _kv_block(Kh, Vh, k_pos, k_st, v_st, S, D, UPCAST, BLOCK_D, not MASKED, EVEN_D)  # (BLOCK_N, BLOCK_D)
     if MASKED:  # the mask before the scores: its loads (documents, a dense tile) overlap the product
         allowed = _allowed(b, h, offs_m, q_pos, k_pos, T, S, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
                            prefix, window, CAUSAL, BAND, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, False)  # fmt: skip
@@ -295,7 +304,7 @@ def _forward_step(
 @triton.jit
 def attention_forward(
     Q, K, V, Out, LSE, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
-    scale, H, group, T, S, D, prefix, window,
+    q_sb, q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
     HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr,
     BIAS: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -304,9 +313,10 @@ def attention_forward(
     """One program: BLOCK_M queries of head h of sequence b. Writes out (BLOCK_M, d) and lse (BLOCK_M,)."""
     bh, start_m = tl.program_id(0).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
-    kv = b * (H // group) + h // group  # the kv head this query head reads (h // group)
+    j = h // group  # the kv head this query head reads
+    Kh, Vh = K + b * k_sb + j * k_sh, V + b * v_sb + j * v_sh  # its keys and values
     offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
-    q = _load(Q + tile, tile_ok, UPCAST)  # (BLOCK_M, BLOCK_D)
+    q = _load(Q + b * q_sb + h * q_sh + _rows(offs_m, q_st, BLOCK_D), tile_ok, UPCAST)  # (BLOCK_M, BLOCK_D)
     slope = tl.load(Slopes + h) if HAS_ALIBI else 0.0
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max of the scores (-inf: none seen yet)
@@ -317,7 +327,7 @@ def attention_forward(
     # the blocks before the whole ones (a window's edge), the whole ones, the blocks after (the diagonal, the end)
     for start_n in range(lo, whole_lo, BLOCK_N):
         acc, l_i, m_i = _forward_step(
-            acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
+            acc, l_i, m_i, q, Kh, Vh, k_st, v_st, start_n, b, h, offs_m, q_pos, slope,
             Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
             CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, SIGMOID, BIAS, PRECISION, UPCAST,
             True, EVEN_D, BLOCK_N, BLOCK_D,
@@ -325,14 +335,14 @@ def attention_forward(
     if not (HAS_DOCS or HAS_DENSE):  # documents, a dense mask: every block is an edge block
         for start_n in range(whole_lo, whole_hi, BLOCK_N):
             acc, l_i, m_i = _forward_step(
-                acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
+                acc, l_i, m_i, q, Kh, Vh, k_st, v_st, start_n, b, h, offs_m, q_pos, slope,
                 Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
                 CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, SIGMOID, BIAS, PRECISION, UPCAST,
                 False, EVEN_D, BLOCK_N, BLOCK_D,
             )  # fmt: skip
         for start_n in range(whole_hi, hi, BLOCK_N):
             acc, l_i, m_i = _forward_step(
-                acc, l_i, m_i, q, K, V, kv, start_n, b, h, offs_m, q_pos, slope,
+                acc, l_i, m_i, q, Kh, Vh, k_st, v_st, start_n, b, h, offs_m, q_pos, slope,
                 Lengths, Docs, Dense, dense_sb, dense_sh, dense_st, scale, T, S, D, prefix, window,
                 CAUSAL, BAND, HAS_ALIBI, HAS_LENGTHS, HAS_DOCS, HAS_DENSE, CAP, SIGMOID, BIAS, PRECISION, UPCAST,
                 True, EVEN_D, BLOCK_N, BLOCK_D,
@@ -350,13 +360,14 @@ def attention_forward(
 
 
 @triton.jit
-def attention_backward_delta(Out, dOut, dLSE, Delta, T, D, HAS_DLSE: tl.constexpr, BLOCK_M: tl.constexpr,
-                             BLOCK_D: tl.constexpr):  # fmt: skip
+def attention_backward_delta(Out, dOut, do_sb, do_sh, do_st, dLSE, Delta, H, T, D, HAS_DLSE: tl.constexpr,
+                             BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):  # fmt: skip
     """The backward's pre-pass, one program per BLOCK_M rows of head bh: δ = rowsum(do ⊙ out) in float32, less
     the gradient that reached lse (dLSE) where HAS_DLSE. Writes Delta (BLOCK_M,)."""
     bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M
     offs_m, _, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, T, D, BLOCK_M, BLOCK_D)
-    delta = tl.sum(_load(Out + tile, tile_ok, True) * _load(dOut + tile, tile_ok, True), axis=1)
+    do = _load(dOut + (bh // H) * do_sb + (bh % H) * do_sh + _rows(offs_m, do_st, BLOCK_D), tile_ok, True)
+    delta = tl.sum(_load(Out + tile, tile_ok, True) * do, axis=1)
     if HAS_DLSE:
         delta -= tl.load(dLSE + bh * T + offs_m, mask=row_ok, other=0.0)
     tl.store(Delta + bh * T + offs_m, delta, mask=row_ok)
@@ -364,8 +375,8 @@ def attention_backward_delta(Out, dOut, dLSE, Delta, T, D, HAS_DLSE: tl.constexp
 
 @triton.jit
 def attention_backward_dq(
-    Q, K, V, dOut, dQ, LSE, Delta, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
-    scale, H, group, T, S, D, prefix, window,
+    Q, K, V, dOut, dQ, LSE, Delta, do_sb, do_sh, do_st, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
+    q_sb, q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
     HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr,
     BIAS: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -376,10 +387,11 @@ def attention_backward_dq(
     loops cost dq more registers; docs/kernel_report.md)."""
     bh, start_m = tl.program_id(0).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
-    kv = b * (H // group) + h // group
+    j = h // group
+    Kh, Vh = K + b * k_sb + j * k_sh, V + b * v_sb + j * v_sh
     offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
-    q = _load(Q + tile, tile_ok, UPCAST)
-    do = _load(dOut + tile, tile_ok, UPCAST)
+    q = _load(Q + b * q_sb + h * q_sh + _rows(offs_m, q_st, BLOCK_D), tile_ok, UPCAST)
+    do = _load(dOut + b * do_sb + h * do_sh + _rows(offs_m, do_st, BLOCK_D), tile_ok, UPCAST)
     lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
     delta = tl.load(Delta + bh * T + offs_m, mask=row_ok, other=0.0)  # rowsum(do ⊙ out)
     slope = tl.load(Slopes + h) if HAS_ALIBI else 0.0
@@ -389,7 +401,7 @@ def attention_backward_dq(
                                              HAS_DOCS, HAS_DENSE, BLOCK_M, BLOCK_N)  # fmt: skip
     for start_n in range(lo, hi, BLOCK_N):
         k_pos = start_n + tl.arange(0, BLOCK_N)
-        k, v, _, _ = _kv_block(K, V, kv, k_pos, S, D, UPCAST, BLOCK_D, False, EVEN_D)
+        k, v, _ = _kv_block(Kh, Vh, k_pos, k_st, v_st, S, D, UPCAST, BLOCK_D, False, EVEN_D)
         s = _scores(q, k, q_pos, k_pos, slope, scale, HAS_ALIBI, CAP, PRECISION, False)  # base e: base 2 spills here
         if CAP > 0:
             capped_slope = _capped_slope(s, CAP, False)
@@ -408,8 +420,8 @@ def attention_backward_dq(
 
 @triton.jit
 def attention_backward_dkdv(
-    Q, K, V, dOut, dK, dV, LSE, Delta, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh, dense_st,
-    scale, H, group, T, S, D, prefix, window,
+    Q, K, V, dOut, dK, dV, LSE, Delta, do_sb, do_sh, do_st, Slopes, Lengths, Docs, Dense, dense_sb, dense_sh,
+    dense_st, q_sb, q_sh, q_st, k_sb, k_sh, k_st, v_sb, v_sh, v_st, scale, H, group, T, S, D, prefix, window,
     CAUSAL: tl.constexpr, BAND: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_LENGTHS: tl.constexpr,
     HAS_DOCS: tl.constexpr, HAS_DENSE: tl.constexpr, CAP: tl.constexpr, SIGMOID: tl.constexpr,
     BIAS: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -422,7 +434,9 @@ def attention_backward_dkdv(
     H_kv = H // group
     b, j = bj // H_kv, bj % H_kv
     k_pos = start_n + tl.arange(0, BLOCK_N)
-    k, v, kv_tile, kv_ok = _kv_block(K, V, bj, k_pos, S, D, UPCAST, BLOCK_D, False, EVEN_D)
+    k, v, kv_ok = _kv_block(K + b * k_sb + j * k_sh, V + b * v_sb + j * v_sh, k_pos, k_st, v_st, S, D, UPCAST,
+                            BLOCK_D, False, EVEN_D)  # fmt: skip
+    kv_tile = bj * S * D + _rows(k_pos, D, BLOCK_D)  # dk's and dv's, contiguous
 
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
@@ -432,9 +446,9 @@ def attention_backward_dkdv(
         bh = b * H + h
         slope = tl.load(Slopes + h) if HAS_ALIBI else 0.0
         for start_m in range(lo, hi, BLOCK_M):
-            offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
-            q = _load(Q + tile, tile_ok, UPCAST)
-            do = _load(dOut + tile, tile_ok, UPCAST)
+            offs_m, q_pos, row_ok, _, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
+            q = _load(Q + b * q_sb + h * q_sh + _rows(offs_m, q_st, BLOCK_D), tile_ok, UPCAST)
+            do = _load(dOut + b * do_sb + h * do_sh + _rows(offs_m, do_st, BLOCK_D), tile_ok, UPCAST)
             lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
             delta = tl.load(Delta + bh * T + offs_m, mask=row_ok, other=0.0)
             # keys down the rows, queries across (k qᵀ): p and ds come out as dv and dk take them, no transpose

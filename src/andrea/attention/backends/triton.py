@@ -101,7 +101,7 @@ TILES = {
     ("16-bit", 64): dict(forward=(128, 64, 8, 3), dq=(64, 64, 4, 3), dkdv=(32, 128, 8, 3)),
     ("16-bit", 128): dict(forward=(64, 64, 8, 3), dq=(64, 64, 8, 3), dkdv=(32, 64, 8, 3)),
     # d = 256: dk/dv's 16 keys are under wgmma's 64 rows (mma instead; 64 keys spill 56-176 bytes)
-    ("16-bit", 256): dict(forward=(64, 32, 8, 3), dq=(64, 16, 8, 3), dkdv=(64, 16, 8, 3)),
+    ("16-bit", 256): dict(forward=(64, 32, 8, 3), dq=(64, 16, 8, 3), dkdv=(64, 16, 8, 2)),
     ("float32", 64): dict(forward=(32, 32, 4, 3), dq=(32, 32, 4, 2), dkdv=(16, 32, 4, 3)),  # tf32x3: 3 dots each
 }
 MECHANISM_TILES = {  # where a mechanism's kernel compiles better with tiles of its own
@@ -157,9 +157,20 @@ def _mask_inputs(
     return tensors, ints, flags
 
 
+def _rows_apart(x: Tensor) -> Tensor:
+    """x as the kernels read it: any layout whose last stride is 1 (a view of a fused projection, in place)."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def _strides(x: Tensor) -> list[int]:
+    """A (B, H, T, d) tensor's strides over batch, head and row, as the kernels take them."""
+    return list(x.stride()[:3])
+
+
 def _kernel_args(
     q: Tensor,
     k: Tensor,
+    v: Tensor,
     tensors: list[Tensor],
     ints: list[int],
     flags: list[bool],
@@ -172,7 +183,8 @@ def _kernel_args(
     B, H, T, d = q.shape
     H_kv, S = k.shape[1], k.shape[2]
     *dense_strides, prefix, window = ints
-    positional = [*tensors, *dense_strides, scale, H, H // H_kv, T, S, d, prefix, window]
+    positional = [*tensors, *dense_strides, *_strides(q), *_strides(k), *_strides(v), scale, H, H // H_kv, T, S, d,
+                  prefix, window]  # fmt: skip
     constexprs = dict(
         zip(FLAGS, flags, strict=True),
         CAP=value if kernel == "softcap" else 0.0,  # cap · tanh(s / cap) on the scores, compiled per cap (0: none)
@@ -202,10 +214,10 @@ def attention_op(
     """(out (B, H, T, d), lse (B, H, T)) = softmax(mask(q kᵀ · scale + bias)) v and each row's log-sum-exp;
     kernel "softcap": the scores capped to value · tanh(s / value) first; "sigmoid": out = sigmoid(s + value) v
     over the allowed keys (lse then unused)."""
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernels' layout (a no-op when it is)
+    q, k, v = _rows_apart(q), _rows_apart(k), _rows_apart(v)  # read in place: no copy of a transposed view
     B, H, T, _ = q.shape
-    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, kernel, value)
-    out = torch.empty_like(q)
+    args, constexprs = _kernel_args(q, k, v, tensors, ints, flags, scale, kernel, value)
+    out = q.new_empty(q.shape)  # contiguous
     lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # log-sum-exp of each row's scores
     tiles = _block_sizes(q.shape[-1], q.dtype, q.device, kernel)["forward"]
     grid = (B * H, _cdiv(T, tiles["BLOCK_M"]))
@@ -225,21 +237,26 @@ def attention_backward_op(
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """(dq, dk, dv); the weights recomputed from lse. d_lse: the gradient that reached lse (a sink's scaling
     reads it), or None: lse's gradient is p, so it joins dp - δ as -d_lse."""
-    d_out, q, k, v, out = d_out.contiguous(), q.contiguous(), k.contiguous(), v.contiguous(), out.contiguous()
+    d_out, q, k, v = _rows_apart(d_out), _rows_apart(q), _rows_apart(k), _rows_apart(v)
+    out = out.contiguous()  # the forward's own (a no-op)
     B, H, T, _ = q.shape
     H_kv, S = k.shape[1], k.shape[2]
-    args, constexprs = _kernel_args(q, k, tensors, ints, flags, scale, kernel, value)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    args, constexprs = _kernel_args(q, k, v, tensors, ints, flags, scale, kernel, value)
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)  # contiguous
     flash, tiles = kernels(q.device.type == "cpu"), _block_sizes(q.shape[-1], q.dtype, q.device, kernel)
     grid_q = (B * H, _cdiv(T, tiles["dq"]["BLOCK_M"]))  # δ's pre-pass and dq: a program per query block
     delta = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # rowsum(do ⊙ out) - d_lse
+    do_strides = _strides(d_out)
+    d_lse = lse if d_lse is None else d_lse.float().contiguous()  # without one, lse stands in, unread
     flash.attention_backward_delta[grid_q](
-        out, d_out, lse if d_lse is None else d_lse.float().contiguous(), delta, T, q.shape[-1],  # lse: unread
-        HAS_DLSE=d_lse is not None, BLOCK_M=tiles["dq"]["BLOCK_M"], BLOCK_D=tiles["dq"]["BLOCK_D"],
+        out, d_out, *do_strides, d_lse, delta, H, T, q.shape[-1],
+        HAS_DLSE=d_lse is not lse, BLOCK_M=tiles["dq"]["BLOCK_M"], BLOCK_D=tiles["dq"]["BLOCK_D"],
     )  # fmt: skip
-    flash.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *args, **constexprs, **tiles["dq"])
+    flash.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *do_strides, *args, **constexprs, **tiles["dq"])
     grid_kv = (B * H_kv, _cdiv(S, tiles["dkdv"]["BLOCK_N"]))  # dk/dv: a program per key block
-    flash.attention_backward_dkdv[grid_kv](q, k, v, d_out, dk, dv, lse, delta, *args, **constexprs, **tiles["dkdv"])
+    flash.attention_backward_dkdv[grid_kv](
+        q, k, v, d_out, dk, dv, lse, delta, *do_strides, *args, **constexprs, **tiles["dkdv"]
+    )
     return dq, dk, dv
 
 
