@@ -110,6 +110,6 @@ def test_the_gpu_check_s_dry_run_plans_both_parts_without_a_gpu(tmp_path):
     assert lines == (tmp_path / "gpu_check-plan.log").read_text().splitlines()
     summary = {line.split(":")[0]: line for line in lines if " about " in line}
     assert set(summary) == {"parity", "attention", "train", "dry run"}
-    assert "15 cells, 30 triton compiles" in summary["parity"]
-    assert "36 cells, 3 triton compiles, 12 flex compiles" in summary["attention"]
+    assert "15 cells, 40 triton compiles" in summary["parity"]  # 10 variants x 4 kernels
+    assert "36 cells, 4 triton compiles, 12 flex compiles" in summary["attention"]
     assert "attention: (4, 12, 16384, 64) bf16, window, fwd+bwd: triton, sdpa, flex" in lines
