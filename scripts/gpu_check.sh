@@ -4,9 +4,10 @@
 #   part 1 (kernel): parity against naive on CUDA, failures listed, then the attention table
 #                    (triton beside sdpa and compiled flex)
 #   part 2 (train):  ANDREA-120M trained with attention=triton beside attention=sdpa
+#   part 3 (tiles):  each triton kernel timed with candidate tiles beside its own (scripts/bench_tiles.py)
 #
-#   bash scripts/gpu_check.sh                 # both parts, one after the other
-#   bash scripts/gpu_check.sh kernel          # or one part: kernel | train
+#   bash scripts/gpu_check.sh                 # the three parts, one after the other
+#   bash scripts/gpu_check.sh kernel          # or one part: kernel | train | tiles
 #   bash scripts/gpu_check.sh --dry-run       # the plan only: runs on any machine, no GPU
 #
 # Every line is also written to $OUT/gpu_check-<part>.log (OUT defaults to ./gpu_check), line by
@@ -20,7 +21,8 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-$PWD/gpu_check}
 mkdir -p "$OUT"
 if [ "${1:-}" = "--dry-run" ]; then
-  "$PY" scripts/bench_gpu.py --dry-run --part all | tee "$OUT/gpu_check-plan.log"
+  { "$PY" scripts/bench_gpu.py --dry-run --part all && "$PY" scripts/bench_tiles.py --dry-run; } \
+    | tee "$OUT/gpu_check-plan.log"
   exit "${PIPESTATUS[0]}"
 fi
 if ls .whl/*.whl > /dev/null 2>&1; then
@@ -30,8 +32,12 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 status=0
-for part in ${1:-kernel train}; do
+for part in ${1:-kernel train tiles}; do
   echo "== part: $part"
-  "$PY" scripts/bench_gpu.py --part "$part" "${@:2}" 2>&1 | tee "$OUT/gpu_check-$part.log" || status=1
+  if [ "$part" = tiles ]; then
+    "$PY" scripts/bench_tiles.py "${@:2}" 2>&1 | tee "$OUT/gpu_check-$part.log" || status=1
+  else
+    "$PY" scripts/bench_gpu.py --part "$part" "${@:2}" 2>&1 | tee "$OUT/gpu_check-$part.log" || status=1
+  fi
 done
 exit "$status"

@@ -94,8 +94,8 @@ def test_ratio_spread_pairs_rounds_and_narrows_with_more():
 
 @pytest.mark.slow  # reason: a bash script and its Python planner (3 s)
 def test_the_gpu_check_s_dry_run_plans_both_parts_without_a_gpu(tmp_path):
-    """scripts/gpu_check.sh --dry-run: bench_gpu.py's plan for every part (cells, shapes, compiles, minutes),
-    written to $OUT too, with no CUDA touched: the GPU script cannot rot unnoticed."""
+    """scripts/gpu_check.sh --dry-run: bench_gpu.py's and bench_tiles.py's plans (cells, shapes, compiles,
+    candidates, minutes), written to $OUT too, with no CUDA touched: the GPU script cannot rot unnoticed."""
     import os
     import subprocess
     import sys
@@ -109,7 +109,9 @@ def test_the_gpu_check_s_dry_run_plans_both_parts_without_a_gpu(tmp_path):
     lines = done.stdout.splitlines()
     assert lines == (tmp_path / "gpu_check-plan.log").read_text().splitlines()
     summary = {line.split(":")[0]: line for line in lines if " about " in line}
-    assert set(summary) == {"parity", "attention", "train", "dry run"}
+    assert set(summary) == {"parity", "attention", "train", "dry run", "tiles"}
+    assert "28 candidates" in summary["tiles"]  # bench_tiles.py: each kernel's own TILES, then its candidates
+    assert any(line.startswith("tiles: d=64 dkdv: TILES (32, 128, 8, 3), then ") for line in lines)
     assert "15 cells, 40 triton compiles" in summary["parity"]  # 10 variants x 4 kernels
     assert "36 cells, 4 triton compiles, 12 flex compiles" in summary["attention"]
     assert "attention: (4, 12, 16384, 64) bf16, window, fwd+bwd: triton, sdpa, flex" in lines
