@@ -368,6 +368,19 @@ def test_every_accepted_kernel_compiles_for_a_hopper_gpu_and_fits_its_shared_mem
             assert fastest[0] < max(loop[2] for loop in row["loops"]), (name, row["loops"])  # the edges compare
 
 
+def test_tiles_are_hopper_s_there_and_two_stages_at_most_on_an_older_gpu():
+    """TILES are sized to Hopper's 227 KB of shared memory per block: a GPU before it (an A100's 163 KB, a
+    consumer card's 99 KB) gets the same tiles with 2 stages at most, where 3 would not fit."""
+    cuda = torch.device("cuda")  # a device object only: nothing runs
+    for head_dim in (64, 128, 256):
+        hopper = triton_backend._block_sizes(head_dim, torch.bfloat16, cuda)
+        older = triton_backend._block_sizes(head_dim, torch.bfloat16, cuda, "softmax", (8, 6))
+        assert max(tiles["num_stages"] for tiles in hopper.values()) == 3
+        assert all(tiles["num_stages"] <= 2 for tiles in older.values())
+        for name in ("forward", "dq", "dkdv"):
+            assert {**older[name], "num_stages": 0} == {**hopper[name], "num_stages": 0}  # the same tiles
+
+
 def test_float32_past_head_dim_64_is_refused_on_a_gpu_before_any_launch(monkeypatch):
     """Its tiles would not fit a GPU's shared memory; the refusal names bfloat16. (A CUDA tensor is faked by
     its device attribute: the refusal comes before the kernel is touched.)"""

@@ -107,21 +107,38 @@ TILES = {
 MECHANISM_TILES = {  # where a mechanism's kernel compiles better with tiles of its own
     ("sigmoid", "float32", 64): dict(dkdv=(16, 64, 4, 2)),  # 32 keys: Triton does not pipeline its loop
 }
+HOPPER = (9, 0)  # TILES' GPU; an older one (99-163 KB of shared memory per block, not 227) runs 2 stages at most
 
 
-def _block_sizes(head_dim: int, dtype: torch.dtype, device: torch.device, kernel: str = "softmax") -> dict[str, dict]:
+@functools.cache
+def _capability(device: torch.device) -> tuple[int, int]:
+    """The CUDA device's compute capability, read once per device."""
+    return torch.cuda.get_device_capability(device)
+
+
+def _block_sizes(
+    head_dim: int, dtype: torch.dtype, device: torch.device, kernel: str = "softmax", capability: tuple = HOPPER
+) -> dict[str, dict]:
     """Each kernel's tiles and launch options, {"forward", "dq", "dkdv"}: TILES on a GPU (float32 only up to
-    FLOAT32_MAX_HEAD_DIM), 16 x 16 under the interpreter (small tiles keep the tests quick)."""
+    FLOAT32_MAX_HEAD_DIM; before Hopper with 2 stages at most), 16 x 16 under the interpreter (small tiles keep
+    the tests quick)."""
     block_d = _block_d(head_dim)
     if device.type == "cpu":
         tiles = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_D=block_d)
         return dict(forward=tiles, dq=tiles, dkdv=tiles)
     width = "float32" if dtype == torch.float32 else "16-bit"
     chosen = TILES[width, max(64, block_d)] | MECHANISM_TILES.get((kernel, width, max(64, block_d)), {})
+    most = 3 if tuple(capability) >= HOPPER else 2
     return {
-        name: dict(BLOCK_M=m, BLOCK_N=n, BLOCK_D=block_d, num_warps=warps, num_stages=stages)
+        name: dict(BLOCK_M=m, BLOCK_N=n, BLOCK_D=block_d, num_warps=warps, num_stages=min(stages, most))
         for name, (m, n, warps, stages) in chosen.items()
     }
+
+
+def _tiles_for(q: Tensor, kernel: str) -> dict[str, dict]:
+    """`_block_sizes` for a call's q on its own device."""
+    capability = _capability(q.device) if q.device.type == "cuda" else HOPPER
+    return _block_sizes(q.shape[-1], q.dtype, q.device, kernel, capability)
 
 
 def _block_d(head_dim: int) -> int:
@@ -219,7 +236,7 @@ def attention_op(
     args, constexprs = _kernel_args(q, k, v, tensors, ints, flags, scale, kernel, value)
     out = q.new_empty(q.shape)  # contiguous
     lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # log-sum-exp of each row's scores
-    tiles = _block_sizes(q.shape[-1], q.dtype, q.device, kernel)["forward"]
+    tiles = _tiles_for(q, kernel)["forward"]
     grid = (B * H, _cdiv(T, tiles["BLOCK_M"]))
     kernels(q.device.type == "cpu").attention_forward[grid](q, k, v, out, lse, *args, **constexprs, **tiles)
     return out, lse
@@ -243,7 +260,7 @@ def attention_backward_op(
     H_kv, S = k.shape[1], k.shape[2]
     args, constexprs = _kernel_args(q, k, v, tensors, ints, flags, scale, kernel, value)
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)  # contiguous
-    flash, tiles = kernels(q.device.type == "cpu"), _block_sizes(q.shape[-1], q.dtype, q.device, kernel)
+    flash, tiles = kernels(q.device.type == "cpu"), _tiles_for(q, kernel)
     grid_q = (B * H, _cdiv(T, tiles["dq"]["BLOCK_M"]))  # δ's pre-pass and dq: a program per query block
     delta = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # rowsum(do ⊙ out) - d_lse
     do_strides = _strides(d_out)
