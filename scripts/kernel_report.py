@@ -5,13 +5,14 @@
 
 Each variant (dtype, head_dim, mask: causal parameters alone, every optional input at once (ALiBi,
 lengths, documents, a dense tile), or causal with mechanism=softcap's cap of 50 in the scores, or with
-mechanism=sigmoid at its bias for T = 1024) is compiled with the tiles and warps the backend launches
-that kernel with, as a real launch at T = S = 1024 specialises it (divisibility hints on pointers and
-sizes), and ptxas reads the PTX for sm_90a; the backward's pre-pass (δ, elementwise) as a sink's gradient
-launches it. Per kernel: its tile, registers per thread, bytes
-spilled, shared memory, asynchronous copies (cp.async), tensor-core instructions (wgmma), and for each
-inner loop of its PTX the mask's instructions (integer comparisons, and selects that put -inf in a score)
-on its fastest path (past every branch it can skip: the backward's mask) and over all of it. The blocks
+mechanism=sigmoid at its bias for T = 1024; or `decode`: the forward alone, causal, for one query) is
+compiled with the tiles and warps the backend launches that kernel with, as a real launch at T = S = 1024
+(decode: T = 1) specialises it (divisibility hints on pointers and sizes), and ptxas reads the PTX for
+sm_90a; the backward's pre-pass (δ, elementwise) as a sink's gradient launches it. Per kernel: its tile,
+registers per thread, bytes spilled, shared memory, asynchronous copies (cp.async), tensor-core
+instructions (wgmma), and for each inner loop of its PTX the mask's instructions (integer comparisons, and
+selects that put -inf in a score) on its fastest path (past every branch it can skip: the backward's mask)
+and over all of it. The blocks
 seen whole need none: the forward's middle loop, the backward's path past the branch; what comparisons
 remain there are the loop's counter and the bounds of the next tiles' copies. Needs Triton with its NVIDIA
 backend (the `triton` extra); TRITON_INTERPRET must be unset.
@@ -44,6 +45,10 @@ VARIANTS = [
     for dtype, head_dims in (("bf16", (64, 128, 256)), ("fp32", (64,)))
     for head_dim in head_dims
     for mask in ("causal", "every-input", "softcap", "sigmoid")
+]
+# Decoding: the forward alone (generation runs no backward), causal, one query over 1024 keys, on its own tiles.
+DECODE = [
+    (dtype, head_dim) for dtype, head_dims in (("bf16", (64, 128, 256)), ("fp32", (64,))) for head_dim in head_dims
 ]
 
 
@@ -102,7 +107,7 @@ def _flags(dtype: str, head_dim: int, mask: str) -> dict:
                 EVEN_D=_block_d(head_dim) == head_dim)  # fmt: skip
 
 
-def compile_kernel(dtype: str, head_dim: int, mask: str, name: str, tiles: dict) -> dict:
+def compile_kernel(dtype: str, head_dim: int, mask: str, name: str, tiles: dict, divisible: set = DIVISIBLE) -> dict:
     """One kernel of the variant compiled for sm_90a with the given tiles and launch options: its row."""
     import triton.backends.nvidia
     from triton import compile
@@ -118,7 +123,7 @@ def compile_kernel(dtype: str, head_dim: int, mask: str, name: str, tiles: dict)
     signature = {arg: "constexpr" if arg in flags else "fp32" if arg == "scale" else "i32" if arg in INTS
                  else POINTERS.get(arg, "*" + dtype) for arg in kernel.arg_names}  # fmt: skip
     hints = {(i,): [["tt.divisibility", 16]] for i, arg in enumerate(kernel.arg_names)
-             if signature[arg].startswith("*") or arg in DIVISIBLE}  # fmt: skip
+             if signature[arg].startswith("*") or arg in divisible}  # fmt: skip
     constants = {arg: flags[arg] for arg in kernel.arg_names if arg in flags}
     compiled = compile(ASTSource(kernel, signature, constants, hints), target=GPUTarget("cuda", 90, 32),
                        options=options)  # fmt: skip
@@ -138,14 +143,18 @@ def compile_kernel(dtype: str, head_dim: int, mask: str, name: str, tiles: dict)
 
 
 def compile_variant(dtype: str, head_dim: int, mask: str) -> list[dict]:
-    """One row per kernel of the variant, each compiled with the tiles the backend launches it with."""
+    """One row per kernel of the variant, each compiled with the tiles the backend launches it with; mask
+    "decode": the forward alone, on the tiles of one query."""
     import torch
 
     from andrea.attention.backends.triton import _block_sizes
 
     kernel_math = mask if mask in ("softcap", "sigmoid") else "softmax"
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
-    tiles = _block_sizes(head_dim, dtypes[dtype], torch.device("cuda"), kernel_math)  # each kernel's own
+    queries = 1 if mask == "decode" else None
+    tiles = _block_sizes(head_dim, dtypes[dtype], torch.device("cuda"), kernel_math, queries=queries)
+    if mask == "decode":
+        return [compile_kernel(dtype, head_dim, "causal", "attention_forward", tiles["forward"], DIVISIBLE - {"T"})]
     pre_pass = dict(BLOCK_M=tiles["dq"]["BLOCK_M"], BLOCK_D=tiles["dq"]["BLOCK_D"], num_warps=4, num_stages=3)
     return [compile_kernel(dtype, head_dim, mask, name, pre_pass if name == PRE_PASS else tiles[short])
             for name, short in KERNELS.items()]  # fmt: skip
@@ -167,7 +176,7 @@ def main() -> None:
         "inner loops: compares, -inf selects (fastest path / all) |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for dtype, head_dim, mask in VARIANTS:
+    for dtype, head_dim, mask in [*VARIANTS, *((dtype, head_dim, "decode") for dtype, head_dim in DECODE)]:
         for row in compile_variant(dtype, head_dim, mask):
             print(f"| {dtype} | {head_dim} | {mask} | {row['kernel']} | {row['tile']}, {row['warps']} | "
                   f"{row['registers']} | {row['spills']} | "

@@ -144,7 +144,7 @@ def test_each_kernel_s_own_unequal_tiles_match_naive(mask_name, queries, transpo
     and when the forward, dq and dk/dv each launch with their own (the grids follow each kernel's tiles)."""
     tiles = {name: dict(t, BLOCK_M=t["BLOCK_N"], BLOCK_N=t["BLOCK_M"]) if transposed else t
              for name, t in UNEQUAL_TILES.items()}  # fmt: skip
-    monkeypatch.setattr(triton_backend, "_block_sizes", lambda *args: tiles)
+    monkeypatch.setattr(triton_backend, "_block_sizes", lambda *args, **kwargs: tiles)
     torch.manual_seed(0)
     q = torch.randn(BATCH, 4, queries, 16, requires_grad=True)
     k, v = (torch.randn(BATCH, 2, LONG, 16, requires_grad=True) for _ in range(2))
@@ -366,6 +366,36 @@ def test_every_accepted_kernel_compiles_for_a_hopper_gpu_and_fits_its_shared_mem
             fastest = min(row["loops"], key=lambda loop: (loop[1], loop[0]))
             assert fastest[1] == 0, (name, row["loops"])  # a path that masks no score
             assert fastest[0] < max(loop[2] for loop in row["loops"]), (name, row["loops"])  # the edges compare
+
+
+DECODE_VARIANTS = [("bf16", 64), ("bf16", 128), ("bf16", 256), ("fp32", 64)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("dtype", "head_dim"), DECODE_VARIANTS, ids=[f"{t}-{d}" for t, d in DECODE_VARIANTS])
+def test_the_decoding_forward_compiles_for_a_hopper_gpu_with_no_spill(dtype, head_dim):
+    """The forward of one query (decoding from a KV cache) on its own 16-row tiles, compiled for sm_90 as a
+    launch at T = 1 specialises it: no spill, under 227 KB, pipelined, and a loop over whole key blocks that
+    masks no score."""
+    done = subprocess.run(
+        [sys.executable, str(KERNEL_REPORT), "--json", dtype, str(head_dim), "decode"], capture_output=True,
+        text=True, env=_without("TRITON_INTERPRET"), timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = map(json.loads, done.stdout.splitlines())
+    assert row["kernel"] == "attention_forward" and row["tile"].startswith("16x"), row
+    assert row["spills"] == 0 and 0 < row["shared"] <= 227 * 1024 and row["async_copies"] > 0, row
+    assert min(loop[1] for loop in row["loops"]) == 0, row["loops"]  # the whole blocks' loop: no -inf select
+
+
+def test_a_forward_of_a_few_queries_runs_16_rows_and_the_rest_keeps_its_tiles():
+    cuda = torch.device("cuda")  # a device object only: nothing runs
+    for dtype in (torch.bfloat16, torch.float32):
+        prompt = triton_backend._block_sizes(64, dtype, cuda, queries=triton_backend.DECODE_QUERIES + 1)
+        decode = triton_backend._block_sizes(64, dtype, cuda, queries=1)
+        assert decode["forward"]["BLOCK_M"] == 16 and decode["forward"]["num_warps"] == 4
+        assert prompt["forward"]["BLOCK_M"] > 16
+        assert (decode["dq"], decode["dkdv"]) == (prompt["dq"], prompt["dkdv"])  # generation runs no backward
 
 
 def test_tiles_are_hopper_s_there_and_two_stages_at_most_on_an_older_gpu():

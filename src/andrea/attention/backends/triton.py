@@ -108,6 +108,11 @@ MECHANISM_TILES = {  # where a mechanism's kernel compiles better with tiles of 
     ("sigmoid", "float32", 64): dict(dkdv=(16, 64, 4, 2)),  # 32 keys: Triton does not pipeline its loop
 }
 HOPPER = (9, 0)  # TILES' GPU; an older one (99-163 KB of shared memory per block, not 227) runs 2 stages at most
+# A forward of at most DECODE_QUERIES queries (decoding from a KV cache: one) runs DECODE_TILES, 16 rows on 4 warps
+# (mma): the rows of a 64- or 128-row tile past them would be computed for nothing, where decoding is bound by
+# reading k and v; no spill at any head_dim (the kernel report's decode rows)
+DECODE_QUERIES = 16
+DECODE_TILES = {"16-bit": (16, 64, 4, 3), "float32": (16, 32, 4, 3)}
 
 
 @functools.cache
@@ -117,17 +122,24 @@ def _capability(device: torch.device) -> tuple[int, int]:
 
 
 def _block_sizes(
-    head_dim: int, dtype: torch.dtype, device: torch.device, kernel: str = "softmax", capability: tuple = HOPPER
+    head_dim: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    kernel: str = "softmax",
+    capability: tuple = HOPPER,
+    queries: int | None = None,
 ) -> dict[str, dict]:
     """Each kernel's tiles and launch options, {"forward", "dq", "dkdv"}: TILES on a GPU (float32 only up to
-    FLOAT32_MAX_HEAD_DIM; before Hopper with 2 stages at most), 16 x 16 under the interpreter (small tiles keep
-    the tests quick)."""
+    FLOAT32_MAX_HEAD_DIM; before Hopper with 2 stages at most; a forward of DECODE_QUERIES queries or fewer
+    on 16 rows), 16 x 16 under the interpreter (small tiles keep the tests quick)."""
     block_d = _block_d(head_dim)
     if device.type == "cpu":
         tiles = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_D=block_d)
         return dict(forward=tiles, dq=tiles, dkdv=tiles)
     width = "float32" if dtype == torch.float32 else "16-bit"
     chosen = TILES[width, max(64, block_d)] | MECHANISM_TILES.get((kernel, width, max(64, block_d)), {})
+    if queries is not None and queries <= DECODE_QUERIES:
+        chosen = chosen | dict(forward=DECODE_TILES[width])
     most = 3 if tuple(capability) >= HOPPER else 2
     return {
         name: dict(BLOCK_M=m, BLOCK_N=n, BLOCK_D=block_d, num_warps=warps, num_stages=min(stages, most))
@@ -138,7 +150,7 @@ def _block_sizes(
 def _tiles_for(q: Tensor, kernel: str) -> dict[str, dict]:
     """`_block_sizes` for a call's q on its own device."""
     capability = _capability(q.device) if q.device.type == "cuda" else HOPPER
-    return _block_sizes(q.shape[-1], q.dtype, q.device, kernel, capability)
+    return _block_sizes(q.shape[-1], q.dtype, q.device, kernel, capability, queries=q.shape[2])
 
 
 def _block_d(head_dim: int) -> int:
