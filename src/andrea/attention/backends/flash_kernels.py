@@ -80,7 +80,7 @@ def _allowed(
         ok = ok & (q_doc == k_doc)
     if HAS_DENSE:  # any other mask: its dense form, (B|1, H|1, T, S), one tile at a time
         row = b * dense_sb + h * dense_sh  # int64, as b and h are (from the program id)
-        ok = ok & (tl.load(Dense + row + rows * dense_st + k, mask=ok, other=0) != 0)
+        ok = ok & (tl.load(Dense + row + rows.to(tl.int64) * dense_st + k, mask=ok, other=0) != 0)  # int64: T·S > 2³¹
     return ok
 
 
