@@ -7,10 +7,10 @@ and ANDREA-120M trained with each.
     python scripts/bench_gpu.py --part attention --seq-lens 1024 4096
 
 Parity on CUDA: triton against naive on the GPU, forward and backward, with the conformance kit's own
-check and tolerances, at T = 300 (several blocks of every kernel's tiles, the last one partial), head_dim 64. The
-matrix is trimmed to what compiles a distinct kernel: every mask kind in bfloat16 with GQA, causal
-over every head layout and both dtypes, ALiBi on causal and a window. A failed cell is collected and
-listed at the end; it never stops the others.
+check and tolerances, at T = 300 (several blocks of every kernel's tiles, the last one partial),
+head_dim 64. The matrix is trimmed to what compiles a distinct kernel: every mask kind in bfloat16 with
+GQA, causal over every head layout and both dtypes, ALiBi on causal and a window. A failed cell is
+collected and listed at the end; it never stops the others.
 
 The attention table: one attention op of B x H x T x d in bf16 (default 4 x 12 x T x 64, an ANDREA-120M
 layer), causal and sliding window, forward and forward+backward, T in {1024, 4096, 16384}: the median
@@ -213,13 +213,11 @@ def dry_run(args: argparse.Namespace, parts: list[str]) -> None:
             print(f"attention: ({args.batch}, {args.heads}, {T}, {args.head_dim}) bf16, {kind}, {pass_name}: "
                   f"{', '.join(BACKENDS)}")  # fmt: skip
         flex = len(shapes)  # compiled once per shape, mask and pass
-        part = (KERNELS * SECONDS_PER_COMPILE["triton"] + flex * SECONDS_PER_COMPILE["flex"]) / 60 + 0.03 * 3 * len(
-            shapes
-        )
+        compiling = KERNELS * SECONDS_PER_COMPILE["triton"] + flex * SECONDS_PER_COMPILE["flex"]
+        part = compiling / 60 + 0.03 * 3 * len(shapes)
         minutes += part
-        print(
-            f"attention: {3 * len(shapes)} cells, {KERNELS} triton compiles, {flex} flex compiles, about {part:.1f} min"
-        )
+        print(f"attention: {3 * len(shapes)} cells, {KERNELS} triton compiles, {flex} flex compiles, "
+              f"about {part:.1f} min")  # fmt: skip
     if "train" in parts:
         per_step = 6 * 124e6 * args.train_batch * args.seq_len / 250e12  # ~40% of an H100/H200's bf16 peak
         part = (2 * args.steps * per_step + KERNELS * SECONDS_PER_COMPILE["triton"] + 30) / 60

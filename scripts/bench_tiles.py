@@ -22,6 +22,7 @@ from kernel_report import compile_kernel  # beside this script (its folder leads
 
 from andrea.attention import Causal, get_backend
 from andrea.attention.backends import triton as triton_backend
+from andrea.attention.backends.triton import _block_d
 
 NAMES = {"forward": "attention_forward", "dq": "attention_backward_dq", "dkdv": "attention_backward_dkdv"}
 CANDIDATES = {  # beside TILES' own: larger and smaller tiles, more and fewer stages, as the Triton tutorial tries
@@ -35,10 +36,15 @@ CANDIDATES = {  # beside TILES' own: larger and smaller tiles, more and fewer st
 SECONDS_PER_CANDIDATE = 4  # rough: a compile for the GPU, one for ptxas's report, and the timing
 
 
+def _key(head_dim: int) -> tuple[str, int]:
+    """TILES' row for 16-bit inputs of this head_dim, as the backend looks it up."""
+    return "16-bit", max(64, _block_d(head_dim))
+
+
 @contextlib.contextmanager
 def launched_with(head_dim: int, kernel: str, tiles: tuple[int, int, int, int]):
     """The backend launching `kernel` with `tiles` (for 16-bit inputs of this head_dim) inside the block."""
-    key = ("16-bit", max(64, head_dim))
+    key = _key(head_dim)
     before = triton_backend.TILES[key]
     triton_backend.TILES[key] = before | {kernel: tiles}
     try:
@@ -69,12 +75,12 @@ def table(args: argparse.Namespace) -> None:
     print("|---:|---|---|---:|---:|---:|---:|")
     for head_dim, kernels in CANDIDATES.items():
         for kernel, candidates in kernels.items():
-            own = triton_backend.TILES["16-bit", max(64, head_dim)][kernel]
+            own = triton_backend.TILES[_key(head_dim)][kernel]
             base = None
             for tiles in [own, *candidates]:
                 m, n, warps, stages = tiles
                 report = compile_kernel("bf16", head_dim, "causal", NAMES[kernel],
-                                        dict(BLOCK_M=m, BLOCK_N=n, BLOCK_D=max(16, head_dim), num_warps=warps,
+                                        dict(BLOCK_M=m, BLOCK_N=n, BLOCK_D=_block_d(head_dim), num_warps=warps,
                                              num_stages=stages))  # fmt: skip
                 with launched_with(head_dim, kernel, tiles):
                     try:
@@ -93,7 +99,7 @@ def dry_run() -> None:
     count = 0
     for head_dim, kernels in CANDIDATES.items():
         for kernel, candidates in kernels.items():
-            own = triton_backend.TILES["16-bit", max(64, head_dim)][kernel]
+            own = triton_backend.TILES[_key(head_dim)][kernel]
             count += 1 + len(candidates)
             listed = ", ".join(f"{m}x{n} w{w} s{s}" for m, n, w, s in candidates)
             print(f"tiles: d={head_dim} {kernel}: TILES {own}, then {listed}")

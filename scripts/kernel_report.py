@@ -28,11 +28,9 @@ import subprocess
 import sys
 import tempfile
 
-# each kernel, and its tiles' key in the backend's _block_sizes (δ's pre-pass: dq's rows, Triton's default
-# warps and stages, as the backend launches it)
-KERNELS = {"attention_forward": "forward", "attention_backward_delta": "dq", "attention_backward_dq": "dq",
+# each kernel, and its tiles' key in the backend's _block_sizes
+KERNELS = {"attention_forward": "forward", "attention_backward_delta": "delta", "attention_backward_dq": "dq",
            "attention_backward_dkdv": "dkdv"}  # fmt: skip
-PRE_PASS = "attention_backward_delta"
 POINTERS = {"Slopes": "*fp32", "Lengths": "*i64", "Docs": "*i64", "Dense": "*i8", "LSE": "*fp32", "Delta": "*fp32",
             "dLSE": "*fp32"}  # fmt: skip
 STRIDES = {f"{x}_s{dim}" for x in ("q", "k", "v", "do") for dim in "bht"}  # (B, H, T) strides of q, k, v, do
@@ -133,7 +131,7 @@ def compile_kernel(dtype: str, head_dim: int, mask: str, name: str, tiles: dict,
         file.flush()
         report = subprocess.run([ptxas, "-arch=sm_90a", "-v", file.name, "-o", os.devnull],
                                 capture_output=True, text=True, check=True).stderr  # fmt: skip
-    tile = f"{tiles['BLOCK_M']} rows" if name == PRE_PASS else f"{tiles['BLOCK_M']}x{tiles['BLOCK_N']}"
+    tile = f"{tiles['BLOCK_M']}x{tiles['BLOCK_N']}" if "BLOCK_N" in tiles else f"{tiles['BLOCK_M']} rows"  # δ's: rows
     return dict(
         kernel=name, tile=tile, warps=options["num_warps"], stages=options["num_stages"],
         registers=int(re.search(r"Used (\d+) registers", report).group(1)),
@@ -155,9 +153,7 @@ def compile_variant(dtype: str, head_dim: int, mask: str) -> list[dict]:
     tiles = _block_sizes(head_dim, dtypes[dtype], torch.device("cuda"), kernel_math, queries=queries)
     if mask == "decode":
         return [compile_kernel(dtype, head_dim, "causal", "attention_forward", tiles["forward"], DIVISIBLE - {"T"})]
-    pre_pass = dict(BLOCK_M=tiles["dq"]["BLOCK_M"], BLOCK_D=tiles["dq"]["BLOCK_D"], num_warps=4, num_stages=3)
-    return [compile_kernel(dtype, head_dim, mask, name, pre_pass if name == PRE_PASS else tiles[short])
-            for name, short in KERNELS.items()]  # fmt: skip
+    return [compile_kernel(dtype, head_dim, mask, name, tiles[short]) for name, short in KERNELS.items()]
 
 
 def main() -> None:

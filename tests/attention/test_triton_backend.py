@@ -126,6 +126,7 @@ UNEQUAL_TILES = {  # each kernel its own tiles, BLOCK_M != BLOCK_N both ways, as
     "forward": dict(BLOCK_M=32, BLOCK_N=16, BLOCK_D=16),
     "dq": dict(BLOCK_M=16, BLOCK_N=32, BLOCK_D=16),
     "dkdv": dict(BLOCK_M=32, BLOCK_N=16, BLOCK_D=16),
+    "delta": dict(BLOCK_M=32, BLOCK_D=16),  # rows other than dq's: its grid follows its own
 }
 UNEQUAL_MASKS = {  # whole blocks and edge blocks under each, or (documents) edge blocks only
     **{name: WHOLE_BLOCK_MASKS[name] for name in ("causal", "window", "band", "prefix")},
@@ -142,7 +143,7 @@ UNEQUAL_MASKS = {  # whole blocks and edge blocks under each, or (documents) edg
 def test_each_kernel_s_own_unequal_tiles_match_naive(mask_name, queries, transposed, monkeypatch):
     """The ranges of blocks to visit and of blocks seen whole hold when a kernel's query and key tiles differ,
     and when the forward, dq and dk/dv each launch with their own (the grids follow each kernel's tiles)."""
-    tiles = {name: dict(t, BLOCK_M=t["BLOCK_N"], BLOCK_N=t["BLOCK_M"]) if transposed else t
+    tiles = {name: dict(t, BLOCK_M=t["BLOCK_N"], BLOCK_N=t["BLOCK_M"]) if transposed and "BLOCK_N" in t else t
              for name, t in UNEQUAL_TILES.items()}  # fmt: skip
     monkeypatch.setattr(triton_backend, "_block_sizes", lambda *args, **kwargs: tiles)
     torch.manual_seed(0)

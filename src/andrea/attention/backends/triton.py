@@ -129,22 +129,24 @@ def _block_sizes(
     capability: tuple = HOPPER,
     queries: int | None = None,
 ) -> dict[str, dict]:
-    """Each kernel's tiles and launch options, {"forward", "dq", "dkdv"}: TILES on a GPU (float32 only up to
-    FLOAT32_MAX_HEAD_DIM; before Hopper with 2 stages at most; a forward of DECODE_QUERIES queries or fewer
-    on 16 rows), 16 x 16 under the interpreter (small tiles keep the tests quick)."""
+    """Each kernel's tiles and launch options, {"forward", "dq", "dkdv", "delta"}: TILES on a GPU (float32 only
+    up to FLOAT32_MAX_HEAD_DIM; before Hopper with 2 stages at most; a forward of DECODE_QUERIES queries or fewer
+    on 16 rows), 16 x 16 under the interpreter (small tiles keep the tests quick); δ's pre-pass (no loop, no
+    dot) dq's rows on Triton's default 4 warps."""
     block_d = _block_d(head_dim)
     if device.type == "cpu":
         tiles = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_D=block_d)
-        return dict(forward=tiles, dq=tiles, dkdv=tiles)
+        return dict(forward=tiles, dq=tiles, dkdv=tiles, delta=dict(BLOCK_M=16, BLOCK_D=block_d))
     width = "float32" if dtype == torch.float32 else "16-bit"
     chosen = TILES[width, max(64, block_d)] | MECHANISM_TILES.get((kernel, width, max(64, block_d)), {})
     if queries is not None and queries <= DECODE_QUERIES:
         chosen = chosen | dict(forward=DECODE_TILES[width])
     most = 3 if tuple(capability) >= HOPPER else 2
-    return {
+    sizes = {
         name: dict(BLOCK_M=m, BLOCK_N=n, BLOCK_D=block_d, num_warps=warps, num_stages=min(stages, most))
         for name, (m, n, warps, stages) in chosen.items()
     }
+    return sizes | dict(delta=dict(BLOCK_M=sizes["dq"]["BLOCK_M"], BLOCK_D=block_d, num_warps=4, num_stages=most))
 
 
 def _tiles_for(q: Tensor, kernel: str) -> dict[str, dict]:
@@ -273,14 +275,14 @@ def attention_backward_op(
     args, constexprs = _kernel_args(q, k, v, tensors, ints, flags, scale, kernel, value)
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)  # contiguous
     flash, tiles = kernels(q.device.type == "cpu"), _tiles_for(q, kernel)
-    grid_q = (B * H, _cdiv(T, tiles["dq"]["BLOCK_M"]))  # δ's pre-pass and dq: a program per query block
     delta = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # rowsum(do ⊙ out) - d_lse
     do_strides = _strides(d_out)
     d_lse = lse if d_lse is None else d_lse.float().contiguous()  # without one, lse stands in, unread
-    flash.attention_backward_delta[grid_q](
-        out, d_out, *do_strides, d_lse, delta, H, T, q.shape[-1],
-        HAS_DLSE=d_lse is not lse, BLOCK_M=tiles["dq"]["BLOCK_M"], BLOCK_D=tiles["dq"]["BLOCK_D"],
-    )  # fmt: skip
+    grid_delta = (B * H, _cdiv(T, tiles["delta"]["BLOCK_M"]))  # δ's pre-pass, then dq: a program per query block
+    flash.attention_backward_delta[grid_delta](
+        out, d_out, *do_strides, d_lse, delta, H, T, q.shape[-1], HAS_DLSE=d_lse is not lse, **tiles["delta"]
+    )
+    grid_q = (B * H, _cdiv(T, tiles["dq"]["BLOCK_M"]))
     flash.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *do_strides, *args, **constexprs, **tiles["dq"])
     grid_kv = (B * H_kv, _cdiv(S, tiles["dkdv"]["BLOCK_N"]))  # dk/dv: a program per key block
     flash.attention_backward_dkdv[grid_kv](
