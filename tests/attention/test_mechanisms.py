@@ -156,6 +156,42 @@ def test_diff_is_its_formula(backend, layer):
     torch.testing.assert_close(y, _out(block, z))
 
 
+def _rope_as_complex(x, start=0):
+    """RoPE written on its own, as complex numbers: channel pair (c, c + m/2) of each m-channel head is
+    x_c + i·x_(c+m/2), turned by position · 10000^(-2c/m). x (B, H, T, m)."""
+    m, positions = x.shape[-1], torch.arange(start, start + x.shape[2], dtype=torch.float64)
+    theta = 10000.0 ** (-torch.arange(0, m, 2, dtype=torch.float64) / m)  # (m/2,)
+    turn = torch.polar(torch.ones(len(positions), m // 2, dtype=torch.float64), torch.outer(positions, theta))
+    z = torch.complex(*x.double().chunk(2, dim=-1)) * turn  # (B, H, T, m/2)
+    return torch.cat((z.real, z.imag), dim=-1).float()
+
+
+@pytest.mark.parametrize("backend", ["naive", "eager"])
+def test_diff_with_rope_rotates_each_half_as_a_head_of_its_own(backend):
+    """The paper's code views each head's q and k as two half-heads of d/2 channels and rotates each on its own:
+    each map's scores then depend on i - j only (the same token at every position: every diagonal constant)."""
+    block = _block("diff", backend, position="rope")
+    seen: dict[str, torch.Tensor] = {}
+    for name in ("hook_q", "hook_k", "hook_rot_q", "hook_rot_k"):
+        getattr(block, name).add(lambda x, point, name=name: seen.__setitem__(name, x.transpose(1, 2)))
+    x = torch.randn(1, 1, D).expand(2, T, D)  # one token at every position
+    _, w = block(x, return_weights=True)
+    assert seen["hook_rot_q"].shape == (2, H, T, 8)  # (B, H, T, d) as (B, T, H, d) for the hooks, halves side by side
+    m = block.mechanism
+    lam = torch.exp(m.lambda_q1 @ m.lambda_k1) - torch.exp(m.lambda_q2 @ m.lambda_k2) + m.lambda_init
+    maps = []
+    for half in (slice(0, 4), slice(4, 8)):
+        q, k = seen["hook_rot_q"][..., half], seen["hook_rot_k"][..., half]  # (B, H, T, d/2): one half-head
+        torch.testing.assert_close(q, _rope_as_complex(seen["hook_q"][..., half]))
+        torch.testing.assert_close(k, _rope_as_complex(seen["hook_k"][..., half]))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(4)  # (B, H, T, T)
+        for offset in range(-T + 1, T):  # score(i, j) depends on i - j only
+            diagonal = scores.diagonal(offset, -2, -1)
+            torch.testing.assert_close(diagonal, diagonal[..., :1].expand_as(diagonal), atol=1e-5, rtol=1e-5)
+        maps.append(_causal_softmax(scores))
+    torch.testing.assert_close(w, maps[0] - lam * maps[1])
+
+
 def test_diff_needs_an_even_head_dim():
     with pytest.raises(ValueError, match="mechanism=diff splits each head in two halves: head_dim=5 must be even"):
         MultiHeadSelfAttention(20, 4, backend="eager", mechanism="diff")

@@ -69,7 +69,7 @@ class MultiHeadSelfAttention(nn.Module):
         dropout: float = 0.0,
         backend_options: dict[str, Any] | None = None,
         position: str = "none",
-        mechanism: str | Mapping[str, Any] | None = None,
+        mechanism: str | Mapping[str, Any] | Mechanism | None = None,
         layer: int = 0,
         n_layer: int = 1,
         latent: Mapping[str, Any] | None = None,
@@ -84,7 +84,6 @@ class MultiHeadSelfAttention(nn.Module):
         self.mask = as_mask(mask)
         if position not in POSITIONS:  # a typo would silently mean "no position" otherwise
             raise ValueError(f"position={position!r} is not one of {', '.join(POSITIONS)}")
-        self.rope = Rotary(self.head_dim) if position == "rope" else None
         self.score_mod = ALiBi(n_head) if position == "alibi" else None
         # Refuse an impossible backend/mask/position combination now, not at the first batch; what depends on
         # the device (a GPU-only kernel) is checked in forward, where the device is known.
@@ -94,6 +93,8 @@ class MultiHeadSelfAttention(nn.Module):
         sizes = dict(n_head=n_head, head_dim=self.head_dim, d_model=d_model, max_context=max_context)
         self.mechanism: Mechanism = as_mechanism(mechanism, sizes | dict(layer=layer, n_layer=n_layer))
         self.backend.check_mechanism(self.mechanism)
+        # RoPE rotates each head, or each of the heads a mechanism's head holds (differential attention's halves)
+        self.rope = Rotary(self.head_dim, parts=self.mechanism.rope_parts) if position == "rope" else None
 
         self.latent: LatentAttention | None = None
         if latent is None:

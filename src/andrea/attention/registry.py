@@ -127,9 +127,14 @@ def get_mechanism(name: str, /, sizes: Mapping[str, int], **settings: Any) -> Me
     return cls(**sizes, **settings)
 
 
-def as_mechanism(spec: str | Mapping[str, Any] | None, sizes: Mapping[str, int]) -> Mechanism:
+def as_mechanism(spec: str | Mapping[str, Any] | Mechanism | None, sizes: Mapping[str, int]) -> Mechanism:
     """A layer's mechanism from what a config or a model file says: a registry name, a mapping with its
-    name and settings ({"name": "sigmoid", "bias": null}, as conf/mechanism/ writes it), or None (softmax)."""
+    name and settings ({"name": "sigmoid", "bias": null}, as conf/mechanism/ writes it), or None (softmax);
+    or a Mechanism already built for the layer's sizes (the conformance kit's examples)."""
+    from andrea.attention.mechanisms import Mechanism
+
+    if isinstance(spec, Mechanism):
+        return spec
     if spec is None:
         return get_mechanism("softmax", sizes)
     if isinstance(spec, str):

@@ -6,6 +6,8 @@
     decode(backend, mask, heads)                                queries at the end of longer keys (T < S)
     weights(backend, mask, heads)                               need_weights: naive's (B, H, T, S) weights
     empty_rows(backend)                                         a query with no key gives zeros, never NaN
+    relative_positions(backend, mechanism, position, heads)     a block with RoPE or ALiBi gives the same output
+                                                                at any offset: every map depends on i - j only
 
 What backends and masks declare about themselves (capabilities, flags) is checked in
 andrea.testing.declared.
@@ -20,9 +22,10 @@ from torch import Tensor
 
 from andrea.attention import Causal, Document, KeyPadding, UnsupportedAttentionError, get_backend
 from andrea.attention.contract import AttentionBackend
+from andrea.attention.kv_cache import KVCache
 from andrea.attention.masks import Mask
 from andrea.attention.mechanisms import Mechanism
-from andrea.attention.positions import ScoreMod
+from andrea.attention.positions import ALiBi, ScoreMod
 
 HEADS = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}  # name -> (n_head, n_kv_head)
 BATCH, SEQ, HEAD_DIM = 2, 9, 8
@@ -210,3 +213,32 @@ def empty_rows(backend: AttentionBackend, mechanism: Mechanism | None = None) ->
     out = result[0]
     assert torch.isfinite(out).all(), f"{cell}: output not finite"
     assert (out[1] == 0).all(), f"{cell}: an empty row is not zero"
+
+
+def relative_positions(backend: AttentionBackend, mechanism: Mechanism, position: str, heads: str) -> str:
+    """A causal block with `position` (rope, alibi) and `mechanism`, run on the same tokens at positions 0.. and at
+    positions 1000.. (an empty KV cache that starts there): RoPE and ALiBi make every map's scores depend on
+    i - j only, so both runs give the same output. A position applied across a mechanism's maps (RoPE rotating
+    channels of two maps together) does not. 'passed', or the declared refusal."""
+    from andrea.attention import MultiHeadSelfAttention
+
+    cell = f"{_who(backend, mechanism)} x causal @{position} x {heads} x shifted by 1000 positions"
+    n_head, n_kv_head = HEADS[heads]
+    d_model = MECHANISM_SIZES["d_model"]
+    x = torch.randn(BATCH, SEQ, d_model, generator=torch.Generator().manual_seed(0))
+    shifted = KVCache()
+    shifted.start = 1000  # no key cached: the same tokens, 1000 positions on
+    try:
+        block = MultiHeadSelfAttention(
+            d_model, n_head, n_kv_head, backend=backend, mask="causal", max_context=SEQ, position=position,
+            mechanism=mechanism,
+        )  # fmt: skip
+        with torch.no_grad():
+            at_zero, _ = block(x)
+            later, _ = block(x, cache=shifted)
+    except UnsupportedAttentionError as refused:
+        score_mod = ALiBi(n_head) if position == "alibi" else None
+        _assert_declared(backend, Causal(), score_mod, False, str(refused), cell, mechanism)
+        return f"unsupported: {refused}"
+    assert_close(later, at_zero, torch.float32, f"{cell}: output depends on the absolute position")
+    return "passed"

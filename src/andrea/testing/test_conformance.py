@@ -38,24 +38,32 @@ def conformance_masks() -> dict[str, Mask]:
     return masks | combined | {"window|document": window | document}
 
 
-def conformance_mechanisms() -> dict[str, Mechanism]:
-    """Every registered mechanism's examples whose kernel is not softmax, by label: what a backend computes
-    differently. Softmax is every other cell's; a mechanism that only wraps it (its `project` and
-    `combine`: gated, qknorm) leaves the backend's work as it is, and is proven as a block
-    (tests/attention/test_mechanisms.py for the built-ins)."""
+def every_mechanism() -> dict[str, Mechanism]:
+    """Every registered mechanism's examples, by label (a plugin's that cannot be loaded has none:
+    test_plugin_entry_points_load fails for it)."""
     mechanisms: dict[str, Mechanism] = {}
     for name in mechanism_registry.names():
         try:
             examples = checks.mechanism_examples(name)
         except PluginError:
             continue
-        mechanisms.update({mechanism.label: mechanism for mechanism in examples if mechanism.kernel != "softmax"})
+        mechanisms.update({mechanism.label: mechanism for mechanism in examples})
     return mechanisms
+
+
+def conformance_mechanisms() -> dict[str, Mechanism]:
+    """The mechanisms whose kernel is not softmax: what a backend computes differently. Softmax is every other
+    cell's; a mechanism that only wraps it (its `project` and `combine`: gated, qknorm) leaves the backend's
+    work as it is, and is proven as a block (tests/attention/test_mechanisms.py for the built-ins, and the
+    positions' cells here)."""
+    return {label: mechanism for label, mechanism in ALL_MECHANISMS.items() if mechanism.kernel != "softmax"}
 
 
 BACKENDS = backend_registry.names()
 MASKS = conformance_masks()
+ALL_MECHANISMS = every_mechanism()
 MECHANISMS = conformance_mechanisms()
+POSITIONS = ["rope", "alibi"]  # the positions inside attention: each map's scores must depend on i - j only
 # a mechanism meets the masks that make it handle what softmax handles for it: none, causal,
 # a window, padding (rows that see a few keys) and a union with documents (rows that see none)
 MECHANISM_MASKS = ["none", "causal", "sliding_window_3", "causal&padding", "window|document"]
@@ -151,6 +159,16 @@ def test_mechanism_decode_and_weights(backend_name: str, mechanism_name: str, ma
     backend, mechanism = get_backend(backend_name), MECHANISMS[mechanism_name]
     checks.decode(backend, MASKS[mask_name], heads, mechanism)
     checks.weights(backend, MASKS[mask_name], heads, mechanism)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("mechanism_name", ALL_MECHANISMS)
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_position_and_mechanism(backend_name: str, mechanism_name: str, position: str, record_property: Record) -> None:
+    """A block with each mechanism and each position inside attention, on each backend: shifting every token by
+    the same number of positions changes nothing (a refusal: declared)."""
+    record = _cell(record_property, backend_name, f"causal ~{mechanism_name} @{position}", "gqa", "float32", "forward")
+    record(checks.relative_positions(get_backend(backend_name), ALL_MECHANISMS[mechanism_name], position, "gqa"))
 
 
 @pytest.mark.parametrize("mechanism_name", MECHANISMS)

@@ -20,6 +20,10 @@ mechanism that changes only what goes in or comes out (softmax, gated, qknorm), 
 otherwise. A backend declares the kernels it runs (Capabilities.kernels); one that computes any
 mechanism's dense form (eager, naive) declares None.
 
+`rope_parts` says how many heads of their own a head's queries and keys hold, side by side: RoPE rotates
+each as a head of d / rope_parts channels (differential attention's two halves: 2), so that each part's q·k
+depends on i - j only.
+
 `rows_sum_to_one`, `signed` and `weights_meaning` say what the weights are (a sigmoid map is not a
 distribution over keys, a differential map has negative weights): the head-role scores read rows that do
 not sum to 1 as shares of their absolute weight (docs/head_roles.md), maps draw signed weights on a
@@ -41,6 +45,7 @@ from andrea.attention.positions import ScoreMod
 class Mechanism(nn.Module):
     name: ClassVar[str]
     kernel: ClassVar[str] = "softmax"
+    rope_parts: ClassVar[int] = 1  # heads of their own in each head's q and k, each rotated on its own
     rows_sum_to_one: ClassVar[bool] = True
     signed: ClassVar[bool] = False  # whether a weight can be negative
     weights_meaning: ClassVar[str] = "softmax weights (each row sums to 1)"

@@ -10,6 +10,9 @@ their difference cancels the attention both give to irrelevant keys ("attention 
     λ = exp(λ_q1 · λ_k1) - exp(λ_q2 · λ_k2) + λ_init                 λ_* in R^(d/2), N(0, 0.1²) at init
     λ_init = 0.8 - 0.6 · exp(-0.3 · (l - 1))                          l = 1, 2, ...: the layer's depth
 
+With position=rope, each half is rotated as a head of its own (d/2 channels, `rope_parts = 2`), as the paper's
+code rotates its 2H half-heads: each map's scores then depend on i - j only.
+
 Heads keep andrea's width d (the paper halves the head count instead, for the same parameters).
 Backends that run it: those computing any mechanism's dense form (eager, naive).
 """
@@ -31,6 +34,7 @@ from andrea.attention.positions import ScoreMod
 class Diff(Mechanism):
     name = "diff"
     kernel = "diff"
+    rope_parts = 2  # Q1/K1 and Q2/K2: two heads of d/2 channels for RoPE
     rows_sum_to_one = False
     signed = True
     weights_meaning = "differential weights (two softmax maps subtracted: signed, rows sum to 1 - λ)"
