@@ -50,6 +50,32 @@ def test_the_expanded_form_is_the_paper_s_formula():
     torch.testing.assert_close(y, attention.proj(z))
 
 
+@pytest.mark.parametrize("q_rank", [None, 16])
+def test_the_latents_are_normalised_as_deepseek_v3_normalises_them(q_rank):
+    """DeepSeek-V2/V3 normalise c_KV and c_Q with rms_norm_eps = 1e-6 (transformers' DeepseekV3RMSNorm, at its
+    config's default); on latents this small, torch's default eps (1.2e-7 in float32) gives another output."""
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RMSNorm
+
+    eps = DeepseekV3Config().rms_norm_eps
+    assert eps == 1e-6
+    latent = LatentAttention(D, H, 8, kv_rank=R, q_rank=q_rank)
+    norms = [latent.kv_norm] + ([latent.q_norm] if q_rank else [])
+    x = torch.randn(2, 6, D) * 1e-3  # mean square ~1e-6: eps matters
+    for norm in norms:
+        assert norm is not None
+        with torch.no_grad():
+            norm.weight.uniform_(0.5, 1.5)
+        theirs = DeepseekV3RMSNorm(norm.normalized_shape[0], eps=eps)
+        theirs.load_state_dict(norm.state_dict())
+        width = norm.normalized_shape[0]
+        torch.testing.assert_close(norm(x[..., :width]), theirs(x[..., :width]), atol=1e-7, rtol=1e-6)
+        default = torch.nn.functional.rms_norm(x[..., :width], (width,), norm.weight)  # torch's eps
+        assert (norm(x[..., :width]) - default).abs().max() > 0.05
+    other = LatentAttention(D, H, 8, kv_rank=R, norm_eps=1e-5).kv_norm
+    assert other.eps == 1e-5 and LatentAttention(D, H, 8, kv_rank=R, norm_eps=None).kv_norm.eps is None
+
+
 @pytest.mark.parametrize("mechanism", SERVED)
 @pytest.mark.parametrize("position", ["rope", "learned"])
 def test_decoding_in_the_absorbed_form_equals_the_expanded_form(mechanism, position):
@@ -123,6 +149,7 @@ def test_parameter_counts(latent, rope, expected):
         (dict(position="learned", latent={"kv_rank": 8, "rope_dim": 4}), ValueError, "rope_dim=4 rotates keys"),
         (dict(latent={"kv_rank": 0}), ValueError, "heads.latent.kv_rank=0 must be a positive integer"),
         (dict(latent={"kv_rank": 8, "rank": 2}), ValueError, "heads.latent.rank is not a setting of latent attention"),
+        (dict(latent={"kv_rank": 8, "norm_eps": 0}), ValueError, "heads.latent.norm_eps=0 must be a finite number > 0"),
     ],
 )
 def test_refusals(kwargs, error, message):

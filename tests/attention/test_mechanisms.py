@@ -11,6 +11,7 @@ from torch.nn import functional as F
 from andrea.attention import MultiHeadSelfAttention, UnsupportedAttentionError, get_backend, mechanism_registry
 from andrea.attention.contract import weighted_values
 from andrea.attention.masks import Causal
+from andrea.attention.mechanisms.gated import Gated
 from andrea.attention.mechanisms.softmax import attention_weights
 from andrea.models.toy import ToyModel
 
@@ -112,14 +113,35 @@ def test_softcap_is_its_formula(backend):
     torch.testing.assert_close(y, _out(block, a @ v))
 
 
+@pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("backend", ["naive", "eager", "sdpa"])
-def test_gated_is_its_formula(backend):
-    block, x = _block("gated", backend), torch.randn(2, T, D)
+def test_gated_is_its_formula(backend, bias):
+    block, x = _block("gated", backend, bias=bias), torch.randn(2, T, D)
     q, k, v = _heads(block, x)
     z = _causal_softmax(q @ k.transpose(-2, -1) / math.sqrt(8)) @ v  # (B, H, T, d)
-    gate = torch.sigmoid(x @ block.mechanism.gate.weight.T + block.mechanism.gate.bias)  # σ(X W_θ): (B, T, H·d)
-    z = z * gate.view(2, T, H, 8).transpose(1, 2)
+    gate = x @ block.mechanism.gate.weight.T  # X W_θ: (B, T, H·d)
+    if bias:
+        gate = gate + block.mechanism.gate.bias
+    z = z * torch.sigmoid(gate).view(2, T, H, 8).transpose(1, 2)
     torch.testing.assert_close(block(x)[0], _out(block, z))
+
+
+@pytest.mark.parametrize("attention_bias", [False, True])
+def test_the_gate_has_a_bias_where_the_model_s_projections_do_as_in_qwen3_next(attention_bias):
+    """Qwen3-Next (transformers' own module) computes its gate in q_proj, which has a bias only with
+    attention_bias; andrea's W_θ follows model.net.bias the same way, and mechanism.gate_bias overrides it."""
+    from transformers import Qwen3NextConfig
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttention
+
+    config = Qwen3NextConfig(hidden_size=D, num_attention_heads=H, num_key_value_heads=H, head_dim=8,
+                             attention_bias=attention_bias)  # fmt: skip
+    theirs = Qwen3NextAttention(config, layer_idx=3).q_proj  # queries and gates, (H·2d) outputs
+    ours = MultiHeadSelfAttention(D, H, mechanism="gated", bias=attention_bias).mechanism
+    overridden = MultiHeadSelfAttention(D, H, mechanism={"name": "gated", "gate_bias": not attention_bias}).mechanism
+    assert isinstance(ours, Gated) and isinstance(overridden, Gated)
+    assert (theirs.bias is not None) == (ours.gate.bias is not None) == attention_bias
+    assert sum(p.numel() for p in ours.parameters()) == D * H * 8 + int(attention_bias) * H * 8
+    assert (overridden.gate.bias is not None) == (not attention_bias)
 
 
 @pytest.mark.parametrize("position", ["none", "rope"])
@@ -218,7 +240,8 @@ def test_a_backend_refuses_a_mechanism_it_does_not_run(backend, mechanism, messa
         ({"name": "sigmoid", "bias": "abc"}, "mechanism.bias='abc' must be a finite number"),
         ({"name": "softcap", "cap": 0}, "mechanism.cap=0 must be a finite number > 0"),
         ({"name": "sink", "learned": "yes"}, "mechanism.learned='yes' must be true or false"),
-        ({"name": "gated", "bias": 1}, "mechanism 'gated' takes no settings; got mechanism.bias"),
+        ({"name": "gated", "bias": 1}, "mechanism 'gated' takes gate_bias; got mechanism.bias"),
+        ({"name": "gated", "gate_bias": 1}, "mechanism.gate_bias=1 must be true, false or null"),
     ],
 )
 def test_bad_mechanism_settings_are_refused_by_name(spec, message):

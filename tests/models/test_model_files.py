@@ -221,7 +221,7 @@ def test_the_schema_builds_what_it_describes_and_counts_it(config):
 @pytest.mark.parametrize(
     "mechanism, per_layer",
     [  # n_head 4, head_dim 8, d_model 32
-        ("sigmoid", 0), ("softcap", 0), ("sink", 4), ("gated", 32 * 32 + 32), ("diff", 4 * 4 + 8), ("qknorm", 2 * 8)
+        ("sigmoid", 0), ("softcap", 0), ("sink", 4), ("gated", 32 * 32), ("diff", 4 * 4 + 8), ("qknorm", 2 * 8)
     ],
 )  # fmt: skip
 def test_a_mechanism_s_parameters_are_counted_before_it_is_built(mechanism, per_layer):

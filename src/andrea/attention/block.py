@@ -91,7 +91,8 @@ class MultiHeadSelfAttention(nn.Module):
             mask=self.mask, device=None, needs_grad=False, score_mod=self.score_mod, head_dim=self.head_dim
         )
         sizes = dict(n_head=n_head, head_dim=self.head_dim, d_model=d_model, max_context=max_context)
-        self.mechanism: Mechanism = as_mechanism(mechanism, sizes | dict(layer=layer, n_layer=n_layer))
+        place = dict(layer=layer, n_layer=n_layer, projection_bias=bias)
+        self.mechanism: Mechanism = as_mechanism(mechanism, sizes | place)
         self.backend.check_mechanism(self.mechanism)
         # RoPE rotates each head, or each of the heads a mechanism's head holds (differential attention's halves)
         self.rope = Rotary(self.head_dim, parts=self.mechanism.rope_parts) if position == "rope" else None

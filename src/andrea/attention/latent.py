@@ -1,7 +1,8 @@
 """Multi-head latent attention (MLA; DeepSeek-AI, "DeepSeek-V2", 2024, §2.1): keys and values come from one
 low-rank latent per token, and the KV cache holds that latent instead of every head's keys and values.
 
-    c_KV = RMSNorm(W_DKV x)                    (B, T, r)       the joint key/value latent: r = kv_rank
+    c_KV = RMSNorm(W_DKV x)                    (B, T, r)       the joint key/value latent: r = kv_rank; the
+                                                               RMSNorms' eps is norm_eps (DeepSeek-V2/V3: 1e-6)
     k_C^h = W_UK^h c_KV,  v^h = W_UV^h c_KV     (B, H, T, d)    every head's keys and values, up-projected
     k_R = RoPE(W_KR x)                          (B, 1, T, d_R)  one rotary key shared by the heads
     q^h = [q_C^h ; RoPE(q_R^h)] = W_UQ c_Q      (B, H, T, d + d_R), c_Q = RMSNorm(W_DQ x) (or x: q_rank null)
@@ -27,9 +28,15 @@ from andrea.attention.contract import AttentionBackend, UnsupportedAttentionErro
 from andrea.attention.heads import HeadConfig
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import Rotary
-from andrea.utils.rules import POSITIVE, enforce, first_problem, integer, optional
+from andrea.utils.rules import POSITIVE, enforce, first_problem, integer, number, optional
 
-SETTINGS = {"kv_rank": POSITIVE, "rope_dim": optional(integer(0)), "q_rank": optional(POSITIVE)}
+SETTINGS = {
+    "kv_rank": POSITIVE,
+    "rope_dim": optional(integer(0)),
+    "q_rank": optional(POSITIVE),
+    "norm_eps": optional(number(0, low_open=True)),  # null: torch's default, the dtype's machine epsilon
+}
+NORM_EPS = 1e-6  # DeepSeek-V2 and V3's rms_norm_eps
 
 
 class LatentAttention(nn.Module):
@@ -45,11 +52,14 @@ class LatentAttention(nn.Module):
         q_rank: int | None = None,
         rope: bool = False,
         bias: bool = False,
+        norm_eps: float | None = NORM_EPS,
     ) -> None:
         """rope_dim (d_R) null: head_dim / 2 with RoPE, 0 without (learned or no positions need no
-        decoupled key); q_rank (d_c') null: full-rank queries, as DeepSeek-V2-Lite."""
+        decoupled key); q_rank (d_c') null: full-rank queries, as DeepSeek-V2-Lite; norm_eps: the latents'
+        RMSNorm eps (null: torch's default, what files of format 1 were trained with)."""
         super().__init__()
-        enforce(SETTINGS, dict(kv_rank=kv_rank, rope_dim=rope_dim, q_rank=q_rank), "heads.latent.")
+        settings = dict(kv_rank=kv_rank, rope_dim=rope_dim, q_rank=q_rank, norm_eps=norm_eps)
+        enforce(SETTINGS, settings, "heads.latent.")
         rope_dim = (head_dim // 2 if rope else 0) if rope_dim is None else rope_dim
         if rope_dim and not rope:
             raise ValueError(f"heads.latent.rope_dim={rope_dim} rotates keys: it needs position=rope, or rope_dim=0")
@@ -58,10 +68,10 @@ class LatentAttention(nn.Module):
         self.n_head, self.head_dim, self.kv_rank, self.rope_dim = n_head, head_dim, kv_rank, rope_dim
         H, d, r, d_r = n_head, head_dim, kv_rank, rope_dim
         self.q_down = nn.Linear(d_model, q_rank, bias=bias) if q_rank else None  # W_DQ
-        self.q_norm = nn.RMSNorm(q_rank) if q_rank else None
+        self.q_norm = nn.RMSNorm(q_rank, eps=norm_eps) if q_rank else None
         self.q_up = nn.Linear(q_rank or d_model, H * (d + d_r), bias=bias)  # W_UQ and W_QR, per head side by side
         self.kv_down = nn.Linear(d_model, r + d_r, bias=bias)  # W_DKV and W_KR: the latent and the rotary key
-        self.kv_norm = nn.RMSNorm(r)
+        self.kv_norm = nn.RMSNorm(r, eps=norm_eps)
         self.kv_up = nn.Linear(r, 2 * H * d, bias=False)  # W_UK then W_UV: linear, so they can be absorbed
         self.rotary = Rotary(d_r) if d_r else None
 

@@ -86,7 +86,8 @@ mechanism_registry: Registry[Mechanism] = Registry(
         "qknorm": "andrea.attention.mechanisms.qknorm:QKNorm",
     },
 )
-SIZES = ("n_head", "head_dim", "d_model", "max_context", "layer", "n_layer")  # what the block gives every mechanism
+# what the block gives every mechanism: its sizes, and whether its projections carry a bias
+SIZES = ("n_head", "head_dim", "d_model", "max_context", "layer", "n_layer", "projection_bias")
 
 
 def _construct(what: str, name: str, cls: type[T], params: dict[str, Any]) -> T:
@@ -116,7 +117,7 @@ def mechanism_settings(name: str) -> list[str]:
     return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in SIZES]
 
 
-def get_mechanism(name: str, /, sizes: Mapping[str, int], **settings: Any) -> Mechanism:
+def get_mechanism(name: str, /, sizes: Mapping[str, Any], **settings: Any) -> Mechanism:
     """One layer's mechanism by registry name: `sizes` the layer's (SIZES), `settings` the mechanism's own,
     e.g. get_mechanism("sigmoid", sizes, bias=-3.0); a setting it does not take is refused by name."""
     cls = mechanism_registry.load(name)
@@ -127,7 +128,7 @@ def get_mechanism(name: str, /, sizes: Mapping[str, int], **settings: Any) -> Me
     return cls(**sizes, **settings)
 
 
-def as_mechanism(spec: str | Mapping[str, Any] | Mechanism | None, sizes: Mapping[str, int]) -> Mechanism:
+def as_mechanism(spec: str | Mapping[str, Any] | Mechanism | None, sizes: Mapping[str, Any]) -> Mechanism:
     """A layer's mechanism from what a config or a model file says: a registry name, a mapping with its
     name and settings ({"name": "sigmoid", "bias": null}, as conf/mechanism/ writes it), or None (softmax);
     or a Mechanism already built for the layer's sizes (the conformance kit's examples)."""

@@ -181,6 +181,7 @@ def _mechanism_parameters(spec: NetSpec, sizes: dict[str, int]) -> int:
 
     assert spec.attention is not None
     sizes = sizes | dict(max_context=spec.fields["max_context"], n_layer=spec.fields["n_layer"])
+    sizes |= dict(projection_bias=bool(spec.fields.get("bias")))
     try:
         with torch.device("meta"):
             mechanism = as_mechanism(spec.attention.get("mechanism"), sizes)

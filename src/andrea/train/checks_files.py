@@ -43,13 +43,13 @@ def apply_init_from(cfg: DictConfig) -> None:
 def check_checkpoint(cfg: DictConfig) -> None:
     """ckpt_path: a readable andrea-train checkpoint of this very model, loaded with no pickled code."""
     from andrea.models.files import schema as net_config
-    from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint
+    from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint, saved_config
 
     if cfg.get("ckpt_path") is None:
         return
     path = Path(cfg.ckpt_path)
     try:
-        saved = read_checkpoint(path)[CHECKPOINT_CONFIG_KEY]
+        saved = saved_config(read_checkpoint(path), f"ckpt_path={path}")  # an older file: with its math's settings
         net_config.parse(saved, f"ckpt_path={path}", CHECKPOINT_CONFIG_KEY)  # data only: nothing it names is built
     except (FileNotFoundError, ValueError) as err:
         raise ConfigError(str(err)) from None

@@ -51,13 +51,22 @@ class Mechanism(nn.Module):
     weights_meaning: ClassVar[str] = "softmax weights (each row sums to 1)"
 
     def __init__(
-        self, *, n_head: int, head_dim: int, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1
+        self,
+        *,
+        n_head: int,
+        head_dim: int,
+        d_model: int,
+        max_context: int,
+        layer: int = 0,
+        n_layer: int = 1,
+        projection_bias: bool = False,
     ) -> None:
         """The layer's sizes (every mechanism gets them all; its own settings come as further keywords).
-        `layer` counts from 0 among the network's `n_layer` attention layers."""
+        `layer` counts from 0 among the network's `n_layer` attention layers; `projection_bias` says whether
+        the layer's projections carry a bias (model.net.bias), which a mechanism's own projections follow."""
         super().__init__()
         self.n_head, self.head_dim, self.d_model, self.max_context = n_head, head_dim, d_model, max_context
-        self.layer, self.n_layer = layer, n_layer
+        self.layer, self.n_layer, self.projection_bias = layer, n_layer, projection_bias
 
     def project(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """q (B, H, T, d), k (B, H_kv, S, d) as they leave the projection, before RoPE."""

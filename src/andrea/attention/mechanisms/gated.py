@@ -7,7 +7,8 @@ head-specific, elementwise, after scaled dot-product attention, before W_O).
     out  = concat_h(z_h') W_O
 
 The gate depends on the query token only, so the weights are softmax's; the backend computes plain
-softmax attention and the block applies the gate.
+softmax attention and the block applies the gate. W_θ has a bias where the layer's projections have one
+(model.net.bias; Qwen3-Next's gate has none without attention_bias), unless `gate_bias` says otherwise.
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ from andrea.attention.mechanisms.softmax import Softmax
 class Gated(Softmax):
     name = "gated"
 
-    def __init__(self, **sizes: Any) -> None:
+    def __init__(self, *, gate_bias: bool | None = None, **sizes: Any) -> None:
+        """gate_bias: whether W_θ has a bias; None: as the layer's projections (model.net.bias)."""
         super().__init__(**sizes)
-        self.gate = nn.Linear(self.d_model, self.n_head * self.head_dim, bias=True)  # W_θ
+        if gate_bias is not None and not isinstance(gate_bias, bool):
+            raise ValueError(f"mechanism.gate_bias={gate_bias!r} must be true, false or null (as model.net.bias)")
+        bias = self.projection_bias if gate_bias is None else gate_bias
+        self.gate = nn.Linear(self.d_model, self.n_head * self.head_dim, bias=bias)  # W_θ
 
     def combine(self, z: Tensor, x: Tensor) -> Tensor:
         B, H, T, d = z.shape
@@ -33,4 +38,4 @@ class Gated(Softmax):
         return z * gate.to(z.dtype)
 
     def extra_repr(self) -> str:
-        return "gated (sigmoid output gate per head and channel)"
+        return f"gated (sigmoid output gate per head and channel, bias={self.gate.bias is not None})"

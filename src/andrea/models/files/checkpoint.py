@@ -11,6 +11,7 @@ from torch import nn
 
 from andrea.models.files.build import build_network, load_problem
 from andrea.models.files.export import save
+from andrea.models.files.formats import CHECKPOINT_FORMAT_KEY, file_format, upgrade
 from andrea.models.files.schema import tokenizer_name
 
 CHECKPOINT_CONFIG_KEY = "andrea_net_config"  # where the LightningModule keeps them in a .ckpt
@@ -77,6 +78,7 @@ def _check_structure(state: dict, where: str) -> None:
                 "by andrea-train"
             )
     tokenizer_name(state.get(CHECKPOINT_TOKENIZER_KEY), where, CHECKPOINT_TOKENIZER_KEY)
+    file_format(state.get(CHECKPOINT_FORMAT_KEY), where, CHECKPOINT_FORMAT_KEY)
     for name, callback in state.get("callbacks", {}).items():
         if not isinstance(callback, dict):
             continue
@@ -95,10 +97,17 @@ def _check_structure(state: dict, where: str) -> None:
                 )
 
 
+def saved_config(state: dict, where: str) -> dict:
+    """The network config of a checkpoint read by `read_checkpoint`, with the settings that give its math today
+    (andrea.models.files.formats: a file of an older format)."""
+    version = file_format(state.get(CHECKPOINT_FORMAT_KEY), where, CHECKPOINT_FORMAT_KEY)
+    return upgrade(state[CHECKPOINT_CONFIG_KEY], version, where, CHECKPOINT_CONFIG_KEY)
+
+
 def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
     """A Lightning checkpoint of andrea-train -> its network (eval mode), config and tokenizer name."""
     state = read_checkpoint(checkpoint)
-    config = state[CHECKPOINT_CONFIG_KEY]
+    config = saved_config(state, f"ckpt_path={checkpoint}")
     net = build_network(config, f"ckpt_path={checkpoint}", CHECKPOINT_CONFIG_KEY, device)
     weights = {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
     try:

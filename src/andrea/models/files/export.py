@@ -18,6 +18,7 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 from andrea.models.files.build import build_network, load_problem
+from andrea.models.files.formats import FORMAT, METADATA_FORMAT_KEY, file_format, upgrade
 from andrea.models.files.schema import ModelFileError, tokenizer_name
 from andrea.utils.files import atomic_write
 
@@ -27,7 +28,8 @@ TOKENIZER_KEY = "andrea.tokenizer"  # metadata key of the tokenizer's name (abse
 
 def save(net: nn.Module, net_config: dict, path: str | Path, tokenizer: str | None = None) -> Path:
     path = Path(path)
-    metadata = {CONFIG_KEY: json.dumps(net_config)} | ({TOKENIZER_KEY: tokenizer} if tokenizer else {})
+    metadata = {CONFIG_KEY: json.dumps(net_config), METADATA_FORMAT_KEY: str(FORMAT)}
+    metadata |= {TOKENIZER_KEY: tokenizer} if tokenizer else {}
     with atomic_write(path) as partial:  # an existing file is never half overwritten
         save_model(net, str(partial), metadata=metadata)
         partial.chmod(0o666 & ~_umask())  # safetensors creates it owner-only: readable like the run's other files
@@ -55,6 +57,8 @@ def _read_metadata(path: str | Path) -> tuple[dict, str | None]:
         config = json.loads(metadata[CONFIG_KEY])
     except (json.JSONDecodeError, RecursionError):
         raise ModelFileError(f"{path}: metadata {CONFIG_KEY} is not JSON; export the model again") from None
+    version = file_format(metadata.get(METADATA_FORMAT_KEY), str(path), f"metadata {METADATA_FORMAT_KEY}")
+    config = upgrade(config, version, str(path), CONFIG_KEY)
     return config, tokenizer_name(metadata.get(TOKENIZER_KEY), str(path), TOKENIZER_KEY)
 
 

@@ -16,6 +16,7 @@ from torchmetrics.text import Perplexity
 from andrea.data.tasks import IGNORE_INDEX
 from andrea.lens.interventions import install, parse_heads
 from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
+from andrea.models.files.formats import CHECKPOINT_FORMAT_KEY, FORMAT
 from andrea.models.network import heads_shape, network
 from andrea.train.lit.lightning_internals import log_every_n_steps
 from andrea.train.lit.step_metrics import StepMetrics, StepRow, logs_now
@@ -157,6 +158,7 @@ class LanguageModelModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.net_config is not None:
             checkpoint[CHECKPOINT_CONFIG_KEY] = self.net_config  # plain containers only: weights_only loads
+            checkpoint[CHECKPOINT_FORMAT_KEY] = FORMAT  # the math the config means (andrea.models.files.formats)
         if self.tokenizer is not None:
             checkpoint[CHECKPOINT_TOKENIZER_KEY] = self.tokenizer
         checkpoint["andrea_skipped_steps"] = self.skipped_steps
