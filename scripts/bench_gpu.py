@@ -1,19 +1,21 @@
 """On an NVIDIA GPU: andrea's triton kernel checked against naive, timed beside sdpa and compiled flex,
 and ANDREA-120M trained with each.
 
-    python scripts/bench_gpu.py --dry-run            # every part's plan, shapes and compile counts; no GPU needed
+    python scripts/bench_gpu.py --dry-run            # every part's plan, shapes, compile counts and minutes; no GPU
     python scripts/bench_gpu.py --part kernel        # parity, then the attention table (scripts/gpu_check.sh, part 1)
     python scripts/bench_gpu.py --part train         # ANDREA-120M, triton beside sdpa (part 2)
-    python scripts/bench_gpu.py --part attention --seq-lens 1024 4096
+    python scripts/bench_gpu.py --part attention --seq-lens 1024 4096 16384 --table-masks causal window
 
 Parity on CUDA: triton against naive on the GPU, forward and backward, with the conformance kit's own
 check and tolerances, at T = 300 (several blocks of every kernel's tiles, the last one partial),
-head_dim 64. The matrix is trimmed to what compiles a distinct kernel: every mask kind in bfloat16 with
-GQA, causal over every head layout and both dtypes, ALiBi on causal and a window. A failed cell is
-collected and listed at the end; it never stops the others.
+head_dim 64 and 128 (each its own tiles). The matrix is trimmed to what compiles a distinct kernel: at
+head_dim 64 every mask kind in bfloat16 with GQA, causal over every head layout and both dtypes, ALiBi on
+causal and a window; at head_dim 128 (bfloat16: float32 stops at 64 on a GPU) causal, and packed documents
+with ALiBi. A failed cell is collected and listed at the end; it never stops the others.
 
 The attention table: one attention op of B x H x T x d in bf16 (default 4 x 12 x T x 64, an ANDREA-120M
-layer), causal and sliding window, forward and forward+backward, T in {1024, 4096, 16384}: the median
+layer), causal (--table-masks adds the sliding window), forward and forward+backward, T in {1024, 8192}
+by default (compiled flex's compiles dominate the part's time): the median
 ms of triton.testing.do_bench (gradients reset between calls), TFLOP/s and the fraction of a bf16
 matmul peak measured at the start of the same run. FLOPs count only the score entries the mask keeps
 (4·B·H·d per kept entry forward, 3.5x that with the backward), so a backend that skips masked blocks
@@ -44,7 +46,7 @@ from andrea.testing.checks import HEADS
 
 BACKENDS = {"triton": {}, "sdpa": {}, "flex": {"compile": True}}
 SDPA_KERNEL = {"causal": "flash (is_causal)", "window": "efficient (dense mask)"}
-PARITY_SEQ, PARITY_HEAD_DIM = 300, 64
+PARITY_SEQ, PARITY_HEAD_DIMS = 300, (64, 128)
 SECONDS_PER_COMPILE = {"triton": 3, "flex": 12}  # rough, for the dry run's minutes (an H100/H200 host)
 KERNELS = 4  # the triton kernels one variant compiles: forward, δ's pre-pass, dq, dk/dv
 
@@ -55,13 +57,18 @@ class ParityCell:
     heads: str
     dtype: torch.dtype
     alibi: bool
+    head_dim: int = 64
 
     def variant(self, masks: dict[str, Mask]) -> tuple:
-        """What makes Triton compile another kernel: the mask's flags, the dtype, ALiBi, grouped or not."""
+        """What makes Triton compile another kernel: the mask's flags, the dtype, ALiBi, grouped or not, the
+        head size (its tiles)."""
         params = masks[self.mask_name].params()
         flags = None if params is None else (params.causal, params.band, params.lengths is None,
                                              params.document_ids is None)  # fmt: skip
-        return flags, self.dtype, self.alibi, HEADS[self.heads][0] == HEADS[self.heads][1]
+        return flags, self.dtype, self.alibi, HEADS[self.heads][0] == HEADS[self.heads][1], self.head_dim
+
+    def __str__(self) -> str:
+        return f"{self.mask_name} x {self.heads} x {self.dtype} x alibi={self.alibi} x d={self.head_dim}"
 
 
 def parity_masks(device: str) -> dict[str, Mask]:
@@ -78,6 +85,9 @@ def parity_cells(masks: dict[str, Mask]) -> list[ParityCell]:
     cells = [ParityCell(name, "gqa", torch.bfloat16, False) for name in masks]
     cells += [ParityCell("causal", heads, dtype, False) for heads in HEADS for dtype in (torch.float32, torch.bfloat16)]
     cells += [ParityCell(name, "gqa", torch.bfloat16, True) for name in ("causal", "sliding_window_64")]
+    wide = PARITY_HEAD_DIMS[1]  # its own tiles: the causal kernel, and the one with every flag it takes
+    cells += [ParityCell("causal", "gqa", torch.bfloat16, False, wide),
+              ParityCell("causal&document", "gqa", torch.bfloat16, True, wide)]  # fmt: skip
     return list(dict.fromkeys(cells))
 
 
@@ -91,13 +101,13 @@ def parity(args: argparse.Namespace) -> list[str]:
         score_mod = ALiBi(HEADS[cell.heads][0]) if cell.alibi else None
         try:
             status = check(triton, masks[cell.mask_name], cell.heads, cell.dtype, True, score_mod,
-                           seq=PARITY_SEQ, head_dim=PARITY_HEAD_DIM, device="cuda")  # fmt: skip
+                           seq=PARITY_SEQ, head_dim=cell.head_dim, device="cuda")  # fmt: skip
         except Exception as err:  # an assertion of the kit, or a kernel that failed to compile or launch
             status = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
         if status != "passed":
-            failures.append(f"{cell.mask_name} x {cell.heads} x {cell.dtype} x alibi={cell.alibi}: {status}")
+            failures.append(f"{cell}: {status}")
     print(f"parity on CUDA: {len(cells) - len(failures)} of {len(cells)} cells passed (forward and backward), "
-          f"T={PARITY_SEQ}, head_dim {PARITY_HEAD_DIM}")  # fmt: skip
+          f"T={PARITY_SEQ}, head_dim {' and '.join(map(str, PARITY_HEAD_DIMS))}")  # fmt: skip
     for failure in failures:
         print(f"  FAILED {failure}")
     return failures
@@ -115,7 +125,8 @@ def kept_entries(mask: Mask, T: int, device: str) -> int:
 
 
 def table_masks(args: argparse.Namespace) -> dict[str, Mask]:
-    return {"causal": Causal(), "window": SlidingWindow(args.window)}
+    masks = {"causal": Causal(), "window": SlidingWindow(args.window)}
+    return {kind: masks[kind] for kind in args.table_masks}
 
 
 def attention_table(args: argparse.Namespace) -> None:
@@ -201,8 +212,7 @@ def dry_run(args: argparse.Namespace, parts: list[str]) -> None:
         masks = parity_masks("cpu")
         cells = parity_cells(masks)
         for cell in cells:
-            print(f"parity: {cell.mask_name} x {cell.heads} x {cell.dtype} x alibi={cell.alibi}: fwd+bwd, "
-                  f"({2}, {HEADS[cell.heads][0]}, {PARITY_SEQ}, {PARITY_HEAD_DIM})")  # fmt: skip
+            print(f"parity: {cell}: fwd+bwd, ({2}, {HEADS[cell.heads][0]}, {PARITY_SEQ}, {cell.head_dim})")
         compiles = KERNELS * len({cell.variant(masks) for cell in cells})
         part = compiles * SECONDS_PER_COMPILE["triton"] / 60 + 0.05 * len(cells)
         minutes += part
@@ -235,12 +245,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=list(PARTS), default="all")
     parser.add_argument("--dry-run", action="store_true", help="print each part's plan; no GPU needed")
-    parser.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 4096, 16384])
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 8192])
+    parser.add_argument("--table-masks", nargs="+", choices=["causal", "window"], default=["causal"])
     parser.add_argument("--window", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--seq-len", type=int, default=1024, help="training context")
     parser.add_argument("--train-batch", type=int, default=16)
     args = parser.parse_args()

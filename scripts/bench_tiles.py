@@ -103,7 +103,8 @@ def dry_run() -> None:
             count += 1 + len(candidates)
             listed = ", ".join(f"{m}x{n} w{w} s{s}" for m, n, w, s in candidates)
             print(f"tiles: d={head_dim} {kernel}: TILES {own}, then {listed}")
-    print(f"tiles: {count} candidates, about {count * SECONDS_PER_CANDIDATE / 60:.1f} min")
+    print(f"tiles: {count} candidates, about {count * SECONDS_PER_CANDIDATE / 60:.1f} min (gpu_check.sh tiles: not in "
+          "its default run)")  # fmt: skip
 
 
 def main() -> None:

@@ -105,16 +105,32 @@ def _flags(dtype: str, head_dim: int, mask: str) -> dict:
                 EVEN_D=_block_d(head_dim) == head_dim)  # fmt: skip
 
 
+def ptxas_path(arch: int) -> str:
+    """The ptxas Triton itself compiles for sm_`arch` with, asked of the installed Triton: the call has changed
+    between releases (get_ptxas(arch) giving a tool with a .path, or a (path, version) pair; get_ptxas() with
+    no argument; before those, _path_to_binary), and so has which binary serves which GPU generation."""
+    from triton.backends.nvidia import compiler
+
+    get_ptxas = getattr(compiler, "get_ptxas", None)
+    if get_ptxas is None:
+        tool = compiler._path_to_binary("ptxas")
+    else:
+        try:
+            tool = get_ptxas(arch)
+        except TypeError:  # a release whose get_ptxas takes no architecture
+            tool = get_ptxas()
+    return tool.path if hasattr(tool, "path") else tool[0]
+
+
 def compile_kernel(dtype: str, head_dim: int, mask: str, name: str, tiles: dict, divisible: set = DIVISIBLE) -> dict:
     """One kernel of the variant compiled for sm_90a with the given tiles and launch options: its row."""
-    import triton.backends.nvidia
     from triton import compile
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from andrea.attention.backends import flash_kernels
 
-    ptxas = os.path.join(os.path.dirname(triton.backends.nvidia.__file__), "bin", "ptxas-blackwell")
+    ptxas = ptxas_path(90)
     kernel, tiles = getattr(flash_kernels, name), dict(tiles)
     options = dict(num_warps=tiles.pop("num_warps"), num_stages=tiles.pop("num_stages"))
     flags = _flags(dtype, head_dim, mask) | tiles

@@ -335,8 +335,33 @@ HOPPER_VARIANTS = [  # every variant the backend accepts on a GPU, as scripts/ke
     for head_dim in head_dims
     for mask in ("causal", "every-input", "softcap", "sigmoid")
 ]  # fmt: skip
+
+
 # Kernels whose tiles cannot be on wgmma, measured here: bf16 d = 256's dk/dv, whose 16 keys (the dots' M side)
 # are under wgmma's 64 rows; 64 keys spill 56-176 bytes (docs/kernel_report.md). Not to be added to.
+def test_the_kernel_report_asks_the_installed_triton_for_its_ptxas(monkeypatch):
+    """scripts/kernel_report.py finds ptxas as each Triton release names it (3.9: get_ptxas(arch) giving a tool;
+    some: a (path, version) pair; older: get_ptxas() or _path_to_binary), never by a path of its own."""
+    from types import SimpleNamespace
+
+    from triton.backends.nvidia import compiler
+
+    monkeypatch.syspath_prepend(str(KERNEL_REPORT.parent))
+    from kernel_report import ptxas_path  # type: ignore[import-not-found]  # scripts/ is no package
+
+    assert os.access(ptxas_path(90), os.X_OK)  # this machine's Triton: a real binary
+    for lookup in (
+        lambda arch: SimpleNamespace(path=f"/tool/{arch}"),
+        lambda arch: (f"/tool/{arch}", "12.8"),
+        lambda: SimpleNamespace(path="/tool/any"),
+    ):
+        monkeypatch.setattr(compiler, "get_ptxas", lookup, raising=False)
+        assert ptxas_path(90) in ("/tool/90", "/tool/any")
+    monkeypatch.delattr(compiler, "get_ptxas")
+    monkeypatch.setattr(compiler, "_path_to_binary", lambda name: (f"/old/{name}", "12.4"), raising=False)
+    assert ptxas_path(90) == "/old/ptxas"
+
+
 NO_WGMMA = {("bf16", 256, mask, "attention_backward_dkdv") for mask in ("causal", "every-input", "softcap", "sigmoid")}
 
 
@@ -397,6 +422,36 @@ def test_a_forward_of_a_few_queries_runs_16_rows_and_the_rest_keeps_its_tiles():
         assert decode["forward"]["BLOCK_M"] == 16 and decode["forward"]["num_warps"] == 4
         assert prompt["forward"]["BLOCK_M"] > 16
         assert (decode["dq"], decode["dkdv"]) == (prompt["dq"], prompt["dkdv"])  # generation runs no backward
+
+
+def test_the_grid_puts_the_blocks_on_its_first_axis_up_to_a_million_keys_at_head_dim_256():
+    """dk/dv at head_dim 256 takes 16 keys a program: a million keys are 65,536 blocks, one more than a grid's
+    second axis takes. The blocks go on the first axis (2^31 - 1), the sequence-heads on the second; past
+    what that takes, one line refuses the call."""
+    cuda = torch.device("cuda")  # a device object only: nothing runs
+    tiles = triton_backend._block_sizes(256, torch.bfloat16, cuda)
+    keys, heads = 2**20, 2 * 16  # (batch, heads)
+    blocks, sequence_heads = triton_backend.launch_grid(keys, tiles["dkdv"]["BLOCK_N"], heads)
+    assert blocks == keys // 16 == 65_536 > 65_535 and sequence_heads == heads
+    for name in ("forward", "dq", "delta"):
+        grid = triton_backend.launch_grid(keys, tiles[name]["BLOCK_M"], heads)
+        assert grid[0] <= 2**31 - 1 and grid[1] <= 65_535, name
+    assert triton_backend.launch_grid(1, 64, 1) == (1, 1)
+    with pytest.raises(UnsupportedAttentionError, match=r"^attention backend 'triton' launches one program .*65535"):
+        triton_backend.launch_grid(4096, 64, 65_536)
+
+
+@pytest.mark.triton_interpreter
+def test_a_window_at_the_int32_edge_is_no_window_for_the_kernels():
+    """sliding_window(window=2^31 - 1) sees every earlier key, as causal does: its window reaches the kernels
+    clamped to the context (unclamped, q - k < window wrapped in int32 and dk = dv = 0)."""
+    q, k, v = (torch.randn(1, 2, T, D, requires_grad=True) for _ in range(3))
+    edge = Causal() & SlidingWindow(2**31 - 1)
+    _, ints, _ = triton_backend._mask_inputs(q, k, edge, None)
+    assert ints[-2:] == [0, T + 1]  # the prefix, the window: S + 1, what no window gives
+    _, ints, _ = triton_backend._mask_inputs(q, k, PrefixLM(2**31 - 1), None)
+    assert ints[-2] == T  # a prefix past the keys: all of them
+    matches_naive(q, k, v, edge, "causal & sliding_window(window=2147483647)")  # output and dq, dk, dv
 
 
 def test_tiles_are_hopper_s_there_and_two_stages_at_most_on_an_older_gpu():

@@ -110,8 +110,11 @@ def test_the_gpu_check_s_dry_run_plans_both_parts_without_a_gpu(tmp_path):
     assert lines == (tmp_path / "gpu_check-plan.log").read_text().splitlines()
     summary = {line.split(":")[0]: line for line in lines if " about " in line}
     assert set(summary) == {"parity", "attention", "train", "dry run", "tiles"}
-    assert "28 candidates" in summary["tiles"]  # bench_tiles.py: each kernel's own TILES, then its candidates
+    assert "28 candidates" in summary["tiles"] and "not in its default run" in summary["tiles"]
     assert any(line.startswith("tiles: d=64 dkdv: TILES (32, 128, 8, 3), then ") for line in lines)
-    assert "15 cells, 40 triton compiles" in summary["parity"]  # 10 variants x 4 kernels
-    assert "36 cells, 4 triton compiles, 12 flex compiles" in summary["attention"]
-    assert "attention: (4, 12, 16384, 64) bf16, window, fwd+bwd: triton, sdpa, flex" in lines
+    assert "17 cells, 48 triton compiles" in summary["parity"]  # 10 variants at head_dim 64, 2 at 128, x 4 kernels
+    assert "parity: causal&document x gqa x torch.bfloat16 x alibi=True x d=128: fwd+bwd, (2, 4, 300, 128)" in lines
+    assert "12 cells, 4 triton compiles, 4 flex compiles" in summary["attention"]
+    assert "attention: (4, 12, 8192, 64) bf16, causal, fwd+bwd: triton, sdpa, flex" in lines
+    minutes = float(summary["dry run"].split("about ")[1].split(" min")[0])  # the default run: kernel and train
+    assert summary["dry run"].startswith("dry run: parity, attention, train:") and minutes <= 6.0

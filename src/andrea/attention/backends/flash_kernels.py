@@ -198,7 +198,7 @@ def _query_blocks(start_n, T, S, Lengths, b, prefix, window,
 def _last_first(BLOCK_M: tl.constexpr):
     """The first query row of this program's block, the last block first: under a causal mask the last rows see
     the most keys, so the longest programs start first and no tail of heavy ones runs alone at the end."""
-    return (tl.num_programs(1) - 1 - tl.program_id(1)) * BLOCK_M
+    return (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
 
 
 @triton.jit
@@ -311,7 +311,7 @@ def attention_forward(
     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: BLOCK_M queries of head h of sequence b. Writes out (BLOCK_M, d) and lse (BLOCK_M,)."""
-    bh, start_m = tl.program_id(0).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
+    bh, start_m = tl.program_id(1).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
     j = h // group  # the kv head this query head reads
     Kh, Vh = K + b * k_sb + j * k_sh, V + b * v_sb + j * v_sh  # its keys and values
@@ -364,7 +364,7 @@ def attention_backward_delta(Out, dOut, do_sb, do_sh, do_st, dLSE, Delta, H, T, 
                              BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):  # fmt: skip
     """The backward's pre-pass, one program per BLOCK_M rows of head bh: δ = rowsum(do ⊙ out) in float32, less
     the gradient that reached lse (dLSE) where HAS_DLSE. Writes Delta (BLOCK_M,)."""
-    bh, start_m = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_M
+    bh, start_m = tl.program_id(1).to(tl.int64), tl.program_id(0) * BLOCK_M
     offs_m, _, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, T, D, BLOCK_M, BLOCK_D)
     do = _load(dOut + (bh // H) * do_sb + (bh % H) * do_sh + _rows(offs_m, do_st, BLOCK_D), tile_ok, True)
     delta = tl.sum(_load(Out + tile, tile_ok, True) * do, axis=1)
@@ -385,7 +385,7 @@ def attention_backward_dq(
     """One program: dq for BLOCK_M queries of head h, walking the keys as the forward did, in one loop: the
     mask is built only in the edge blocks, behind a branch every thread takes alike (the forward's three
     loops cost dq more registers; docs/kernel_report.md)."""
-    bh, start_m = tl.program_id(0).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
+    bh, start_m = tl.program_id(1).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
     b, h = bh // H, bh % H
     j = h // group
     Kh, Vh = K + b * k_sb + j * k_sh, V + b * v_sb + j * v_sh
@@ -430,7 +430,7 @@ def attention_backward_dkdv(
     """One program: dk, dv for BLOCK_N keys of kv head j, summed over the `group` query heads reading it.
     One loop over the query blocks, the mask built only in the edge ones behind a branch every thread takes
     alike (three loops, as the forward has, spill: a copy of k and v per loop; docs/kernel_report.md)."""
-    bj, start_n = tl.program_id(0).to(tl.int64), tl.program_id(1) * BLOCK_N
+    bj, start_n = tl.program_id(1).to(tl.int64), tl.program_id(0) * BLOCK_N
     H_kv = H // group
     b, j = bj // H_kv, bj % H_kv
     k_pos = start_n + tl.arange(0, BLOCK_N)

@@ -1,6 +1,7 @@
 """triton: andrea's own FlashAttention-2 kernel (flash_kernels.py), forward and backward.
 
-One launch computes every (batch, head): the kernels' grid is (B x H, query block). The mask
+One launch computes every (batch, head): the kernels' grid is (query block, B x H), the long dimension on the
+first axis, which takes 2^31 - 1 programs where the others take 65,535 (`launch_grid`). The mask
 never becomes a matrix when its parameters (`Mask.params()`, andrea.attention.masks.params) say
 it all: causal, sliding window, prefix-LM and none, alone, wrapped in a module's precomputed
 buffer, or joined with `&` to each other, key padding and packed documents, reach the kernel as
@@ -182,7 +183,10 @@ def _mask_inputs(
     slopes = _slopes(score_mod.n_head, q.device) if isinstance(score_mod, ALiBi) else empty_i.float()
     dense_strides = [0, 0, 0] if dense is None else [dense.stride(i) if dense.shape[i] > 1 else 0 for i in range(3)]
     tensors = [slopes, lengths, docs, empty_i.to(torch.int8) if dense is None else dense]
-    ints = [*dense_strides, params.prefix, S + 1 if params.window is None else params.window]
+    # clamped to the context (a window past S keys is no window, a prefix past them the whole): the kernels
+    # add them to positions in int32, where a window of 2^31 - 1 would wrap
+    window = S + 1 if params.window is None else min(params.window, S + 1)
+    ints = [*dense_strides, min(params.prefix, S), window]
     flags = [params.causal, params.band, score_mod is not None, params.lengths is not None,
              params.document_ids is not None, dense is not None]  # fmt: skip
     return tensors, ints, flags
@@ -251,7 +255,7 @@ def attention_op(
     out = q.new_empty(q.shape)  # contiguous
     lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # log-sum-exp of each row's scores
     tiles = _tiles_for(q, kernel)["forward"]
-    grid = (B * H, _cdiv(T, tiles["BLOCK_M"]))
+    grid = launch_grid(T, tiles["BLOCK_M"], B * H)
     kernels(q.device.type == "cpu").attention_forward[grid](q, k, v, out, lse, *args, **constexprs, **tiles)
     return out, lse
 
@@ -278,13 +282,13 @@ def attention_backward_op(
     delta = torch.empty(B, H, T, device=q.device, dtype=torch.float32)  # rowsum(do ⊙ out) - d_lse
     do_strides = _strides(d_out)
     d_lse = lse if d_lse is None else d_lse.float().contiguous()  # without one, lse stands in, unread
-    grid_delta = (B * H, _cdiv(T, tiles["delta"]["BLOCK_M"]))  # δ's pre-pass, then dq: a program per query block
+    grid_delta = launch_grid(T, tiles["delta"]["BLOCK_M"], B * H)  # δ's pre-pass, then dq: a program per query block
     flash.attention_backward_delta[grid_delta](
         out, d_out, *do_strides, d_lse, delta, H, T, q.shape[-1], HAS_DLSE=d_lse is not lse, **tiles["delta"]
     )
-    grid_q = (B * H, _cdiv(T, tiles["dq"]["BLOCK_M"]))
+    grid_q = launch_grid(T, tiles["dq"]["BLOCK_M"], B * H)
     flash.attention_backward_dq[grid_q](q, k, v, d_out, dq, lse, delta, *do_strides, *args, **constexprs, **tiles["dq"])
-    grid_kv = (B * H_kv, _cdiv(S, tiles["dkdv"]["BLOCK_N"]))  # dk/dv: a program per key block
+    grid_kv = launch_grid(S, tiles["dkdv"]["BLOCK_N"], B * H_kv)  # dk/dv: a program per key block
     flash.attention_backward_dkdv[grid_kv](
         q, k, v, d_out, dk, dv, lse, delta, *do_strides, *args, **constexprs, **tiles["dkdv"]
     )
@@ -327,6 +331,23 @@ def _kernel_of(mechanism: Mechanism | None) -> tuple[str, float]:
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+GRID_LIMITS = (2**31 - 1, 65_535)  # CUDA's most programs on a grid's first axis, and on its second
+
+
+def launch_grid(rows: int, block: int, heads: int) -> tuple[int, int]:
+    """A kernel's grid: (blocks of `block` of its `rows` queries or keys, `heads` = batch x heads). The blocks
+    grow with the length (1M keys at head_dim 256 are 65,536 blocks of dk/dv's 16), so they take the first axis;
+    beyond what the second axis takes, the call is refused in one line."""
+    grid = (max(1, _cdiv(rows, block)), heads)
+    if grid[1] > GRID_LIMITS[1] or grid[0] > GRID_LIMITS[0]:
+        raise UnsupportedAttentionError(
+            f"attention backend 'triton' launches one program per block and (sequence, head): {rows} rows in blocks "
+            f"of {block} for {heads} sequence-heads pass a GPU's grid {GRID_LIMITS}; use a smaller batch, or "
+            "attention=sdpa"
+        )
+    return grid
 
 
 class _Capabilities:
