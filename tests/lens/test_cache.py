@@ -97,9 +97,11 @@ def test_each_configuration_lists_the_points_it_has():
     assert {"blocks.0.attn.hook_rot_q", "blocks.0.attn.hook_rot_k"} <= names and "hook_pos_embed" not in names
     assert "blocks.0.attn.hook_attn_scores" not in diff.hook_points()  # two score maps, one pattern
     toy = ToyModel(16, 8, d_model=16, n_layer=2, attention={"n_head": 4, "backend": "eager"})
-    assert list(toy.hook_points())[:4] == ["hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre",
+    assert list(toy.hook_points())[:6] == ["hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre",
+                                           "blocks.0.ln1.hook_scale", "blocks.0.ln1.hook_normalized",
                                            "blocks.0.attn.hook_q"]  # fmt: skip
     assert "blocks.1.hook_mlp_out" not in toy.hook_points() and "ln_final.hook_normalized" in toy.hook_points()
+    assert "blocks.0.ln2.hook_scale" not in toy.hook_points()  # no MLP, no second LayerNorm
 
 
 def test_latent_heads_cache_their_expanded_form_and_refuse_composition():
@@ -122,3 +124,26 @@ def test_patching_a_run_into_itself_changes_nothing():
     assert patch_heads(net, ids, ids, metric) == pytest.approx(torch.full((2, 4), clean), abs=1e-5)
     with pytest.raises(ValueError, match="must have one shape"):
         patch_heads(net, ids, ids[:, :4], metric)
+
+
+def test_a_layer_norm_s_points_hold_its_scale_and_what_comes_before_its_weight_and_bias():
+    from andrea.models.layer_norm import LayerNorm
+
+    norm = LayerNorm(8)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5), norm.bias.uniform_(-1, 1)
+    x = torch.randn(2, 5, 8) * 3 + 1
+    seen: dict[str, torch.Tensor] = {}
+
+    def record(name):
+        return lambda t, p: seen.__setitem__(name, t)
+
+    for name, point in norm.hook_points().items():
+        point.add(record(name))
+    out = norm(x)
+    torch.testing.assert_close(out, torch.nn.functional.layer_norm(x, (8,), norm.weight, norm.bias))  # hooks on
+    centred = x - x.mean(-1, keepdim=True)
+    torch.testing.assert_close(seen["hook_scale"], centred.pow(2).mean(-1, keepdim=True).add(1e-5).sqrt())
+    torch.testing.assert_close(seen["hook_normalized"] * norm.weight + norm.bias, out)
+    norm.hook_normalized.add(lambda t, p: torch.zeros_like(t))  # an edit reaches the output: the bias alone
+    torch.testing.assert_close(norm(x), norm.bias.expand_as(x))

@@ -1,7 +1,8 @@
 """The lens against TransformerLens on the same weights: a random GPT-2 saved with save_pretrained (no network),
 read by andrea (andrea.models.files.gpt2) and by TransformerLens's TransformerBridge (raw weights, no folding).
-Every hook point both name holds the same activation (fp32, 1e-5), and activation patching, direct logit
-attribution and composition scores agree."""
+Its LayerNorms' weights and biases are drawn at random too (a fresh GPT-2's are 1 and 0, which hides whether a
+point is read before or after them). Every hook point both name holds the same activation (fp32, 1e-5), and
+activation patching, direct logit attribution and composition scores agree."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ def models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gpt2")
     torch.manual_seed(0)
     hf = GPT2LMHeadModel(GPT2Config(**SMALL)).eval()
+    with torch.no_grad():
+        for name, parameter in hf.named_parameters():
+            if ".ln_" in name:  # ln_1, ln_2, ln_f: weights around 1, biases around 0, none the identity
+                parameter.copy_(torch.randn_like(parameter) * 0.5 + (1.0 if name.endswith("weight") else 0.0))
     hf.save_pretrained(folder, safe_serialization=True)
     bridge = transformer_lens().boot_transformers(str(folder), hf_model=hf, device="cpu")
     net, _ = load_gpt2(folder, attention={"backend": "sdpa"})
@@ -53,7 +58,8 @@ def test_every_shared_hook_name_holds_transformer_lens_s_activation(models, ids)
     their_logits, theirs = bridge.run_with_cache(ids)
     shared = [name for name in ours if name in theirs]
     assert set(ours) - set(shared) == set()  # every andrea point of a GPT-2 has its TransformerLens name
-    assert len(shared) == 2 + 13 * SMALL["n_layer"] + 1  # embeddings, 13 a block, the final norm
+    assert len(shared) == 2 + 17 * SMALL["n_layer"] + 2  # embeddings, 17 a block (2 a LayerNorm), the final norm's
+    assert {f"blocks.0.{ln}.hook_{point}" for ln in ("ln1", "ln2") for point in ("scale", "normalized")} <= set(shared)
     torch.testing.assert_close(logits, their_logits, atol=1e-5, rtol=1e-5)
     for name in shared:
         mine, reference = ours[name], theirs[name].detach()

@@ -30,6 +30,7 @@ from andrea.attention.block import shared_parts
 from andrea.attention.hook_points import HookPoint, prefixed
 from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
+from andrea.models.layer_norm import LayerNorm
 from andrea.models.settings import ACTIVATIONS, NET
 from andrea.utils.rules import enforce
 
@@ -64,11 +65,11 @@ class Block(nn.Module):
         activation: str = "gelu",
     ) -> None:
         super().__init__()
-        self.ln_1 = nn.LayerNorm(d_model, bias=bias)
+        self.ln_1 = LayerNorm(d_model, bias=bias)
         self.attention = MultiHeadSelfAttention(
             d_model, max_context=max_context, dropout=dropout, bias=bias, **attention
         )
-        self.ln_2 = nn.LayerNorm(d_model, bias=bias)
+        self.ln_2 = LayerNorm(d_model, bias=bias)
         self.mlp = MLP(d_model, mlp_ratio, dropout, bias, activation)
         self.hook_resid_pre, self.hook_attn_out = HookPoint("hook_resid_pre"), HookPoint("hook_attn_out")
         self.hook_resid_mid, self.hook_mlp_out = HookPoint("hook_resid_mid"), HookPoint("hook_mlp_out")
@@ -84,13 +85,16 @@ class Block(nn.Module):
         return x, weights
 
     def hook_points(self) -> dict[str, HookPoint]:
-        """The block's residual stream and sublayer outputs (B, T, D), its attention's under `attn.`, its MLP's
-        under `mlp.` (hook_pre, hook_post: (B, T, mlp_ratio·D), before and after the GELU)."""
+        """The block's residual stream and sublayer outputs (B, T, D), its LayerNorms' under `ln1.` and `ln2.`
+        (andrea.models.layer_norm), its attention's under `attn.`, its MLP's under `mlp.` (hook_pre, hook_post:
+        (B, T, mlp_ratio·D), before and after the GELU)."""
         mlp = {"mlp.hook_pre": self.mlp.hook_pre, "mlp.hook_post": self.mlp.hook_post}
         return (
             {"hook_resid_pre": self.hook_resid_pre}
+            | prefixed(self.ln_1.hook_points(), "ln1.")
             | prefixed(self.attention.hook_points(), "attn.")
             | {"hook_attn_out": self.hook_attn_out, "hook_resid_mid": self.hook_resid_mid}
+            | prefixed(self.ln_2.hook_points(), "ln2.")
             | mlp
             | {"hook_mlp_out": self.hook_mlp_out, "hook_resid_post": self.hook_resid_post}
         )
@@ -127,8 +131,7 @@ class GPT(nn.Module):
             )
             for i in range(n_layer)
         )
-        self.ln_f = nn.LayerNorm(d_model, bias=bias)
-        self.hook_normalized = HookPoint("ln_final.hook_normalized")  # ln_f's output (B, T, D), what W_U reads
+        self.ln_f = LayerNorm(d_model, bias=bias)  # its points: ln_final.hook_scale, ln_final.hook_normalized
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.embed.token.weight  # tied: one (V, D) matrix reads and writes tokens
         self.embed.sparse_grad = True  # the head's dense (V, D) gradient takes the lookup's T rows
@@ -183,11 +186,11 @@ class GPT(nn.Module):
             x, w = block(x, return_weights, None if cache is None else cache[i])
             if w is not None:
                 weights.append(w)
-        return self.lm_head(self.hook_normalized(self.ln_f(x))), weights  # (B, T, V)
+        return self.lm_head(self.ln_f(x)), weights  # (B, T, V)
 
     def hook_points(self) -> dict[str, HookPoint]:
         """Every hook point by its name (docs/lens.md): embeddings, then each block's, then the final norm's."""
         points = dict(self.embed.hook_points())
         for i, block in enumerate(self._blocks()):
             points |= prefixed(block.hook_points(), f"blocks.{i}.")
-        return points | prefixed({"ln_final.hook_normalized": self.hook_normalized}, "")
+        return points | prefixed(self.ln_f.hook_points(), "ln_final.")

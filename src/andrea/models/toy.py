@@ -18,6 +18,7 @@ from andrea.attention.block import shared_parts
 from andrea.attention.hook_points import HookPoint, prefixed
 from andrea.attention.kv_cache import KVCache
 from andrea.models.embedding import Embeddings
+from andrea.models.layer_norm import LayerNorm
 from andrea.models.settings import NET
 from andrea.utils.rules import enforce
 
@@ -41,20 +42,19 @@ class ToyModel(nn.Module):
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         blocks = [] if attention is None else range(n_layer)
         shared = {} if attention is None else shared_parts(attention)  # one backend and one mask for every layer
-        self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in blocks)
+        self.norms = nn.ModuleList(LayerNorm(d_model) for _ in blocks)
         self.attention = nn.ModuleList(
             MultiHeadSelfAttention(
                 d_model, max_context=max_context, **shared, position=position, layer=i, n_layer=n_layer
             )
             for i in blocks  # none when attention is None
         )
-        self.final_norm = nn.LayerNorm(d_model)
+        self.final_norm = LayerNorm(d_model)  # its points: ln_final.hook_scale, ln_final.hook_normalized
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         # each layer's residual stream before and after it, and what its attention adds (B, T, D)
         self.hook_resid_pre = [HookPoint("hook_resid_pre") for _ in blocks]
         self.hook_attn_out = [HookPoint("hook_attn_out") for _ in blocks]
         self.hook_resid_post = [HookPoint("hook_resid_post") for _ in blocks]
-        self.hook_normalized = HookPoint("ln_final.hook_normalized")  # final_norm's output (B, T, D)
 
     @property
     def n_layer(self) -> int:
@@ -84,13 +84,15 @@ class ToyModel(nn.Module):
             if w is not None:
                 weights.append(w)
             x = self.hook_resid_post[i](x + self.hook_attn_out[i](y))  # residual
-        return self.lm_head(self.hook_normalized(self.final_norm(x))), weights  # (B, T, V)
+        return self.lm_head(self.final_norm(x)), weights  # (B, T, V)
 
     def hook_points(self) -> dict[str, HookPoint]:
         """Every hook point by its name (docs/lens.md): a layer is `blocks.<i>.`, as in the GPT, without an MLP."""
         points = dict(self.embed.hook_points())
         for i, attention in enumerate(self._layers()):
-            layer = {"hook_resid_pre": self.hook_resid_pre[i]} | prefixed(attention.hook_points(), "attn.")
+            norm = cast(LayerNorm, self.norms[i])
+            layer = {"hook_resid_pre": self.hook_resid_pre[i]} | prefixed(norm.hook_points(), "ln1.")
+            layer |= prefixed(attention.hook_points(), "attn.")
             layer |= {"hook_attn_out": self.hook_attn_out[i], "hook_resid_post": self.hook_resid_post[i]}
             points |= prefixed(layer, f"blocks.{i}.")
-        return points | prefixed({"ln_final.hook_normalized": self.hook_normalized}, "")
+        return points | prefixed(self.final_norm.hook_points(), "ln_final.")
