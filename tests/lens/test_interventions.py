@@ -233,3 +233,35 @@ def test_andrea_inspect_patches_the_input_into_a_corruption(induction_run, monke
     assert code == 2 and err.strip().endswith("so give a corruption of the same length")
     code, _, err = run_inspect([str(ckpt), *as_text, "answer=999", "wrong=40"], monkeypatch, capsys)
     assert code == 2 and err.strip().endswith("answer=999, wrong=40: ids outside the vocabulary 0..63")
+
+
+def test_patching_warns_where_the_gap_it_divides_means_nothing(induction_run, monkeypatch, capsys):
+    """Shares of clean - corrupted mean something only while that gap is wide and positive: answers turned
+    around (the corrupted run favours the answer) and a gap under the tolerance are said in the printed line,
+    the JSON and the picture; a report whose gap is fine carries no warning."""
+    from andrea.lens.patch_report import draw_patching, patching_report
+    from andrea.models.files.load import load_any
+    from andrea.models.network import network
+
+    _, run_dir = induction_run
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    block = [49, 27, 58, 62, 35, 48, 7, 9, 8, 63]
+    clean = (block * 4)[:32]
+    corrupted = [40 if token == 58 else token for token in clean]
+    args = [str(ckpt), " ".join(map(str, clean)), f"patch={' '.join(map(str, corrupted))}", "answer=40", "wrong=58"]
+    code, out, err = run_inspect(args, monkeypatch, capsys)
+    assert code == 0, err
+    assert "patching: warning: the clean-corrupted gap is -" in out and "of the wrong sign" in out
+    report = json.loads((run_dir / "checkpoints" / "last.patch.json").read_text())
+    assert report["gap"] < 0 and "wrong sign" in report["warning"]
+
+    net, _, _ = load_any(ckpt)
+    ids, other = torch.tensor([clean]), torch.tensor([corrupted])
+    fine = patching_report(network(net), ids, other, [str(t) for t in clean])
+    assert fine["gap"] > 1 and fine["warning"] is None
+    tiny = patching_report(network(net), ids, other, [str(t) for t in clean], min_gap=fine["gap"] + 1)
+    assert "under" in tiny["warning"] and "ratios of noise" in tiny["warning"]
+    with pytest.raises(ValueError, match="nothing to restore"):
+        patching_report(network(net), ids, ids, [str(t) for t in clean], answers=(58, 40))
+    picture = draw_patching(tiny, run_dir / "tiny.patch.png", "a tiny gap")
+    assert picture.stat().st_size > 0

@@ -6,6 +6,10 @@ corrupted difference it restores:
     restored = (metric(patched) - metric(corrupted)) / (metric(clean) - metric(corrupted))
 
 1 where an activation from the clean run brings the clean answer back whole, 0 where it changes nothing.
+The shares mean that only while the gap they divide, clean - corrupted, is wide and positive: a gap under
+MIN_GAP (in logits) makes every share a ratio of noise, and a negative one (answers given that the corrupted
+run favours more than the clean one) turns them around. Such a report says so: a warning in the printed
+line, in the JSON (`warning`) and across the picture.
 """
 
 from __future__ import annotations
@@ -21,13 +25,33 @@ from andrea.lens.heads import head_name
 from andrea.lens.patching import patch_heads, patch_residual
 from andrea.models.network import Network
 
+MIN_GAP = 0.1  # logits: below it, clean - corrupted is too small for shares of it to mean anything
+
+
+def gap_warning(gap: float, min_gap: float = MIN_GAP) -> str | None:
+    """What is wrong with the clean-minus-corrupted gap the shares divide, or None."""
+    if gap < 0:
+        return (
+            f"the clean-corrupted gap is {gap:.3f}, of the wrong sign: the corrupted input favours the answer more "
+            "than the clean one, so each share is turned around"
+        )
+    if gap < min_gap:
+        return f"the clean-corrupted gap is {gap:.3g}, under {min_gap:g}: the shares are ratios of noise"
+    return None
+
 
 @torch.no_grad()
 def patching_report(
-    net: Network, clean: Tensor, corrupted: Tensor, tokens: list[str], answers: tuple[int, int] | None = None
+    net: Network,
+    clean: Tensor,
+    corrupted: Tensor,
+    tokens: list[str],
+    answers: tuple[int, int] | None = None,
+    min_gap: float = MIN_GAP,
 ) -> dict[str, Any]:
-    """clean, corrupted (1, T) -> {"answer", "wrong", "clean", "corrupted" (the metric on each), "heads" (L, H)
-    and "residual" (L, T) restored shares, "best_head", "tokens"}."""
+    """clean, corrupted (1, T) -> {"answer", "wrong", "clean", "corrupted" (the metric on each), "gap" (their
+    difference), "warning" (None, or what makes the shares unreliable), "heads" (L, H) and "residual" (L, T)
+    restored shares, "best_head", "tokens"}."""
     if answers is None:
         answers = (int(net(clean)[0][0, -1].argmax()), int(net(corrupted)[0][0, -1].argmax()))
     answer, wrong = answers
@@ -42,11 +66,17 @@ def patching_report(
 
     clean_value, corrupted_value = float(metric(net(clean)[0])), float(metric(net(corrupted)[0]))
     span = clean_value - corrupted_value
+    if span == 0:
+        raise ValueError(
+            f"logit[{answer}] - logit[{wrong}] is {clean_value:.3f} on the clean and the corrupted input alike: "
+            "nothing to restore; give other answer= and wrong=, or a corruption that changes them"
+        )
     heads = (patch_heads(net, clean, corrupted, metric) - corrupted_value) / span  # (L, H)
     residual = (patch_residual(net, clean, corrupted, metric) - corrupted_value) / span  # (L, T)
     layer, head = divmod(int(heads.argmax()), heads.shape[1])
     return {
-        "answer": answer, "wrong": wrong, "clean": clean_value, "corrupted": corrupted_value,
+        "answer": answer, "wrong": wrong, "clean": clean_value, "corrupted": corrupted_value, "gap": span,
+        "warning": gap_warning(span, min_gap),
         "heads": heads.tolist(), "residual": residual.tolist(), "best_head": head_name(layer, head),
         "best_restored": float(heads[layer, head]), "tokens": tokens,
     }  # fmt: skip
@@ -72,10 +102,12 @@ def draw_patching(report: dict[str, Any], path: Path, title: str) -> Path:
         ax.set_xlabel(xlabel)
     left.set_xticks(range(n_head))
     right.set_xticks(range(T), [f"{t}: {token}" for t, token in enumerate(tokens)], rotation=90, fontsize=7)
-    left.set_title("one head's output from the clean run", fontsize=9)
+    left.set_title("one head's output\nfrom the clean run", fontsize=9)
     right.set_title("one position of the residual stream from the clean run", fontsize=9)
     fig.colorbar(image, ax=[left, right], label="share of the clean answer restored", shrink=0.9)
     fig.suptitle(title, fontsize=9, y=1.06)
+    if report.get("warning"):
+        fig.text(0.5, 1.06, f"WARNING: {report['warning']}", ha="center", va="bottom", fontsize=8, color="#b00000")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -86,8 +118,9 @@ def write_patching(report: dict[str, Any], stem: Path, title: str) -> str:
     """<stem>.patch.png and <stem>.patch.json; returns the line andrea-inspect prints."""
     png = draw_patching(report, Path(f"{stem}.patch.png"), title)
     Path(f"{stem}.patch.json").write_text(json.dumps(report, indent=2))
+    warning = f"\npatching: warning: {report['warning']}" if report.get("warning") else ""
     return (
         f"patching: logit[{report['answer']}] - logit[{report['wrong']}] is {report['clean']:.3f} clean, "
         f"{report['corrupted']:.3f} corrupted; {report['best_head']} from the clean run restores "
-        f"{report['best_restored']:.0%} of it; {png} (and .json)"
+        f"{report['best_restored']:.0%} of it; {png} (and .json){warning}"
     )
