@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from andrea.lens.explorer import About, View, explorer_page
+from andrea.lens.viz import MASKED_RGB
 
 MEANING = "differential weights (two softmax maps subtracted: signed, rows sum to 1 - λ)"
 
@@ -68,7 +69,7 @@ def test_the_explorer_s_panels_in_a_browser(induction_run, browser, tmp_path, mo
     corner = (
         "const c = document.getElementById('big').getContext('2d'); return Array.from(c.getImageData(5, 0, 1, 1).data)"
     )
-    assert browser.execute_script(corner)[:3] == [224, 224, 224]  # query 0 may not see key 5: grey
+    assert browser.execute_script(corner)[:3] == list(MASKED_RGB)  # query 0 may not see key 5: the masked grey
     before = cards[6].find_element(By.CSS_SELECTOR, ".scores").text
     browser.find_element(By.CSS_SELECTOR, "input[name=view][value='1']").click()
     assert browser.find_element(By.ID, "big-title").text == "L1H2 · mean over 64 validation rows"

@@ -95,3 +95,26 @@ def test_signed_weights_get_a_scale_symmetric_about_zero(tmp_path):
     red, blue = viz.colours(np.array([0.0]), signed=True)[0], viz.colours(np.array([1.0]), signed=True)[0]
     assert red[0] > red[2] and blue[2] > blue[0]  # the ends: red below zero, blue above
     assert (pixels == viz.colours(np.array([1.0]), signed=True)[0]).all(-1).any()  # the largest weight is drawn blue
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_a_masked_key_is_drawn_apart_from_a_weight_of_zero(tmp_path, signed):
+    """Causal weights with one allowed weight exactly 0: the masked cells take MASKED_RGB, a colour neither scale
+    has, the zero keeps its scale's colour, and the swatch under the colour bar names it."""
+    T = 6
+    w = weights(2, T)
+    w[:, 3, 1] = 0.0  # allowed by the mask, weight exactly 0
+    hidden = ~torch.ones(T, T, dtype=torch.bool).tril()
+    path = viz.save_attention_grid(w, tmp_path / "causal.png", "causal", signed=signed, masked=hidden.numpy())
+    pixels = np.asarray(Image.open(path).convert("RGB"))
+    masked = (pixels == viz.MASKED_RGB).all(-1)
+    ramp = viz.colours(np.linspace(0, 1, 256), signed)
+    assert not (ramp == viz.MASKED_RGB).all(-1).any() and np.abs(ramp - viz.MASKED_RGB).sum(-1).min() > 40
+    layout = viz.grid_layout(2, T, T, scale="log", limit=float(w.abs().max()) if signed else None)
+    zero = viz.colours(viz.colour_values(torch.zeros(1, 1, 1), layout), signed)[0, 0, 0]
+    assert (pixels == zero).all(-1).sum() > 0 and not np.array_equal(zero, viz.MASKED_RGB)
+    per_panel = masked.sum() - 14 * 14  # the masked cells of both heads, and the legend's swatch
+    px = viz.PANEL // T
+    assert per_panel == 2 * int(hidden.sum()) * px * px
+    unmasked = viz.save_attention_grid(w, tmp_path / "plain.png", "causal", signed=signed)
+    assert not (np.asarray(Image.open(unmasked).convert("RGB")) == viz.MASKED_RGB).all(-1).any()

@@ -58,6 +58,13 @@ def test_attention_maps_as_png_and_on_the_dashboard(default_run):
     steps = [int(p.stem.split("step")[1]) for p in pngs]
     assert steps[0] == 0 and steps[-1] == result.global_step and 50 in steps
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    import numpy as np
+    from PIL import Image
+
+    from andrea.lens.viz import MASKED_RGB
+
+    last = np.asarray(Image.open(pngs[-1]).convert("RGB"))
+    assert (last == MASKED_RGB).all(-1).sum() > 1000  # the causal mask's hidden keys, apart from any weight
     logged = [row for row in history(run_dir) if "attention/layer0/filenames" in row]
     assert len(logged) == len(pngs)
     media = run_dir.glob("wandb/offline-run-*/files/" + logged[-1]["attention/layer0/filenames"][0])

@@ -73,9 +73,10 @@ def demo_app(cfg: DictConfig) -> None:
     console.print(weights_as_text(weights[0, 0]))
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     mask_png = block.mask.draw(run_dir / "mask.png", length=cfg.seq_len)
+    hidden = None if block.mask.batch_dependent else (~block.mask.dense(cfg.seq_len, cfg.seq_len)[0]).numpy()
     maps_png = save_attention_grid(
         weights[0], run_dir / "attention_heads.png", f"{block.mask.name} · {block.mechanism.label}",
-        signed=block.mechanism.signed, subtitle=block.mechanism.weights_meaning,
+        signed=block.mechanism.signed, subtitle=block.mechanism.weights_meaning, masked=hidden,
     )  # fmt: skip
     console.print(f"wrote {mask_png} and {maps_png}")
 

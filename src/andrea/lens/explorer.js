@@ -6,7 +6,7 @@ const D = JSON.parse(document.getElementById("data").textContent);
 const bytes = b64 => Uint8Array.from(atob(b64), c => c.charCodeAt(0));
 const views = D.views.map(v => ({...v, colours: bytes(v.colours), weights: bytes(v.weights), masked: bytes(v.masked)}));
 const {L, H} = D;
-const MASKED = [224, 224, 224];
+const MASKED = D.masked_rgb;
 let view = 0, selected = {l: 0, h: 0}, query = null;
 
 const at = (v, l, h, t, j) => ((l * H + h) * v.T + t) * v.T + j;

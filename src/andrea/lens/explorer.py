@@ -26,7 +26,7 @@ from torch import Tensor
 
 from andrea.lens.attribution import Attribution
 from andrea.lens.heads import SHORT_NAMES, head_name
-from andrea.lens.viz import GridLayout, colour_values, colours, grid_layout, scale_marks
+from andrea.lens.viz import MASKED_LABEL, MASKED_RGB, GridLayout, colour_values, colours, grid_layout, scale_marks
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def explorer_page(
     data = {
         "L": L, "H": H, "signed": about.signed, "limit": limit, "ablated": about.ablated, "short": SHORT_NAMES,
         "views": [_encode(v, about.signed, limit) for v in views],
-        "lut": colours(np.linspace(0, 1, 256), about.signed).tolist(),
+        "lut": colours(np.linspace(0, 1, 256), about.signed).tolist(), "masked_rgb": list(MASKED_RGB),
         "composition": {mode: s.tolist() for mode, s in (composition or {}).items()},
         "steps": {str(layer): [[step, _data_url(p)] for step, p in frames] for layer, frames in (steps or {}).items()},
     }  # fmt: skip
@@ -160,7 +160,7 @@ def _legend(layout: GridLayout) -> str:
     return (
         f'<div class="legend"><div class="bar" style="background: linear-gradient(to right, {stops})"></div>'
         f'<div class="marks">{marks}</div><div>{html.escape(layout.colour_label)}, as in the PNG maps · '
-        '<span class="masked-swatch"></span> masked: the query may not see the key</div></div>'
+        f'<span class="masked-swatch" style="background: rgb{MASKED_RGB}"></span> {MASKED_LABEL}</div></div>'
     )
 
 

@@ -13,15 +13,7 @@ from andrea.lens.attribution import Attribution, logit_attribution
 from andrea.lens.composition import MODES, composition_scores
 from andrea.lens.explorer import About, View, explorer_page
 from andrea.lens.verdict import score_heads
-from andrea.models.network import Network
-
-
-def allowed_of(net: Network, T: int) -> list[Tensor] | None:
-    """Each layer's mask as (T, T) booleans, True where a query may see a key; None for a mask that depends on
-    the batch (key padding, documents), which a page of one sequence does not draw."""
-    if any(layer.mask.batch_dependent for layer in net.attention):
-        return None
-    return [layer.mask.dense(T, T)[0, 0].cpu() for layer in net.attention]
+from andrea.models.network import Network, allowed_of
 
 
 def _scores(net: Network, weights: list[Tensor], ids: Tensor) -> dict[str, Tensor]:

@@ -26,6 +26,10 @@ SCALE_LABELS = {
     "linear": "attention weight",
 }
 SIGNED_LABEL = "signed weight (linear: red < 0 < blue)"  # weights that can be negative: differential attention
+# a key the mask hides from the query: a grey on neither colour scale (viridis has none; red-white-blue's 0 is
+# near-white), so that it never reads as a weight of 0; the PNG maps and the explorer page alike
+MASKED_RGB = (184, 180, 172)  # a warm grey: no antialiased black text on white gives it either
+MASKED_LABEL = "masked: the query may not see the key"
 MAX_TOKEN_LABELS = 48  # beyond this many positions, numbered ticks instead of the tokens
 PANEL = 256  # pixels a head's map takes at most, each side
 MAPS_DIR = "attention_maps"  # a run dir's folder of map PNGs, unless callbacks.attention_maps.dirname says otherwise
@@ -136,11 +140,14 @@ def save_attention_grid(
     tokens: list[str] | None = None,
     signed: bool = False,
     subtitle: str = "",
+    masked: np.ndarray | None = None,
 ) -> str:
     """(H, T, S) per-head weights as a PNG grid of heatmaps with one shared, named colour bar. Given a
     numpy array it runs no torch op: safe on a worker thread beside a training loop's thread pool.
     `signed` weights (a mechanism's `signed`) get a red-white-blue scale symmetric about 0 instead; the
-    subtitle, under the title, says what the weights are (the mechanism's weights_meaning)."""
+    subtitle, under the title, says what the weights are (the mechanism's weights_meaning). `masked`
+    ((T, S) or (H|1, T, S) booleans, True where the mask hides the key) paints those cells MASKED_RGB, named
+    under the colour bar."""
     n_head, T, S = weights.shape
     if isinstance(weights, Tensor):
         weights = weights.float().cpu().numpy()
@@ -156,10 +163,13 @@ def save_attention_grid(
     left, top, gap_x, gap_y = label_w + 22, 44, label_w + 14, label_h + 26
     colour_bar = 110
     canvas_w = left + layout.columns * width + (layout.columns - 1) * gap_x + colour_bar
-    canvas_h = top + layout.rows * height + (layout.rows - 1) * gap_y + label_h + 24
+    grid_h = layout.rows * height + (layout.rows - 1) * gap_y
+    canvas_h = max(top + grid_h + label_h + 24, top + max(grid_h, 60) + 44)  # the bar, and the masked swatch
     image = Image.new("RGB", (canvas_w, canvas_h), "white")
     draw = ImageDraw.Draw(image)
     pixels = colours(colour_values(weights, layout), signed)  # (H, T, S, 3)
+    if masked is not None:
+        pixels[np.broadcast_to(masked, (n_head, T, S))] = MASKED_RGB
     for h in range(n_head):
         row, column = divmod(h, layout.columns)
         x0, y0 = left + column * (width + gap_x), top + row * (height + gap_y)
@@ -177,7 +187,14 @@ def save_attention_grid(
                 image.paste((0, 0, 0), (x - 6, y0 + height + 4), _upright(label, small, 12))
             else:
                 draw.text((x, y0 + height + 4), label, fill="black", font=small, anchor="mt")
-    _colour_bar(draw, image, layout, canvas_w - colour_bar + 20, top, layout.rows * height + (layout.rows - 1) * gap_y)
+    bar_h = _colour_bar(
+        draw, image, layout, canvas_w - colour_bar + 20, top, layout.rows * height + (layout.rows - 1) * gap_y
+    )
+    if masked is not None and masked.any():  # the masked cells' swatch under the bar
+        x, y = canvas_w - colour_bar + 20, top + bar_h + 10
+        draw.rectangle((x, y, x + 13, y + 13), fill=MASKED_RGB)
+        for i, word in enumerate(("masked", "(not seen)")):
+            draw.text((x + 18, y + 7 + 12 * i), word, fill="black", font=small, anchor="lm")
     draw.text((canvas_w // 2, 4), title, fill="black", font=text, anchor="mt")
     draw.text((canvas_w // 2, 19), subtitle, fill="dimgray", font=small, anchor="mt")
     axis = ("key", "query") if layout.tokens else ("key position", "query position")
@@ -190,8 +207,8 @@ def save_attention_grid(
     return str(path)
 
 
-def _colour_bar(draw: ImageDraw.ImageDraw, image: Image.Image, layout: GridLayout, x: int, y: int, h: int) -> None:
-    """A vertical viridis bar with its values and its scale's name."""
+def _colour_bar(draw: ImageDraw.ImageDraw, image: Image.Image, layout: GridLayout, x: int, y: int, h: int) -> int:
+    """A vertical viridis bar with its values and its scale's name; returns its height."""
     h = max(h, 60)
     ramp = colours(np.linspace(1, 0, h)[:, None].repeat(14, axis=1), layout.limit is not None)
     image.paste(Image.fromarray(ramp), (x, y))
@@ -202,6 +219,7 @@ def _colour_bar(draw: ImageDraw.ImageDraw, image: Image.Image, layout: GridLayou
         draw.text((x + 20, yy), label, fill="black", font=small, anchor="lm")
     name = _upright(layout.colour_label, small, 12)
     image.paste((0, 0, 0), (x + 56, y + max(0, (h - name.height) // 2)), name)
+    return h
 
 
 def scale_marks(layout: GridLayout) -> list[tuple[float, str]]:

@@ -60,3 +60,11 @@ def kv_cache_widths(net: Network) -> dict[str, Any]:
 def network(net: nn.Module) -> Network:
     """`net` typed as the network it is (nothing is checked or converted)."""
     return cast(Network, net)
+
+
+def allowed_of(net: Network, T: int) -> list[Tensor] | None:
+    """Each layer's mask as (T, T) booleans, True where a query may see a key; None for a mask that depends on
+    the batch (key padding, documents), which a map of one sequence does not draw."""
+    if any(layer.mask.batch_dependent for layer in net.attention):
+        return None
+    return [layer.mask.dense(T, T)[0, 0].cpu() for layer in net.attention]

@@ -33,7 +33,7 @@ from andrea.lens.circuit import traced_verdict
 from andrea.lens.head_roles import HEAD_ROLES, first_token_mass
 from andrea.lens.heads import head_name
 from andrea.lens.viz import MAPS_DIR, map_file, save_attention_grid
-from andrea.models.network import heads_shape, network
+from andrea.models.network import allowed_of, heads_shape, network
 from andrea.train.lit import role_history
 from andrea.train.lit.dashboard import grouped_charts, grouped_layout, log_image
 from andrea.train.maps_settings import check_settings
@@ -54,6 +54,7 @@ class Probe:
     mechanism: str  # the network's mechanism (its label)
     meaning: str  # what its weights are
     signed: bool  # whether a weight can be negative (a red-white-blue scale)
+    hidden: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> (T, T) True where the mask hides a key
 
 
 @dataclass
@@ -200,7 +201,11 @@ class AttentionMaps(L.Callback):
         layers = range(len(weights)) if self.layers is None else self.layers
         maps = {layer: weights[layer][self.row, :, start:, start:].float().cpu().numpy() for layer in layers}
         masks = [layer.mask.name for layer in net.attention]
-        job = Probe(step, maps, start, tokens, masks, mechanism.label, mechanism.weights_meaning, mechanism.signed)
+        allowed = allowed_of(net, weights[0].shape[-1])  # None: a mask of the batch's, not drawn
+        hidden = {} if allowed is None else {layer: (~allowed[layer][start:, start:]).numpy() for layer in layers}
+        job = Probe(
+            step, maps, start, tokens, masks, mechanism.label, mechanism.weights_meaning, mechanism.signed, hidden
+        )
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="andrea-maps")
         self._pending.append(self._worker.submit(self._draw, job))
@@ -237,8 +242,9 @@ class AttentionMaps(L.Callback):
             title = f"layer {layer} · step {job.step} · {job.masks[layer]} · {job.mechanism} · probe row {self.row}"
             path = self.out_dir / map_file(layer, job.step)
             save_attention_grid(
-                shown, path, title, self.scale, job.start, job.tokens, signed=job.signed, subtitle=job.meaning
-            )
+                shown, path, title, self.scale, job.start, job.tokens, signed=job.signed, subtitle=job.meaning,
+                masked=job.hidden.get(layer),
+            )  # fmt: skip
             drawn.pngs.append((layer, path))
         return drawn
 
