@@ -119,3 +119,14 @@ def test_the_numbers_the_readme_quotes_are_the_code_s(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     ).stderr.strip()  # fmt: skip
     assert f"`{refusal}`" in readme, refusal
+
+
+def test_ci_runs_the_readme_s_two_set_up_commands_first_as_written():
+    """CI proves what a user does: .ci/run's first two commands are the README's set-up blocks, word for word."""
+    from .readme_blocks import blocks
+
+    set_up = [block.lines for block in blocks()[:2]]
+    assert [len(lines) for lines in set_up] == [1, 1] and "andrea-train" in set_up[0][0] and "pytest" in set_up[1][0]
+    script = (ROOT / ".ci" / "run").read_text().splitlines()
+    commands = [line for line in script if line.strip() and not line.startswith(("#", "set ", "cd "))]
+    assert commands[:2] == [set_up[0][0], set_up[1][0]]
