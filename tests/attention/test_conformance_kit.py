@@ -12,9 +12,9 @@ from typing import ClassVar
 import pytest
 import torch
 
-from andrea.attention import Capabilities, Causal, KeyPadding, SlidingWindow
+from andrea.attention import Capabilities, Causal, KeyPadding, SlidingWindow, get_backend
 from andrea.attention.backends.eager import EagerBackend
-from andrea.attention.mechanisms import Sigmoid
+from andrea.attention.mechanisms import Diff, Mechanism, Sigmoid
 from andrea.testing import checks, declared
 
 from .helpers import files_plugin
@@ -191,6 +191,55 @@ def test_a_wrong_mechanism_kernel_fails_naming_the_cell():
     assert refused.startswith("unsupported: attention backend 'sigmoid_without_bias' does not run mechanism 'diff'")
 
 
+class OffByABias(Sigmoid):
+    """sigmoid with a bug planted in the weights both eager and naive run (its formula is sigmoid's own)."""
+
+    def normalise(self, scores, allowed, attends_self, head=None):
+        return super().normalise(scores + 0.1, allowed, attends_self, head)
+
+
+def test_a_mechanism_whose_weights_are_wrong_fails_against_its_formula_on_every_backend():
+    """eager and naive both run the mechanism's own weights, so comparing them proves nothing: every backend
+    is compared with the mechanism's formula instead, and a planted bug fails its cells by name."""
+    planted = OffByABias(**checks.MECHANISM_SIZES)
+    for backend in (EagerBackend(), get_backend("naive")):
+        with pytest.raises(AssertionError, match=rf"^{backend.name} ~sigmoid x causal x gqa x torch.float32 x "
+                                                 "forward: output differs from the formula's"):  # fmt: skip
+            checks.parity(backend, Causal(), "gqa", mechanism=planted)
+        with pytest.raises(AssertionError, match="weights differ from the formula's"):
+            checks.weights(backend, Causal(), "gqa", planted)
+    assert checks.parity(EagerBackend(), Causal(), "gqa", mechanism=Sigmoid(**checks.MECHANISM_SIZES)) == "passed"
+
+
+class Unsigned(Diff):
+    signed = False  # its formula subtracts a map: negative weights
+
+
+class SumsToOne(Sigmoid):
+    rows_sum_to_one = True  # a sigmoid row does not
+
+
+class NoFormula(Mechanism):
+    name = "no_formula"
+    kernel = "no_formula"
+
+    def normalise(self, scores, allowed, attends_self, head=None):
+        return torch.softmax(scores.masked_fill(~allowed, -1e9) if allowed is not None else scores, dim=-1)
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "message"),
+    [
+        (Unsigned, "diff gives a negative weight but does not declare signed"),
+        (SumsToOne, "sigmoid declares rows_sum_to_one, but a row is off by"),
+        (NoFormula, "mechanism 'no_formula' .* has no formula\\(\\): the conformance kit has no math of its own"),
+    ],
+)
+def test_what_a_mechanism_declares_and_lacks_fails_its_cells(mechanism, message):
+    with pytest.raises(AssertionError, match=rf"^eager ~\w+ x causal x mha x torch.float32 x forward: {message}"):
+        checks.parity(EagerBackend(), Causal(), "mha", mechanism=mechanism(**checks.MECHANISM_SIZES))
+
+
 RELU = '''
 import torch
 from andrea.attention.mechanisms import Mechanism
@@ -207,6 +256,10 @@ class ReluAttention(Mechanism):
     def normalise(self, scores, allowed, attends_self, head=None):
         weights = torch.relu(scores) / self.max_context
         return weights if allowed is None else weights.masked_fill(~allowed, 0.0)
+
+    def formula(self, q, k, allowed, scale, bias):
+        s = q @ k.transpose(-2, -1) * scale + (0.0 if bias is None else bias)
+        return torch.where(allowed & (s > 0), s / self.max_context, 0.0)
 '''
 
 

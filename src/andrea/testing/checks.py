@@ -1,10 +1,11 @@
 """The conformance checks, as plain functions: each raises AssertionError naming the cell it failed in.
 
     parity(backend, mask, heads, dtype, backward, score_mod, mechanism)
-                                                                against the mechanism's reference (`naive`: softmax's)
-                                                                in float32 on the same inputs
+                                                                against the mechanism's formula (softmax's without
+                                                                one) in float64 on the same inputs
     decode(backend, mask, heads)                                queries at the end of longer keys (T < S)
-    weights(backend, mask, heads)                               need_weights: naive's (B, H, T, S) weights
+    weights(backend, mask, heads)                               need_weights: the formula's (B, H, T, S) weights
+    declared_weights(mechanism, weights, allowed, cell)         what the mechanism says of its weights holds
     empty_rows(backend)                                         a query with no key gives zeros, never NaN
     relative_positions(backend, mechanism, position, heads)     a block with RoPE or ALiBi gives the same output
                                                                 at any offset: every map depends on i - j only
@@ -20,11 +21,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from andrea.attention import Causal, Document, KeyPadding, UnsupportedAttentionError, get_backend
+from andrea.attention import Causal, Document, KeyPadding, UnsupportedAttentionError
 from andrea.attention.contract import AttentionBackend
 from andrea.attention.kv_cache import KVCache
 from andrea.attention.masks import Mask
 from andrea.attention.mechanisms import Mechanism
+from andrea.attention.mechanisms.softmax import SOFTMAX
 from andrea.attention.positions import ALiBi, ScoreMod
 
 HEADS = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}  # name -> (n_head, n_kv_head)
@@ -93,7 +95,7 @@ def parity(
         "backward" if backward else "forward"
     )
     q, k, v = make_qkv(heads, dtype, seq=seq, head_dim=head_dim, requires_grad=backward, device=device)
-    ref = [t.detach().float().requires_grad_(backward) for t in (q, k, v)]
+    ref = [t.detach().double().requires_grad_(backward) for t in (q, k, v)]
     params = [] if mechanism is None else list(mechanism.parameters())
     for p in params:
         p.grad = None  # the kit's mechanisms serve many cells: no gradient carries over from another
@@ -101,13 +103,13 @@ def parity(
         result = _call(backend, cell, q, k, v, mask, score_mod=score_mod, backward=backward, mechanism=mechanism)
         if isinstance(result, UnsupportedAttentionError):
             return f"unsupported: {result}"
-        expected, _ = get_backend("naive")(ref[0], ref[1], ref[2], mask, score_mod=score_mod, mechanism=mechanism)
+        expected, _ = formula_attention(cell, ref[0], ref[1], ref[2], mask, score_mod, mechanism)
     out, _ = result
     assert out.shape == q.shape and out.dtype == dtype, f"{cell}: output {tuple(out.shape)} {out.dtype}"
     assert torch.isfinite(out).all(), f"{cell}: output not finite"
-    assert_close(out.float(), expected, dtype, f"{cell}: output differs")
+    assert_close(out.double(), expected, dtype, f"{cell}: output differs from the formula's")
     if backward:
-        grad_out = torch.randn_like(expected)
+        grad_out = torch.randn(expected.shape, dtype=torch.float64, device=expected.device)
         expected.backward(grad_out)
         wanted = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
         for p in params:
@@ -116,11 +118,55 @@ def parity(
         for name, got, want in zip("qkv", (q, k, v), ref, strict=True):
             assert got.grad is not None and want.grad is not None, f"{cell}: no gradient for {name}"
             assert torch.isfinite(got.grad).all(), f"{cell}: d{name} not finite"
-            assert_close(got.grad.float(), want.grad, dtype, f"{cell}: d{name} differs")
+            assert_close(got.grad.double(), want.grad, dtype, f"{cell}: d{name} differs from the formula's")
         for (name, p), want in zip(mechanism.named_parameters() if mechanism else [], wanted, strict=True):
             got = p.grad if p.grad is not None else torch.zeros_like(p)
-            assert_close(got.float(), want, dtype, f"{cell}: the gradient of mechanism.{name} differs")
+            assert_close(got.float(), want.float(), dtype, f"{cell}: the gradient of mechanism.{name} differs")
     return "passed"
+
+
+def formula_attention(
+    cell: str,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Mask | None,
+    score_mod: ScoreMod | None = None,
+    mechanism: Mechanism | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The mechanism's formula (softmax's without one) in float64, at the contract's default scale 1/sqrt(d):
+    q (B, H, T, d), k and v (B, H_kv, S, d) -> out (B, H, T, d), weights (B, H, T, S), the weights checked
+    against what the mechanism declares of them."""
+    mechanism = mechanism or SOFTMAX
+    B, H, T, d = q.shape
+    S, group = k.shape[2], H // k.shape[1]
+    q, k, v = q.double(), k.double().repeat_interleave(group, dim=1), v.double().repeat_interleave(group, dim=1)
+    allowed = (
+        torch.ones(1, 1, T, S, dtype=torch.bool, device=q.device)
+        if mask is None
+        else mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)
+    )
+    allowed = allowed.expand(B, H, T, S)
+    bias = None if score_mod is None else score_mod.dense(T, S, num_heads=H, device=q.device, dtype=torch.float64)
+    try:
+        weights = mechanism.formula(q, k, allowed, 1.0 / d**0.5, bias)
+    except NotImplementedError as missing:
+        raise AssertionError(f"{cell}: {missing}") from None
+    declared_weights(mechanism, weights.detach(), allowed, cell)
+    return weights @ v, weights
+
+
+def declared_weights(mechanism: Mechanism, weights: Tensor, allowed: Tensor, cell: str) -> None:
+    """What the mechanism declares of its weights (B, H, T, S) holds: 0 at every masked key, none negative
+    unless it is `signed`, and each row that sees a key summing to 1 where `rows_sum_to_one`."""
+    hidden = weights.masked_select(~allowed)
+    assert not hidden.any(), f"{cell}: {mechanism.name} weighs a masked key ({float(hidden.abs().max()):.3g})"
+    if not mechanism.signed:
+        assert (weights >= 0).all(), f"{cell}: {mechanism.name} gives a negative weight but does not declare signed"
+    if mechanism.rows_sum_to_one:
+        sums = weights.sum(dim=-1).masked_select(allowed.any(dim=-1))
+        off = float((sums - 1).abs().max()) if sums.numel() else 0.0
+        assert off < 1e-4, f"{cell}: {mechanism.name} declares rows_sum_to_one, but a row is off by {off:.3g}"
 
 
 def _who(backend: AttentionBackend, mechanism: Mechanism | None) -> str:
@@ -183,22 +229,22 @@ def decode(backend: AttentionBackend, mask: Mask, heads: str, mechanism: Mechani
         result = _call(backend, cell, q, k, v, mask, mechanism=mechanism)
         if isinstance(result, UnsupportedAttentionError):
             return
-        expected, _ = get_backend("naive")(q, k, v, mask, mechanism=mechanism)
-    assert_close(result[0], expected, torch.float32, f"{cell}: output differs")
+        expected, _ = formula_attention(cell, q, k, v, mask, mechanism=mechanism)
+    assert_close(result[0].double(), expected, torch.float32, f"{cell}: output differs from the formula's")
 
 
 def weights(backend: AttentionBackend, mask: Mask, heads: str, mechanism: Mechanism | None = None) -> None:
-    """need_weights=True: the (B, H, T, S) weights of the mechanism's reference, whoever computes them."""
+    """need_weights=True: the (B, H, T, S) weights of the mechanism's formula, whoever computes them."""
     cell = f"{_who(backend, mechanism)} x {mask.name} x {heads} x need_weights"
     q, k, v = make_qkv(heads)
     with torch.no_grad():
         result = _call(backend, cell, q, k, v, mask, need_weights=True, mechanism=mechanism)
         if isinstance(result, UnsupportedAttentionError):
             return
-        _, expected = get_backend("naive")(q, k, v, mask, need_weights=True, mechanism=mechanism)
+        _, expected = formula_attention(cell, q, k, v, mask, mechanism=mechanism)
     got = result[1]
-    assert got is not None and expected is not None, f"{cell}: no weights returned"
-    assert_close(got, expected, torch.float32, f"{cell}: weights differ")
+    assert got is not None, f"{cell}: no weights returned"
+    assert_close(got.double(), expected, torch.float32, f"{cell}: weights differ from the formula's")
 
 
 def empty_rows(backend: AttentionBackend, mechanism: Mechanism | None = None) -> None:

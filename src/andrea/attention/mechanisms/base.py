@@ -9,9 +9,12 @@ are the layer's), with up to four parts:
     weights(q, k, mask, scale, score_mod)  the dense (B, H, T, S) map, all heads at once: what `eager`
                                            runs and what a probe shows for backends that never form it
     reference(q, k, v, mask, scale, score_mod) -> out, weights
-                                           the paper's formula, one head at a time (`head_weights`):
-                                           what `naive` runs and the conformance kit proves every
-                                           backend against
+                                           one head at a time (`head_weights`): what `naive` runs
+    formula(q, k, allowed, scale, bias) -> weights
+                                           the paper's math on dense scores, written once and on its
+                                           own (never calling the parts above), in float64: what the
+                                           conformance kit proves every backend against, naive and
+                                           eager included
     combine(z, x)         -> z            the heads' outputs (B, H, T, d) before W_O: the gate of gated
                                            attention, differential attention's per-head norm
 
@@ -122,6 +125,18 @@ class Mechanism(nn.Module):
             scores = scores + bias_h
         return self.normalise(scores, allowed_h, attends_self, head=head)
 
+    def formula(self, q: Tensor, k: Tensor, allowed: Tensor, scale: float, bias: Tensor | None) -> Tensor:
+        """The paper's weights from its math, written once and on its own: what the conformance kit proves every
+        backend against, computed in float64. q (B, H, T, d) and k (B, H, S, d) (each query head with a copy of
+        its key head), allowed (B, H, T, S) True where the mask lets the query see the key, the scale, the score
+        bias (1, H, T, S) or None -> weights (B, H, T, S), 0 at every masked key and in a row that sees none.
+        It reads the mechanism's parameters but never its `normalise`, `weights` or `reference`: a mistake
+        there shows as a difference here."""
+        raise NotImplementedError(
+            f"mechanism '{self.name}' ({type(self).__module__}.{type(self).__qualname__}) has no formula(): the "
+            "conformance kit has no math of its own to prove it against; implement Mechanism.formula"
+        )
+
     @property
     def has_scores(self) -> bool:
         """Whether the weights are `normalise` of one (B, H, T, S) score map (the lens's hook_attn_scores):
@@ -154,6 +169,19 @@ def dense_scores(q: Tensor, k: Tensor, scale: float, score_mod: ScoreMod | None 
     if score_mod is not None:
         scores = scores + score_mod.dense(T, S, num_heads=H, device=q.device, dtype=scores.dtype)  # (1, H, T, S)
     return scores
+
+
+def scores_of(q: Tensor, k: Tensor, scale: float, bias: Tensor | None) -> Tensor:
+    """The formulas' scores, s_ij = q_i·k_j · scale + bias_ij: q (B, H, T, d), k (B, H, S, d) -> (B, H, T, S)."""
+    scores = q @ k.transpose(-2, -1) * scale
+    return scores if bias is None else scores + bias
+
+
+def softmax_of(scores: Tensor, allowed: Tensor) -> Tensor:
+    """The formulas' softmax over the keys a query sees: exp(s_ij) / Σ_j' exp(s_ij'); a row that sees none is 0."""
+    e = torch.exp(scores.masked_fill(~allowed, float("-inf")))
+    total = e.sum(dim=-1, keepdim=True)
+    return e / torch.where(total > 0, total, 1.0)
 
 
 def dense_allowed(mask: Mask | None, B: int, H: int, T: int, S: int, device: torch.device) -> Tensor | None:

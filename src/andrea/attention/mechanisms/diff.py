@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from andrea.attention.masks import Mask
-from andrea.attention.mechanisms.base import Mechanism, dense_allowed, dense_scores
+from andrea.attention.mechanisms.base import Mechanism, dense_allowed, dense_scores, scores_of, softmax_of
 from andrea.attention.mechanisms.softmax import masked_softmax
 from andrea.attention.positions import ScoreMod
 
@@ -81,6 +81,16 @@ class Diff(Mechanism):
                 s = s + bias_h
             maps.append(masked_softmax(s, allowed_h, attends_self))
         return maps[0] - self.lam().to(q_h.dtype) * maps[1]  # (B, T, S)
+
+    def formula(self, q: Tensor, k: Tensor, allowed: Tensor, scale: float, bias: Tensor | None) -> Tensor:
+        half = q.shape[-1] // 2
+        maps = [
+            softmax_of(scores_of(q[..., part], k[..., part], scale, bias), allowed)
+            for part in (slice(0, half), slice(half, None))  # Q1 K1ᵀ, Q2 K2ᵀ
+        ]
+        vectors = [v.to(q.dtype) for v in (self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2)]
+        lam = torch.exp(vectors[0] @ vectors[1]) - torch.exp(vectors[2] @ vectors[3]) + self.lambda_init
+        return maps[0] - lam * maps[1]
 
     def combine(self, z: Tensor, x: Tensor) -> Tensor:
         return (1 - self.lambda_init) * self.norm(z)  # (B, H, T, d): each head normalised on its own

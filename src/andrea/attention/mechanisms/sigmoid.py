@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from andrea.attention.mechanisms.base import Mechanism, finite_number
+from andrea.attention.mechanisms.base import Mechanism, finite_number, scores_of
 
 
 class Sigmoid(Mechanism):
@@ -35,6 +35,9 @@ class Sigmoid(Mechanism):
     def normalise(self, scores: Tensor, allowed: Tensor | None, attends_self: bool, head: int | None = None) -> Tensor:
         weights = torch.sigmoid(scores + self.bias)
         return weights if allowed is None else weights.masked_fill(~allowed, 0.0)
+
+    def formula(self, q: Tensor, k: Tensor, allowed: Tensor, scale: float, bias: Tensor | None) -> Tensor:
+        return torch.sigmoid(scores_of(q, k, scale, bias) + self.bias) * allowed  # each weight on its own
 
     def extra_repr(self) -> str:
         return f"sigmoid, bias={self.bias:.4g}"

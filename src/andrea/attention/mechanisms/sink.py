@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from andrea.attention.mechanisms.base import Mechanism, per_head
+from andrea.attention.mechanisms.base import Mechanism, per_head, scores_of
 
 
 class Sink(Mechanism):
@@ -53,6 +53,11 @@ class Sink(Mechanism):
         top = torch.maximum(scores.amax(dim=-1, keepdim=True), sink)  # finite: the sink is always there
         e = torch.exp(scores - top)  # masked keys: exp(-inf) = 0
         return e / (e.sum(dim=-1, keepdim=True) + torch.exp(sink - top))
+
+    def formula(self, q: Tensor, k: Tensor, allowed: Tensor, scale: float, bias: Tensor | None) -> Tensor:
+        e = torch.exp(scores_of(q, k, scale, bias).masked_fill(~allowed, float("-inf")))  # exp(s_ij), seen keys
+        sink = self.sink.to(q.dtype).view(1, -1, 1, 1)  # z_h
+        return e / (torch.exp(sink) + e.sum(dim=-1, keepdim=True))
 
     def extra_repr(self) -> str:
         return "sink, learned" if self.learned else "sink, fixed at 0 (off by one)"

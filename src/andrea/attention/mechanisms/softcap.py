@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from andrea.attention.mechanisms.base import Mechanism, finite_number
+from andrea.attention.mechanisms.base import Mechanism, finite_number, scores_of, softmax_of
 from andrea.attention.mechanisms.softmax import masked_softmax
 
 
@@ -34,6 +34,9 @@ class Softcap(Mechanism):
 
     def normalise(self, scores: Tensor, allowed: Tensor | None, attends_self: bool, head: int | None = None) -> Tensor:
         return masked_softmax(self.capped(scores), allowed, attends_self, inplace=True)
+
+    def formula(self, q: Tensor, k: Tensor, allowed: Tensor, scale: float, bias: Tensor | None) -> Tensor:
+        return softmax_of(self.cap * torch.tanh(scores_of(q, k, scale, bias) / self.cap), allowed)
 
     def extra_repr(self) -> str:
         return f"softcap, cap={self.cap:g}"

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from andrea.attention.masks import Mask
-from andrea.attention.mechanisms.base import Mechanism, dense_allowed, dense_scores
+from andrea.attention.mechanisms.base import Mechanism, dense_allowed, dense_scores, scores_of, softmax_of
 from andrea.attention.positions import ScoreMod
 
 
@@ -53,6 +53,9 @@ class Softmax(Mechanism):
 
     def weights(self, q: Tensor, k: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None) -> Tensor:
         return attention_weights(q, k, mask, scale, score_mod)  # what eager and the probe have always computed
+
+    def formula(self, q: Tensor, k: Tensor, allowed: Tensor, scale: float, bias: Tensor | None) -> Tensor:
+        return softmax_of(scores_of(q, k, scale, bias), allowed)
 
 
 # softmax has no parameters: one instance serves every call that names no mechanism
