@@ -278,3 +278,55 @@ def test_a_plugin_mechanism_joins_the_grid_unedited(tmp_path):
     assert rows[("naive", "window|document", "~relu")] == ["...", "..."]
     assert rows[("sdpa", "causal", "~relu")][0].isdigit()  # refused, with its reason listed
     assert re.search(r"unsupported: attention backend 'sdpa' does not run mechanism 'relu'", done.stdout)
+
+
+EXPLODING = """
+from andrea.attention.mechanisms import Softmax
+
+
+class Exploding(Softmax):
+    name = "exploding"
+
+    def __init__(self, **sizes):
+        super().__init__(**sizes)
+        raise RuntimeError("the plugin's constructor fails")
+"""
+
+
+@pytest.mark.slow(reason="the kit, a slice of andrea's suite and andrea-train, each with broken plugins (~40 s)")
+def test_a_broken_plugin_breaks_only_itself(tmp_path):
+    """A mechanism whose constructor raises, and a config package with a YAML file that is not YAML: the kit
+    collects, fails that mechanism's one test in one line and runs every other cell; andrea's own suite stays
+    green; andrea-train --help names both with the reason, and choosing either is refused in one line."""
+    site = tmp_path / "site"
+    entry_points = [("andrea.attention_mechanisms", "exploding", "broken_plug:Exploding"),
+                    ("andrea.conf", "broken_plug", "broken_conf")]  # fmt: skip
+    files_plugin(site, "broken_plug", entry_points, {"broken_plug": EXPLODING})
+    (site / "broken_conf" / "mechanism").mkdir(parents=True)
+    (site / "broken_conf" / "__init__.py").write_text("")
+    (site / "broken_conf" / "mechanism" / "garbled.yaml").write_text("name: [unclosed\n  bad: : yaml\n")
+    env = user_shell(site)
+    kit = run_kit(tmp_path, "-k", "test_mechanisms_build or (test_position_and_mechanism and eager)", env=env)
+    assert kit.returncode == 1, kit.stdout[-3000:]
+    assert "FAILED" in kit.stdout and "test_mechanisms_build[exploding]" in kit.stdout
+    assert "'exploding = broken_plug:Exploding' (group 'andrea.attention_mechanisms') cannot be built: RuntimeError: " \
+        "the plugin's constructor fails" in kit.stdout  # fmt: skip
+    summary = kit.stdout.strip().splitlines()[-1]
+    assert summary.startswith("1 failed, ") and " passed" in summary  # the other cells ran
+    ours = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/attention/test_parity.py", "-k",
+         "test_position_and_mechanism and eager"], cwd=Path(__file__).parents[2], capture_output=True, text=True,
+        env=env, timeout=600,
+    )  # fmt: skip
+    assert ours.returncode == 0, ours.stdout[-3000:]
+    train = str(Path(sys.executable).with_name("andrea-train"))
+    help_text = subprocess.run([train, "--help"], capture_output=True, text=True, env=env, cwd=tmp_path).stderr
+    assert "warning: plugin entry point 'exploding = broken_plug:Exploding'" in help_text
+    assert "warning: plugin config 'mechanism/garbled' of package broken_plug cannot be read: " in help_text
+    for choice, reason in (
+        ("exploding", "cannot be built: RuntimeError"),
+        ("garbled", "cannot be read: while parsing"),
+    ):
+        done = subprocess.run([train, f"mechanism={choice}"], capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr[-2000:]
+        assert done.stderr.startswith("andrea-train: error: ") and reason in done.stderr

@@ -11,8 +11,10 @@ from andrea.attention import (
     backend_registry,
     get_backend,
     mask_registry,
+    mechanism_registry,
     parse_mask,
 )
+from andrea.attention.plugins import PluginClash
 
 from .helpers import files_plugin
 
@@ -120,16 +122,31 @@ def test_plugin_mask(plugin):
     assert (weights[0, :, 2, 1] == 0).all() and (weights[0, :, 3, 1] == 0).all()
 
 
-def test_plugin_may_not_shadow_a_builtin(tmp_path, monkeypatch):
-    files_plugin(tmp_path, "shadow", [("andrea.attention_backends", "sdpa", "shadow:Fake")])
+def test_a_plugin_with_a_taken_name_is_one_warning_and_skipped(tmp_path, monkeypatch):
+    """A plugin named as a built-in, and two plugins with one name: one warning each naming both packages, the
+    built-in (or the first plugin found) kept, the other skipped; every lookup still works."""
+    files_plugin(tmp_path, "shadow", [("andrea.attention_backends", "sdpa", "shadow:Fake"),
+                                      ("andrea.attention_mechanisms", "twin", "shadow:First")])  # fmt: skip
+    files_plugin(tmp_path, "shadow_too", [("andrea.attention_mechanisms", "twin", "shadow_too:Second")])
     monkeypatch.syspath_prepend(str(tmp_path))
     backend_registry.refresh()
+    mechanism_registry.refresh()
     try:
-        with pytest.raises(ValueError, match="plugin\\(s\\) sdpa reuse a built-in name"):
-            backend_registry.names()
+        with pytest.warns(PluginClash) as caught:
+            assert "sdpa" in backend_registry.names() and "twin" in mechanism_registry.names()
+        messages = sorted(str(w.message) for w in caught)
+        assert messages == [
+            "attention backend 'sdpa' is declared by andrea (a built-in) and by package shadow; andrea (a built-in)'s "
+            "is kept, the other skipped: rename one in its 'andrea.attention_backends' entry points",
+            "attention mechanism 'twin' is declared by package shadow and by package shadow_too; package shadow's is "
+            "kept, the other skipped: rename one in its 'andrea.attention_mechanisms' entry points",
+        ]
+        assert type(get_backend("sdpa")).__module__ == "andrea.attention.backends.sdpa"
+        assert mechanism_registry._discover()["twin"].value == "shadow:First"
     finally:
         monkeypatch.undo()
         backend_registry.refresh()
+        mechanism_registry.refresh()
 
 
 def test_as_mask_reads_every_form_a_config_or_a_file_gives():

@@ -1,10 +1,13 @@
 """The plugin machinery behind andrea's registries (andrea.attention.registry): a name -> class map of
 built-ins, plus what installed packages declare under an entry-point group, loaded lazily; a plugin that
-cannot be loaded is one line naming its entry point."""
+cannot be loaded is one line naming its entry point. Two plugins with one name, or a plugin with a built-in's
+name, are one warning naming both packages: the first one found (a built-in first of all) is kept, the other
+skipped, and everything else goes on."""
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
@@ -22,15 +25,26 @@ class Registry(Generic[T]):
 
     def _discover(self) -> dict[str, Any]:
         if self._plugins is None:
-            found = {ep.name: ep for ep in entry_points(group=self.group)}
-            clashes = sorted(set(found) & set(self.builtins))
-            if clashes:
-                raise ValueError(
-                    f"{self.what} plugin(s) {', '.join(clashes)} reuse a built-in name; "
-                    f"rename them in the '{self.group}' entry points"
+            found: dict[str, EntryPoint] = {}
+            for entry_point in entry_points(group=self.group):
+                kept = "andrea (a built-in)" if entry_point.name in self.builtins else found.get(entry_point.name)
+                if kept is None:
+                    found[entry_point.name] = entry_point
+                    continue
+                owner = kept if isinstance(kept, str) else f"package {package_of(kept)}"
+                warnings.warn(
+                    f"{self.what} '{entry_point.name}' is declared by {owner} and by package "
+                    f"{package_of(entry_point)}; {owner}'s is kept, the other skipped: rename one in its "
+                    f"'{self.group}' entry points",
+                    PluginClash,
+                    stacklevel=2,
                 )
             self._plugins = found
         return self._plugins
+
+    def entry_point(self, name: str) -> EntryPoint:
+        """The entry point that declares the plugin `name`."""
+        return self._discover()[name]
 
     def refresh(self) -> None:
         """Forget discovered plugins (after installing one into a running process)."""
@@ -59,13 +73,23 @@ class PluginError(ValueError):
     """A plugin's entry point cannot be loaded."""
 
 
+class PluginClash(UserWarning):
+    """Two plugins, or a plugin and a built-in, declare one name: the later is skipped."""
+
+
+def package_of(entry_point: EntryPoint) -> str:
+    """The installed package that declares an entry point (its module's top package where it is not known)."""
+    dist = getattr(entry_point, "dist", None)
+    return dist.name if dist is not None else entry_point.value.split(":")[0].split(".")[0]
+
+
 CONF_GROUP = "andrea.conf"  # entry points naming a package of config groups (hydra_plugins.andrea_configs)
 
 
-def plugin_failure(entry_point: EntryPoint, err: BaseException) -> str:
-    """One line naming a plugin entry point that cannot be loaded, and why."""
+def plugin_failure(entry_point: EntryPoint, err: BaseException, what: str = "loaded") -> str:
+    """One line naming a plugin entry point that cannot be loaded (or built), and why."""
     detail = " ".join(str(err).split()) or type(err).__name__
     return (
         f"plugin entry point '{entry_point.name} = {entry_point.value}' (group '{entry_point.group}') "
-        f"cannot be loaded: {type(err).__name__}: {detail}"
+        f"cannot be {what}: {type(err).__name__}: {detail}"
     )

@@ -30,13 +30,20 @@ T = TypeVar("T")
 __all__ = ["PluginError", "Registry", "broken_plugins"]  # and the registries, get_* and as_* below
 
 
+# the layer sizes a plugin mechanism is built with to see that it can be (what the kit builds it with)
+PROBE_SIZES = dict(n_head=4, head_dim=8, d_model=32, max_context=9, layer=1, n_layer=2)
+
+
 def broken_plugins() -> list[str]:
-    """One line per installed plugin entry point (backend, mask or config package) that cannot be loaded."""
+    """One line per installed plugin entry point (backend, mask, mechanism or config package) that cannot be
+    loaded, or, for a mechanism, built with its default settings."""
     lines = []
     for registry in (backend_registry, mask_registry, mechanism_registry):
         for name in sorted(set(registry.names()) - set(registry.builtins)):
             try:
                 registry.load(name)  # a plugin that cannot load is a PluginError naming its entry point
+                if registry is mechanism_registry:
+                    get_mechanism(name, PROBE_SIZES)
             except PluginError as err:
                 lines.append(str(err))
     for entry_point in sorted(entry_points(group=CONF_GROUP), key=lambda ep: ep.name):
@@ -125,7 +132,14 @@ def get_mechanism(name: str, /, sizes: Mapping[str, Any], **settings: Any) -> Me
     if unknown:
         takes = ", ".join(mechanism_settings(name)) or "no settings"
         raise ValueError(f"mechanism '{name}' takes {takes}; got {', '.join(f'mechanism.{k}' for k in unknown)}")
-    return cls(**sizes, **settings)
+    try:
+        return cls(**sizes, **settings)
+    except ValueError:  # a setting refused by the mechanism itself, in its own words
+        raise
+    except Exception as err:  # a plugin's constructor that fails: the plugin's, named in one line
+        if name in mechanism_registry.builtins:
+            raise
+        raise PluginError(plugin_failure(mechanism_registry.entry_point(name), err, "built")) from err
 
 
 def as_mechanism(spec: str | Mapping[str, Any] | Mechanism | None, sizes: Mapping[str, Any]) -> Mechanism:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
+import yaml
 from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
 
@@ -40,10 +41,41 @@ def one_line(err: BaseException) -> str:
 
 
 def plugin_warnings() -> list[str]:
-    """One line per installed andrea plugin entry point that cannot be loaded."""
+    """One line per installed andrea plugin entry point that cannot be loaded (or, a mechanism, built), and per
+    YAML file of a plugin's config package that cannot be read."""
     from andrea.attention.registry import broken_plugins
 
-    return broken_plugins()
+    return broken_plugins() + plugin_config_problems()
+
+
+def plugin_config_problems() -> list[str]:
+    """One line per YAML file of an installed plugin's config package (entry-point group `andrea.conf`) that is
+    not valid YAML: Hydra would otherwise stop with the parser's traceback when the option is chosen."""
+    import importlib.util
+    from importlib.metadata import entry_points
+    from pathlib import Path
+
+    import yaml
+
+    from andrea.attention.plugins import CONF_GROUP, package_of
+
+    lines = []
+    for entry_point in sorted(entry_points(group=CONF_GROUP), key=lambda ep: ep.name):
+        try:
+            spec = importlib.util.find_spec(entry_point.value)
+        except Exception:  # a missing package: broken_plugins names it
+            continue
+        for folder in (spec and spec.submodule_search_locations) or []:
+            for path in sorted(Path(folder).rglob("*.yaml")):
+                try:
+                    yaml.safe_load(path.read_text())
+                except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
+                    where = path.relative_to(folder).with_suffix("")
+                    lines.append(
+                        f"plugin config '{where}' of package {package_of(entry_point)} cannot be read: "
+                        f"{' '.join(str(err).split())}; fix its YAML, or uninstall the package"
+                    )
+    return lines
 
 
 def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
@@ -61,11 +93,10 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     with _hydra_raises() as user_wants_traces:
         try:
             return hydra_main()
-        except (ConfigCompositionException, MissingConfigException, OverrideParseException) as err:
+        except (ConfigCompositionException, MissingConfigException, OverrideParseException, yaml.YAMLError) as err:
             if user_wants_traces:
                 raise
-            broken = plugin_warnings()  # an option Hydra cannot find may be a plugin's that failed to load
-            fail(command, one_line(err) + "".join(f"; {line}" for line in broken), 2)
+            fail(command, _config_refusal(err), 2)
         except DiskError as err:
             fail(command, str(err), 1)
         except OSError as err:
@@ -78,6 +109,14 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
             if sweep_dir is None:
                 raise
             fail(command, sweep.failure_line(sweep_dir, err), 1)  # a job failed: the rows say which
+
+
+def _config_refusal(err: Exception) -> str:
+    """Hydra's refusal of a config in one line, with the plugins that may be behind it: an option Hydra cannot
+    find may be a plugin's that failed to load, a file that is not YAML a plugin's (andrea's own are tested)."""
+    if isinstance(err, yaml.YAMLError):
+        return "; ".join(plugin_config_problems()) or f"a config file is not YAML: {one_line(err)}"
+    return one_line(err) + "".join(f"; {line}" for line in plugin_warnings())
 
 
 @contextmanager

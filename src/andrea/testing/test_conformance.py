@@ -15,6 +15,7 @@ import torch
 from andrea.attention import Causal, backend_registry, get_backend, mask_registry, mechanism_registry
 from andrea.attention.masks import Mask
 from andrea.attention.mechanisms import Mechanism
+from andrea.attention.plugins import plugin_failure
 from andrea.attention.positions import ALiBi
 from andrea.attention.registry import PluginError, broken_plugins
 from andrea.testing import checks, declared
@@ -38,17 +39,24 @@ def conformance_masks() -> dict[str, Mask]:
     return masks | combined | {"window|document": window | document}
 
 
-def every_mechanism() -> dict[str, Mechanism]:
-    """Every registered mechanism's examples, by label (a plugin's that cannot be loaded has none:
-    test_plugin_entry_points_load fails for it)."""
+def every_mechanism() -> tuple[dict[str, Mechanism], dict[str, str]]:
+    """Every registered mechanism's examples, by label; and, by name, why a plugin's could not be built (its
+    import, its constructor, its examples): one line each, which test_mechanisms_build fails with. Collection
+    goes on whatever a plugin does."""
     mechanisms: dict[str, Mechanism] = {}
+    broken: dict[str, str] = {}
     for name in mechanism_registry.names():
         try:
             examples = checks.mechanism_examples(name)
-        except PluginError:
+        except Exception as err:
+            broken[name] = (
+                str(err)
+                if isinstance(err, PluginError)
+                else plugin_failure(mechanism_registry.entry_point(name), err, "built")
+            )
             continue
         mechanisms.update({mechanism.label: mechanism for mechanism in examples})
-    return mechanisms
+    return mechanisms, broken
 
 
 def conformance_mechanisms() -> dict[str, Mechanism]:
@@ -61,7 +69,7 @@ def conformance_mechanisms() -> dict[str, Mechanism]:
 
 BACKENDS = backend_registry.names()
 MASKS = conformance_masks()
-ALL_MECHANISMS = every_mechanism()
+ALL_MECHANISMS, BROKEN_MECHANISMS = every_mechanism()
 MECHANISMS = conformance_mechanisms()
 POSITIONS = ["rope", "alibi"]  # the positions inside attention: each map's scores must depend on i - j only
 # a mechanism meets the masks that make it handle what softmax handles for it: none, causal,
@@ -187,6 +195,14 @@ def test_empty_rows_and_capabilities(backend_name: str) -> None:
 @pytest.mark.parametrize("mask_name", MASKS)
 def test_mask_flags(mask_name: str) -> None:
     declared.mask_flags(MASKS[mask_name])
+
+
+@pytest.mark.parametrize("mechanism_name", mechanism_registry.names())
+def test_mechanisms_build(mechanism_name: str) -> None:
+    """Every registered mechanism builds its examples at the kit's sizes; a plugin whose import, constructor or
+    examples fail fails here in one line (its cells cannot run), and every other cell runs as usual."""
+    if mechanism_name in BROKEN_MECHANISMS:
+        pytest.fail(BROKEN_MECHANISMS[mechanism_name], pytrace=False)
 
 
 def test_plugin_entry_points_load() -> None:
