@@ -104,8 +104,9 @@ def pytest_collection_modifyitems(config, items):
     MHA and MQA cells of the kit, and its mechanism cells but softcap's, sink's and sigmoid's causal GQA float32
     ones (each its own math; forward and backward), run under -m slow: the interpreter is slow (the
     default run keeps its GQA cells; tests/attention/test_triton_backend.py checks ALiBi over several blocks,
-    and a GPT with MHA). Every backend's MQA and bfloat16-backward cells of the kit run under -m slow too
-    (GQA's and bfloat16's forward are kept), Flex's bfloat16 cells, its decode and ALiBi cells but GQA's and
+    and a GPT with MHA). Every backend's MQA and bfloat16-backward cells of the kit (its mechanisms' too) run
+    under -m slow too (GQA's and bfloat16's forward are kept), Flex's bfloat16 cells, its decode and ALiBi cells
+    but GQA's and
     its mechanisms' decode cells but one composed mask's, and triton's decode cells but GQA's."""
     for item in items:
         params = getattr(item, "callspec", None)
@@ -123,7 +124,8 @@ def pytest_collection_modifyitems(config, items):
         )
         if triton_mechanism and not (triton_own and "-gqa-float32-" in item.name):
             item.add_marker(pytest.mark.slow)  # the softmax kernel again (gated, qknorm wrap it), or the others' again
-        kit_cell = item.name.startswith(("test_parity[", "test_parity_with_alibi[", "test_decode_and_weights["))
+        kit_cell = item.name.startswith(("test_parity[", "test_parity_with_alibi[", "test_decode_and_weights[",
+                                         "test_mechanism_parity[", "test_mechanism_decode_and_weights["))  # fmt: skip
         if kit_cell and ("-mqa-" in item.name or item.name.endswith("-mqa]") or "-bfloat16-backward]" in item.name):
             item.add_marker(pytest.mark.slow)  # MQA is GQA's extreme (one kv head); bfloat16's forward stays
         flex_cell = item.name.startswith(("test_parity[flex-", "test_mechanism_parity[flex-"))

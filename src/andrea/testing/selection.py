@@ -1,7 +1,9 @@
 """A pytest plugin (entry point `pytest11`: its options exist in any pytest run where andrea is installed):
 `--andrea-backends NAME[,NAME]` and `--andrea-masks NAME[,NAME]` run only the conformance kit's cells of those
-backends and of masks made of those strategies (a cell without a backend or a mask is kept). Unknown names are
-refused. andrea (and torch) are imported only when an option is given."""
+backends and of masks made of those strategies (a cell without a backend or a mask is kept);
+`--andrea-mechanisms NAME[,NAME]` only the cells of those mechanisms (softmax's own cells are left out; the kit's
+tests of no cell, such as the entry points', are kept). Unknown names are refused. andrea (and torch) are
+imported only when an option is given."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("andrea", "andrea's conformance kit")
     group.addoption("--andrea-backends", default=None, help="comma-separated backends whose cells run (default: all)")
     group.addoption("--andrea-masks", default=None, help="comma-separated mask strategies whose cells run")
+    group.addoption("--andrea-mechanisms", default=None, help="comma-separated mechanisms whose cells run")
 
 
 def _chosen(config: pytest.Config, option: str, known: list[str]) -> set[str] | None:
@@ -27,19 +30,32 @@ def _chosen(config: pytest.Config, option: str, known: list[str]) -> set[str] | 
     return names
 
 
+OPTIONS = ("--andrea-backends", "--andrea-masks", "--andrea-mechanisms")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--andrea-backends") is None and config.getoption("--andrea-masks") is None:
+    if all(config.getoption(option) is None for option in OPTIONS):
         return
-    from andrea.attention import backend_registry, mask_registry
-    from andrea.testing.test_conformance import MASKS
+    from andrea.attention import backend_registry, mask_registry, mechanism_registry
+    from andrea.testing.test_conformance import ALL_MECHANISMS, MASKS
 
     backends = _chosen(config, "--andrea-backends", backend_registry.names())
     masks = _chosen(config, "--andrea-masks", mask_registry.names())
+    mechanisms = _chosen(config, "--andrea-mechanisms", mechanism_registry.names())
+
+    def mechanism_of(values: dict) -> str | None:
+        """The registry name of a cell's mechanism (an example's label: `sink_off_by_one` is sink's)."""
+        label = values.get("mechanism_name")
+        return ALL_MECHANISMS[label].name if label in ALL_MECHANISMS else label
 
     def keep(item: pytest.Item) -> bool:
         params = getattr(item, "callspec", None)
         values = params.params if params is not None else {}
         if backends is not None and "backend_name" in values and values["backend_name"] not in backends:
+            return False
+        if mechanisms is not None and "backend_name" in values and mechanism_of(values) not in mechanisms:
+            return False  # a cell of another mechanism, or of none (softmax's)
+        if mechanisms is not None and "mechanism_name" in values and mechanism_of(values) not in mechanisms:
             return False
         return masks is None or "mask_name" not in values or bool(MASKS[values["mask_name"]].kinds & masks)
 

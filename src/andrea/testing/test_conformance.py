@@ -72,11 +72,28 @@ MASKS = conformance_masks()
 ALL_MECHANISMS, BROKEN_MECHANISMS = every_mechanism()
 MECHANISMS = conformance_mechanisms()
 POSITIONS = ["rope", "alibi"]  # the positions inside attention: each map's scores must depend on i - j only
+
+
+def plugin_masks() -> list[str]:
+    """The examples of every plugin's mask strategy, by name (those that load)."""
+    names = []
+    for name in sorted(set(mask_registry.names()) - set(mask_registry.builtins)):
+        try:
+            names += [mask.name for mask in mask_registry.load(name).examples(BATCH, SEQ)]
+        except Exception:  # test_plugin_entry_points_load names it
+            continue
+    return names
+
+
 # a mechanism meets the masks that make it handle what softmax handles for it: none, causal,
-# a window, padding (rows that see a few keys) and a union with documents (rows that see none)
-MECHANISM_MASKS = ["none", "causal", "sliding_window_3", "causal&padding", "window|document"]
-VARIANTS = {"float32-forward": (torch.float32, False), "float32-backward": (torch.float32, True),
-            "bfloat16-forward": (torch.bfloat16, False)}  # fmt: skip
+# a window, padding (rows that see a few keys) and a union with documents (rows that see none); and every
+# plugin's mask
+MECHANISM_MASKS = ["none", "causal", "sliding_window_3", "causal&padding", "window|document", *plugin_masks()]
+VARIANTS = {  # (dtype, backward, ALiBi's score bias)
+    "float32-forward": (torch.float32, False, False), "float32-backward": (torch.float32, True, False),
+    "bfloat16-forward": (torch.bfloat16, False, False), "float32-forward-alibi": (torch.float32, False, True),
+    "float32-backward-alibi": (torch.float32, True, True),
+}  # fmt: skip
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -143,7 +160,7 @@ def mechanism_cells(variants: list[str] | None = None) -> list[tuple[str, ...]]:
                 cells.append((backend_name, mechanism_name, "causal", "mha", *(variants or [])[:1]))
                 continue
             for mask_name in MECHANISM_MASKS:
-                for heads in ("mha", "gqa"):
+                for heads in HEADS:
                     cell = (backend_name, mechanism_name, mask_name, heads)
                     cells += [(*cell, variant) for variant in variants] if variants else [cell]
     return cells
@@ -155,11 +172,13 @@ def mechanism_cells(variants: list[str] | None = None) -> list[tuple[str, ...]]:
 def test_mechanism_parity(
     backend_name: str, mechanism_name: str, mask_name: str, heads: str, variant: str, record_property: Record
 ) -> None:
-    """Each backend that runs a mechanism, against the mechanism's own reference (a refusal: declared)."""
-    dtype, backward = VARIANTS[variant]
-    record = _cell(record_property, backend_name, f"{mask_name} ~{mechanism_name}", heads, *variant.split("-"))
-    mechanism = MECHANISMS[mechanism_name]
-    record(checks.parity(get_backend(backend_name), MASKS[mask_name], heads, dtype, backward, mechanism=mechanism))
+    """Each backend that runs a mechanism, against the mechanism's formula (a refusal: declared)."""
+    dtype, backward, alibi = VARIANTS[variant]
+    row = f"{mask_name} ~{mechanism_name}" + (" +alibi" if alibi else "")
+    record = _cell(record_property, backend_name, row, heads, *variant.split("-")[:2])
+    backend, mechanism = get_backend(backend_name), MECHANISMS[mechanism_name]
+    score_mod = ALiBi(HEADS[heads][0]) if alibi else None
+    record(checks.parity(backend, MASKS[mask_name], heads, dtype, backward, score_mod, mechanism=mechanism))
 
 
 @pytest.mark.parametrize(("backend_name", "mechanism_name", "mask_name", "heads"), mechanism_cells())

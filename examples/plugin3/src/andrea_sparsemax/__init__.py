@@ -1,0 +1,1 @@
+"""sparsemax attention for andrea: a mechanism plugin (andrea_sparsemax.mechanism)."""
