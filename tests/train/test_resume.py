@@ -114,3 +114,45 @@ def test_sigterm_saves_prints_the_resume_command_and_exits_143(unbroken, tmp_pat
     after = resume(run_dir, result["resume"].split()[1:])  # andrea-train <overrides> hydra.run.dir=... ckpt_path=...
     assert min(after) == result["global_step"]
     assert after == {step: loss for step, loss in unbroken.items() if step >= result["global_step"]}
+
+
+def test_resuming_a_finished_run_says_so_and_leaves_every_file_as_it_was(default_run, tmp_path):
+    """The default run resumed with the settings it finished with: one line, exit 0, and every file of the run
+    dir byte for byte as it was (no result.json rewritten, no config, log, lock or logger file added)."""
+    import shutil
+
+    def files(folder: Path) -> dict[Path, bytes | str]:  # a link as where it points: wandb links its logs
+        entries = sorted(folder.rglob("*"))
+        return {p.relative_to(folder): str(p.readlink()) if p.is_symlink() else p.read_bytes() if p.is_file() else ""
+                for p in entries}  # fmt: skip
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(default_run[1], run_dir, symlinks=True)
+    before = files(run_dir)
+    train = str(Path(sys.executable).with_name("andrea-train"))
+    done = subprocess.run(
+        [train, f"hydra.run.dir={run_dir}", f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}"],
+        capture_output=True, text=True, env=own_env(), cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines() == [
+        f"andrea-train: ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'} already holds the whole run (epoch 3 of "
+        "trainer.max_epochs=3 (step 192)): nothing left to train, every file of the run left as it was; raise "
+        "trainer.max_steps or trainer.max_epochs to train on"
+    ]
+    after = files(run_dir)
+    assert sorted(set(after) ^ set(before)) == [] and all(after[name] == before[name] for name in before)
+
+
+def test_what_counts_as_nothing_left(default_run, tmp_path):
+    """The checkpoint's own counters against the config's end: its steps reach trainer.max_steps, or its epochs
+    (the last one finished) trainer.max_epochs; a run asked to go further goes on."""
+    from andrea.train.checks_files import nothing_left
+    from tests.compose import compose_train
+
+    ckpt = f"ckpt_path={default_run[1] / 'checkpoints' / 'last.ckpt'}"
+    steps = nothing_left(compose_train(tmp_path, [ckpt, "trainer.max_steps=192", "trainer.max_epochs=10"]))
+    assert steps is not None and "(step 192 of trainer.max_steps=192)" in steps
+    assert nothing_left(compose_train(tmp_path, [ckpt, "trainer.max_steps=193", "trainer.max_epochs=10"])) is None
+    assert nothing_left(compose_train(tmp_path, [ckpt, "trainer.max_epochs=4"])) is None
+    assert nothing_left(compose_train(tmp_path, [])) is None  # no checkpoint: a new run

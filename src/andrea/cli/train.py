@@ -21,7 +21,7 @@ import hydra
 from omegaconf import DictConfig
 
 from andrea.cli.app import fail, run_app
-from andrea.train.hydra_run import discard_new_run_dir, is_multirun, is_rank_zero_process
+from andrea.train.hydra_run import discard_new_run_dir, discard_this_attempt, is_multirun, is_rank_zero_process
 
 if TYPE_CHECKING:
     from andrea.train.config import Parts
@@ -34,6 +34,8 @@ COMMAND = "andrea-train"
 def train_app(cfg: DictConfig) -> float | None:
     with ExitStack() as job:
         parts = _validated(cfg, job)
+        if parts is None:
+            return None
         _one_copy_of_each_line()
         result = _train(cfg, parts)
     if result.status == "interrupted":  # in a multirun this ends the sweep too
@@ -42,15 +44,21 @@ def train_app(cfg: DictConfig) -> float | None:
     return getattr(result, metric.replace("/", "_"), None) if metric else None
 
 
-def _validated(cfg: DictConfig, job: ExitStack) -> Parts:
+def _validated(cfg: DictConfig, job: ExitStack) -> Parts | None:
     """The run's parts, built once, and its run dir held until the job ends; a bad config refused before
-    any file is written."""
+    any file is written; None for a finished run resumed (nothing left to train: said, nothing written)."""
+    from andrea.train.checks_files import nothing_left
     from andrea.train.config import ConfigError, validate  # torch: imported once a job runs, not for --help
     from andrea.train.run_dir import REQUEUE_WAIT_S, RunDirInUse, hold
     from andrea.train.slurm import restart_count
 
     try:
         parts = validate(cfg)
+        done = nothing_left(cfg)
+        if done is not None:  # a finished run resumed: said in one line, no file touched (not even the lock)
+            discard_this_attempt()
+            print(f"{COMMAND}: {done}")
+            return None
         if is_rank_zero_process():  # the other processes of a DDP or SLURM run share its run dir
             # one live run per run dir, until this job ends; a requeued job's previous attempt may still be exiting
             job.enter_context(hold(cfg.paths.output_dir, wait_s=REQUEUE_WAIT_S if restart_count() else 0))

@@ -63,6 +63,38 @@ def check_checkpoint(cfg: DictConfig) -> None:
         )
 
 
+def nothing_left(cfg: DictConfig) -> str | None:
+    """What to say instead of training when ckpt_path already holds the whole run the config asks for (its steps
+    reach trainer.max_steps, or its epochs trainer.max_epochs, the last one finished); None otherwise. Read from
+    the checkpoint's own counters, before anything is built or written."""
+    from andrea.models.files.checkpoint import read_checkpoint
+
+    if cfg.get("ckpt_path") is None:
+        return None
+    path = Path(cfg.ckpt_path)
+    state = read_checkpoint(path)  # checked by check_checkpoint already
+    step, max_steps, max_epochs = (
+        int(state.get("global_step", 0)),
+        cfg.trainer.get("max_steps"),
+        cfg.trainer.get("max_epochs"),
+    )
+    if isinstance(max_steps, int) and max_steps > 0 and step >= max_steps:
+        reached = f"step {step} of trainer.max_steps={max_steps}"
+    else:
+        try:
+            finished = bool(state["loops"]["fit_loop"]["epoch_loop.batch_progress"]["is_last_batch"])
+            epochs = int(state["epoch"]) + finished  # the last epoch counts once its last batch is trained
+        except (KeyError, TypeError, ValueError):
+            return None
+        if not isinstance(max_epochs, int) or max_epochs < 0 or epochs < max_epochs:
+            return None
+        reached = f"epoch {epochs} of trainer.max_epochs={max_epochs} (step {step})"
+    return (
+        f"ckpt_path={path} already holds the whole run ({reached}): nothing left to train, every file of the run "
+        "left as it was; raise trainer.max_steps or trainer.max_epochs to train on"
+    )
+
+
 def _differences(a: Any, b: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:
     """(key, a's value, b's value) for every leaf where two nested configs differ."""
     if isinstance(a, dict) and isinstance(b, dict):

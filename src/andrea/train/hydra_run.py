@@ -6,6 +6,7 @@ here builds or checks anything. The one write: a refused job's fresh run dir is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -125,6 +126,30 @@ def config_subdir(output_dir: str) -> str | None:
 
 
 _CONFIG_SUBDIRS: dict[str, str] = {}
+
+
+HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra writes into the config subdir
+
+
+def discard_this_attempt() -> None:
+    """Remove what Hydra wrote for this attempt in a run dir that was there before: its config (`.hydra/attempt-<n>`,
+    or `.hydra`'s files where the run had none) and its job log while it is empty. A resume with nothing left to
+    do leaves the run dir as it found it."""
+    hydra = _hydra()
+    if hydra is None:
+        return
+    run_dir = Path(hydra.runtime.output_dir)
+    subdir = _CONFIG_SUBDIRS.get(str(run_dir))
+    if subdir is not None and subdir.startswith(".hydra/attempt-"):
+        shutil.rmtree(run_dir / subdir, ignore_errors=True)
+    elif subdir == ".hydra":  # the run had no config of Hydra's: these are this attempt's
+        for name in HYDRA_FILES:
+            (run_dir / subdir / name).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            (run_dir / subdir).rmdir()  # only if nothing else is there
+    log = run_dir / f"{hydra.job.name}.log"
+    if log.is_file() and log.stat().st_size == 0:  # opened for this attempt, nothing written
+        log.unlink()
 
 
 def discard_new_run_dir() -> None:
