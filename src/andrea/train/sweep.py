@@ -12,7 +12,6 @@ would have had (blank where the launcher cannot know it).
 
 from __future__ import annotations
 
-import csv
 import html
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from omegaconf import DictConfig
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_internals import job_error
 from andrea.train.hydra_run import is_multirun, job_log
+from andrea.utils.csv_cells import write_rows
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
 # The report's writers (sweep_report, sweep_groups, sweep_roles) bring torch in through andrea.lens: they are
@@ -117,9 +117,7 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
         for path, result, label in zip(paths, results, labels, strict=True)
     ]
     with open(sweep_dir / "summary.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+        write_rows(f, COLUMNS, rows)  # an override such as ++seed=1 stays text in a spreadsheet
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_cell(row[k]) for k in COLUMNS) + " |" for row in rows]
     (sweep_dir / "summary.md").write_text("\n".join(lines) + "\n")

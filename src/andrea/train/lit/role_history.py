@@ -11,6 +11,7 @@ import csv
 from pathlib import Path
 
 from andrea.lens.heads import parse_head
+from andrea.utils.csv_cells import write_rows
 
 HISTORY_FILE = "head_roles.csv"
 COLUMNS = ["step", "layer", "head", "role", "score"]
@@ -39,7 +40,4 @@ def write(path: Path, rows: list[dict], mode: str) -> None:
     new = mode == "w" or not path.is_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open(mode, newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+        write_rows(f, COLUMNS, rows, header=new)
