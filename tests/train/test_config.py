@@ -266,6 +266,14 @@ REJECTED = [
     ),
     (["mechanism=sigmoid", "mechanism.bias=inf"], "mechanism.bias=inf must be a finite number, or null for -log"),
     (["mechanism=softcap", "mechanism.cap=0"], "mechanism.cap=0 must be a finite number > 0"),
+    (["mechanism=qknorm", "mechanism.eps=abc"], "mechanism.eps='abc' must be a finite number > 0"),
+    (["mechanism=qknorm", "mechanism.eps=-1"], "mechanism.eps=-1 must be a finite number > 0"),
+    (["mechanism=qknorm", "mechanism.eps=nan"], "mechanism.eps=nan must be a finite number > 0"),
+    (["mechanism=softcap", "mechanism.cap=1e7"], "mechanism.cap=10000000.0 must be a finite number > 0 and <= 1e+06"),
+    (["mechanism=softcap", "mechanism.cap=inf"], "mechanism.cap=inf must be a finite number > 0 and <= 1e+06"),
+    (["model.optimizer.lr=-1"], "model.optimizer.lr=-1 must be a finite number > 0"),
+    (["+model.optimizer.betas=[0.9,1.0]"], "model.optimizer.betas=[0.9, 1.0] must be two finite numbers >= 0 and < 1"),
+    (["+model.optimizer.betas=abc"], "model.optimizer.betas='abc' must be two finite numbers >= 0 and < 1, as [a, b]"),
     (["mechanism=sink", "mechanism.learned=maybe"], "mechanism.learned='maybe' must be true or false"),
     (
         ["mechanism=softcap", "+mechanism.capp=1"],
@@ -280,7 +288,8 @@ DEFAULT_REFUSALS = {
     "model.net.d_model=30", "heads.n_kv_head=3", "attention.backend=fast", "attention=flex", "+data.k=3",
     "mask=sliding_window mask.window=0", "data=lookback data.k=32", "position=rope heads.n_head=32",
     "+trainer.max_epoch=3", "model.optimizer.lr=nan", "++model.net.d_modl=64", "model.net.d_model=100000",
-    "mechanism=sigmoid attention=sdpa", "mechanism=softcap +mechanism.capp=1",
+    "mechanism=sigmoid attention=sdpa", "mechanism=softcap +mechanism.capp=1", "mechanism=qknorm mechanism.eps=abc",
+    "+model.optimizer.betas=[0.9,1.0]",
 }  # fmt: skip
 REFUSALS = [
     pytest.param(o, m, id=" ".join(o), marks=() if " ".join(o) in DEFAULT_REFUSALS else pytest.mark.slow)

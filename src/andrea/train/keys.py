@@ -22,7 +22,18 @@ from omegaconf import DictConfig, OmegaConf
 from andrea.data.settings import DATA
 from andrea.models.settings import NET
 from andrea.train import maps_settings
-from andrea.utils.rules import POSITIVE, Rule, duration, either, first_problem, integer, number, optional, prefixed
+from andrea.utils.rules import (
+    POSITIVE,
+    Rule,
+    duration,
+    either,
+    first_problem,
+    integer,
+    number,
+    optional,
+    pair,
+    prefixed,
+)
 
 HYDRA_KEYWORDS = ("_target_", "_partial_", "_convert_", "_recursive_", "_args_")
 
@@ -35,6 +46,7 @@ RANGES: dict[str, Rule] = {  # data first: the presets interpolate model.net fro
     "model.optimizer.lr": number(0.0, low_open=True),
     "model.optimizer.weight_decay": number(0.0),
     "model.optimizer.eps": number(0.0, low_open=True),
+    "model.optimizer.betas": pair(number(0.0, 1.0, high_open=True)),  # AdamW's: each in [0, 1)
     **prefixed("model.net.", NET, leave=("position",)),  # position.kind: checked against the model's kinds
     "trainer.max_epochs": optional(integer(1, also=(-1,))),
     "trainer.min_epochs": optional(integer(0)),

@@ -75,6 +75,19 @@ def one_of(*choices: Any) -> Rule:
     return (lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool) and v in choices), words
 
 
+def pair(rule: Rule) -> Rule:
+    """Two values, each kept by `rule`, as a list in a config ([0.9, 0.95])."""
+    test, words = rule
+    plural = words.removeprefix("a ").replace("number", "numbers", 1)
+    return (lambda v: _sequence(v) and len(v) == 2 and all(test(x) for x in v)), f"two {plural}, as [a, b]"
+
+
+def _sequence(value: Any) -> bool:
+    from collections.abc import Sequence
+
+    return isinstance(value, Sequence) and not isinstance(value, str)
+
+
 POSITIVE = integer(1)
 BOOLEAN: Rule = ((lambda v: isinstance(v, bool)), "true or false")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from andrea.attention.mechanisms.base import finite_number
 from andrea.attention.mechanisms.softmax import Softmax
 
 
@@ -22,6 +23,8 @@ class QKNorm(Softmax):
 
     def __init__(self, *, eps: float = 1e-6, **sizes: Any) -> None:
         super().__init__(**sizes)
+        if not finite_number(eps) or eps <= 0:
+            raise ValueError(f"mechanism.eps={eps!r} must be a finite number > 0 (the RMSNorms' eps, 1e-6 by default)")
         self.q_norm = nn.RMSNorm(self.head_dim, eps=eps)
         self.k_norm = nn.RMSNorm(self.head_dim, eps=eps)
 

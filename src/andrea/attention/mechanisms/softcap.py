@@ -17,6 +17,8 @@ from torch import Tensor
 from andrea.attention.mechanisms.base import Mechanism, finite_number, scores_of, softmax_of
 from andrea.attention.mechanisms.softmax import masked_softmax
 
+MAX_CAP = 1e6  # a cap past any score a layer reaches caps nothing (Gemma 2: 50)
+
 
 class Softcap(Mechanism):
     name = "softcap"
@@ -25,8 +27,8 @@ class Softcap(Mechanism):
 
     def __init__(self, *, cap: float = 50.0, **sizes: Any) -> None:
         super().__init__(**sizes)
-        if not finite_number(cap) or cap <= 0:
-            raise ValueError(f"mechanism.cap={cap!r} must be a finite number > 0")
+        if not finite_number(cap) or not 0 < cap <= MAX_CAP:
+            raise ValueError(f"mechanism.cap={cap!r} must be a finite number > 0 and <= {MAX_CAP:g}")
         self.cap = float(cap)
 
     def capped(self, scores: Tensor) -> Tensor:
