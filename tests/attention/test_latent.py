@@ -150,6 +150,7 @@ def test_parameter_counts(latent, rope, expected):
         (dict(latent={"kv_rank": 0}), ValueError, "heads.latent.kv_rank=0 must be a positive integer"),
         (dict(latent={"kv_rank": 8, "rank": 2}), ValueError, "heads.latent.rank is not a setting of latent attention"),
         (dict(latent={"kv_rank": 8, "norm_eps": 0}), ValueError, "heads.latent.norm_eps=0 must be a finite number > 0"),
+        (dict(latent={"kv_rank": 8, "rope_dim": 3}), ValueError, "heads.latent.rope_dim=3 must be even: RoPE turns"),
     ],
 )
 def test_refusals(kwargs, error, message):

@@ -117,3 +117,42 @@ def test_a_checkpoint_written_today_records_its_format(default_run):
     _, run_dir = default_run
     state = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert state[CHECKPOINT_FORMAT_KEY] == FORMAT
+
+
+def test_crafted_weights_and_settings_are_refused_in_one_line_naming_the_field(tmp_path):
+    """An export whose sink logits are nan or inf, or whose QK-norm eps is -1 or "abc": one line naming the file
+    and the field, before the network answers anything."""
+    sink = {**GPT, "attention": {"n_head": 4, "backend": "eager", "mechanism": "sink"}}
+    net = net_of(sink)
+    for bad in (float("nan"), float("inf")):
+        with torch.no_grad():
+            network(net).attention[1].mechanism.get_parameter("sink")[2] = bad
+        path = export.save(net, sink, tmp_path / "sink.safetensors")
+        with pytest.raises(ModelFileError, match=r"sink.safetensors: tensor blocks.1.attention.mechanism.sink holds "
+                                                 r"nan or inf; give a file of a healthy run$"):  # fmt: skip
+            load_any(path)
+    qknorm = {**GPT, "attention": {"n_head": 4, "mechanism": {"name": "qknorm"}}}
+    for eps in (-1, "abc"):
+        crafted = {**qknorm, "attention": {"n_head": 4, "mechanism": {"name": "qknorm", "eps": eps}}}
+        path = export.save(net_of(qknorm), crafted, tmp_path / "qknorm.safetensors")
+        with pytest.raises(ModelFileError, match=rf"qknorm.safetensors: andrea.model.net: mechanism.eps={eps!r} must "
+                                                 r"be a finite number > 0"):  # fmt: skip
+            load_any(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda s: s.update(optimizer_states=[]), "optimizer_states is empty, so a resume would restart the optimizer"),
+        (lambda s: s["optimizer_states"][0]["param_groups"][0].update(lr="abc"),
+         r"optimizer_states\[0\].param_groups\[0\].lr='abc' is not a finite number"),
+        (lambda s: s["optimizer_states"][0]["state"][0].update(exp_avg=torch.zeros(3, 7)),
+         r"optimizer_states\[0\].state\[0\] does not fit any weight of the model"),
+    ],
+)  # fmt: skip
+def test_a_checkpoint_s_optimizer_state_is_checked(default_run, tmp_path, change, message):
+    state = torch.load(default_run[1] / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    change(state)
+    torch.save(state, tmp_path / "crafted.ckpt")
+    with pytest.raises(ValueError, match=rf"crafted.ckpt: {message}; give a checkpoint written by andrea-train$"):
+        load_checkpoint(tmp_path / "crafted.ckpt")

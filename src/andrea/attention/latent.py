@@ -60,7 +60,13 @@ class LatentAttention(nn.Module):
         super().__init__()
         settings = dict(kv_rank=kv_rank, rope_dim=rope_dim, q_rank=q_rank, norm_eps=norm_eps)
         enforce(SETTINGS, settings, "heads.latent.")
-        rope_dim = (head_dim // 2 if rope else 0) if rope_dim is None else rope_dim
+        given, rope_dim = rope_dim, (head_dim // 2 if rope else 0) if rope_dim is None else rope_dim
+        if rope_dim % 2:  # Rotary would name the head_dim, which is not what is odd
+            source = f" (null: head_dim / 2 = {head_dim} / 2)" if given is None else ""
+            raise ValueError(
+                f"heads.latent.rope_dim={rope_dim}{source} must be even: RoPE turns its channels in pairs; "
+                "give an even heads.latent.rope_dim"
+            )
         if rope_dim and not rope:
             raise ValueError(f"heads.latent.rope_dim={rope_dim} rotates keys: it needs position=rope, or rope_dim=0")
         if rope and not rope_dim:

@@ -37,6 +37,14 @@ def build_network(config: Any, where: str, prefix: str, device: str = "cpu") -> 
         raise ModelFileError(f"{where}: {prefix}: {str(err).splitlines()[0]}") from None
 
 
+def check_finite(net: nn.Module, where: str) -> None:
+    """Every weight a file gave the network is finite: a nan or inf (a sink logit, a norm's gain) would make
+    every output NaN, far from the file that caused it. Refused in one line naming the file and the tensor."""
+    for name, tensor in net.state_dict().items():
+        if tensor.is_floating_point() and not bool(tensor.isfinite().all()):
+            raise ModelFileError(f"{where}: tensor {name} holds nan or inf; give a file of a healthy run")
+
+
 def load_problem(err: Exception) -> str:
     """The line of torch's load_state_dict error that names a key (its first line only says it failed)."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]

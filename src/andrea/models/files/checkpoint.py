@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from andrea.models.files.build import build_network, load_problem
+from andrea.models.files.build import build_network, check_finite, load_problem
 from andrea.models.files.export import save
 from andrea.models.files.formats import CHECKPOINT_FORMAT_KEY, file_format, upgrade
 from andrea.models.files.schema import tokenizer_name
@@ -77,6 +77,7 @@ def _check_structure(state: dict, where: str) -> None:
                 f"{where}: {key} is a {type(state[key]).__name__}, not a {kind.__name__}; give a checkpoint written "
                 "by andrea-train"
             )
+    _check_optimizer_states(state, where)
     tokenizer_name(state.get(CHECKPOINT_TOKENIZER_KEY), where, CHECKPOINT_TOKENIZER_KEY)
     file_format(state.get(CHECKPOINT_FORMAT_KEY), where, CHECKPOINT_FORMAT_KEY)
     for name, callback in state.get("callbacks", {}).items():
@@ -104,6 +105,37 @@ def saved_config(state: dict, where: str) -> dict:
     return upgrade(state[CHECKPOINT_CONFIG_KEY], version, where, CHECKPOINT_CONFIG_KEY)
 
 
+def _check_optimizer_states(state: dict, where: str) -> None:
+    """What a resume restores the optimizer from: a non-empty list of states (Lightning resumes an empty one
+    silently with a fresh optimizer), each with param groups whose lr is a finite number and per-parameter state
+    of tensors, each as large as the parameter it belongs to."""
+    import math
+
+    states = state.get("optimizer_states")
+    if states is None or "loops" not in state:  # a checkpoint written without training state (nothing to resume)
+        return
+    if not states:
+        raise ValueError(f"{where}: optimizer_states is empty, so a resume would restart the optimizer; give a "
+                         "checkpoint written by andrea-train")  # fmt: skip
+    sizes = [tensor.numel() for tensor in state["state_dict"].values()]
+    for i, optimizer in enumerate(states):
+        groups = optimizer.get("param_groups") if isinstance(optimizer, dict) else None
+        if not isinstance(groups, list) or not isinstance(optimizer.get("state"), dict):
+            raise ValueError(f"{where}: optimizer_states[{i}] has no param_groups and state; give a checkpoint "
+                             "written by andrea-train")  # fmt: skip
+        for g, group in enumerate(groups):
+            lr = group.get("lr") if isinstance(group, dict) else None
+            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr):
+                raise ValueError(f"{where}: optimizer_states[{i}].param_groups[{g}].lr={lr!r} is not a finite "
+                                 "number; give a checkpoint written by andrea-train")  # fmt: skip
+        for key, per_parameter in optimizer["state"].items():
+            tensors = per_parameter.values() if isinstance(per_parameter, dict) else [None]
+            for tensor in tensors:
+                if not isinstance(tensor, torch.Tensor) or tensor.dim() and tensor.numel() not in sizes:
+                    raise ValueError(f"{where}: optimizer_states[{i}].state[{key}] does not fit any weight of the "
+                                     "model; give a checkpoint written by andrea-train")  # fmt: skip
+
+
 def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:
     """A Lightning checkpoint of andrea-train -> its network (eval mode), config and tokenizer name."""
     state = read_checkpoint(checkpoint)
@@ -114,6 +146,7 @@ def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Mod
         net.load_state_dict(weights)
     except RuntimeError as err:
         raise ValueError(f"ckpt_path={checkpoint}: weights do not fit its config ({load_problem(err)})") from None
+    check_finite(net, f"ckpt_path={checkpoint}")
     return net.to(device).eval(), config, state.get(CHECKPOINT_TOKENIZER_KEY)  # checked by read_checkpoint
 
 

@@ -17,7 +17,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
-from andrea.models.files.build import build_network, load_problem
+from andrea.models.files.build import build_network, check_finite, load_problem
 from andrea.models.files.formats import FORMAT, METADATA_FORMAT_KEY, file_format, upgrade
 from andrea.models.files.schema import ModelFileError, tokenizer_name
 from andrea.utils.files import atomic_write
@@ -75,4 +75,5 @@ def load_with_tokenizer(path: str | Path, device: str = "cpu") -> tuple[nn.Modul
         load_model(net, str(path), strict=True, device=device)
     except (RuntimeError, SafetensorError) as err:
         raise ValueError(f"{path}: tensors do not fit the saved config ({load_problem(err)})") from None
+    check_finite(net, str(path))
     return net.to(device).eval(), config, tokenizer
