@@ -117,3 +117,28 @@ def test_the_cache_key_holds_every_file_s_name_and_boundary(tmp_path):
 def test_a_cache_dir_that_cannot_be_written_names_the_key(tmp_path):
     with pytest.raises(ValueError, match=r"data.cache_dir=/proc/andrea: the token cache cannot be written there \("):
         TextDataModule(cache_dir="/proc/andrea", seq_len=32, batch_size=4)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda meta: meta.update(tokens=meta["tokens"] // 2),  # half the tokens: half the corpus read
+        lambda meta: meta.update(dtype="uint32"),  # every token misread
+        lambda meta: meta.update(sha256="0" * 64),
+        lambda meta: meta.pop("sha256"),  # a cache described before the hash was kept
+    ],
+)
+def test_a_token_cache_whose_description_was_edited_is_made_again(tmp_path, edit):
+    import json
+
+    module(tmp_path).setup()
+    (cache,) = (tmp_path / "cache").glob("*.bin")
+    described = cache.with_suffix(".json")
+    honest = json.loads(described.read_text())
+    edited = dict(honest)
+    edit(edited)
+    described.write_text(json.dumps(edited))
+    data = module(tmp_path)
+    data.setup()
+    assert json.loads(described.read_text()) == honest and len(data.tokens) == honest["tokens"]
+    assert list((tmp_path / "cache").glob("*.bin")) == [cache]

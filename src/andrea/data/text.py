@@ -93,29 +93,49 @@ def build_cache(files: list[Path], tokenizer: Tokenizer, cache_dir: Path) -> Pat
     contents = [(path, path.read_bytes()) for path in files]
     dtype = np.uint16 if tokenizer.vocab_size <= 2**16 else np.uint32
     cache = cache_dir / f"{tokenizer.name}-{cache_key(tokenizer.name, contents)}.{np.dtype(dtype).name}.bin"
-    if cache.exists():
-        return cache
+    if cache.exists() and cache_meta(cache) is not None:
+        return cache  # else a cache whose description was edited or lost, or whose tokens changed: made again
     ids: list[int] = []
     for path, data in contents:
         ids.extend(tokenizer.encode(decode_text(path, data)))
         ids.append(tokenizer.eot_id)
+    tokens = np.asarray(ids, dtype=dtype)
     meta = {
         "tokens": len(ids),
         "dtype": np.dtype(dtype).name,
         "tokenizer": tokenizer.name,
         "files": list(map(str, files)),
+        "sha256": hashlib.sha256(tokens.tobytes()).hexdigest(),  # of the .bin: what cache_meta checks
     }
     try:
-        with atomic_write(cache.with_suffix(".json")) as partial:
-            partial.write_text(json.dumps(meta, indent=2))
         with atomic_write(cache) as partial:  # a crash never leaves half a cache under the final name
-            np.asarray(ids, dtype=dtype).tofile(partial)
+            tokens.tofile(partial)
+        with atomic_write(cache.with_suffix(".json")) as partial:  # written last: a cache without it is redone
+            partial.write_text(json.dumps(meta, indent=2))
     except OSError as err:
         raise ValueError(
             f"data.cache_dir={cache_dir}: the token cache cannot be written there ({err.strerror or err}); "
             "give a writable folder"
         ) from None
     return cache
+
+
+def cache_meta(cache: Path) -> dict | None:
+    """A token cache's description, if it still describes the cache: the JSON reads, its dtype is the file
+    name's, its token count the file's size, and its hash the file's bytes (a description edited by hand, or
+    tokens changed since, is not trusted: None, and the cache is made again)."""
+    try:
+        meta = json.loads(cache.with_suffix(".json").read_text())
+        dtype = np.dtype(meta["dtype"])
+        named = dtype.name == cache.suffixes[-2].lstrip(".")  # <tokenizer>-<key>.<dtype>.bin
+        fits = named and int(meta["tokens"]) * dtype.itemsize == cache.stat().st_size
+        digest = hashlib.sha256()
+        with cache.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                digest.update(block)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    return meta if fits and digest.hexdigest() == meta.get("sha256") else None
 
 
 class Windows(Dataset):
