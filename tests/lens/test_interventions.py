@@ -142,6 +142,10 @@ def test_andrea_inspect_prints_what_an_ablation_costs(induction_run, monkeypatch
         (["{ckpt}", "ablation=half"], "ablation='half' must be one of zero, mean"),
         (["{ckpt}", "70 71"], "prompt holds token id 70, outside the model's vocabulary 0..63"),
         (["{ckpt}", "+colour=red"], "colour is not a setting of the config"),
+        (["{ckpt}", " ".join(["1"] * 40)], "the input is 40 tokens, more than the model's context of 32"),
+        (["{ckpt}", "1 2=3"], "prompt='1 2=3' must be space-separated token ids"),  # the input, though it holds =
+        (["{ckpt}", "inptu=3"], "Could not override 'inptu'"),  # a typo'd key is still a setting, refused
+        (["{ckpt}", "1 2 3", "out=/dev/full"], "out=/dev/full: the page cannot be written (No space left on device)"),
     ],
 )
 def test_andrea_inspect_refuses_in_one_line(induction_run, monkeypatch, capsys, args, message):
@@ -265,3 +269,12 @@ def test_patching_warns_where_the_gap_it_divides_means_nothing(induction_run, mo
         patching_report(network(net), ids, ids, [str(t) for t in clean], answers=(58, 40))
     picture = draw_patching(tiny, run_dir / "tiny.patch.png", "a tiny gap")
     assert picture.stat().st_size > 0
+
+
+def test_andrea_inspect_writes_into_a_folder_given_as_out(induction_run, monkeypatch, capsys, tmp_path):
+    _, run_dir = induction_run
+    code, out, err = run_inspect([str(run_dir / "checkpoints" / "last.ckpt"), "1 2 3", f"out={tmp_path}"],
+                                 monkeypatch, capsys)  # fmt: skip
+    assert code == 0, err
+    (page,) = tmp_path.glob("last.inspect-*.html")
+    assert out.strip().splitlines()[-1] == f"explorer: {page}"

@@ -15,6 +15,7 @@ input=. Every setting is checked before the model is loaded; a bad one is refuse
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from pathlib import Path
 
@@ -83,6 +84,10 @@ def input_ids(cfg: DictConfig, tokenizer: object, vocab_size: int, run_dir: Path
         ids = validation_batches(None, cfg, "the input", tokenizer, min(context, cfg.max_tokens))[0][0][0].tolist()
     else:
         raise SettingError(f'no input: give one ({COMMAND} <ckpt> "text"), or run_dir=<the checkpoint\'s run>')
+    if len(ids) > context:
+        raise SettingError(
+            f"the input is {len(ids)} tokens, more than the model's context of {context} (its max_context); shorten it"
+        )
     if len(ids) > cfg.max_tokens:
         raise SettingError(f"the input is {len(ids)} tokens, more than max_tokens={cfg.max_tokens}; shorten it")
     return torch.tensor([ids], device=cfg.device)
@@ -143,7 +148,14 @@ def inspect_app(cfg: DictConfig) -> None:
     with intervene(model, dict.fromkeys(heads, None if means is not None else 0.0), means):
         page = explorer_for(model, ids, labels, about, lambda i: token_labels(tokenizer, [i])[0], rows, frames)
     out = Path(cfg.out) if cfg.out else page_path(cfg)
-    out.write_text(page)
+    if out.is_dir():  # a folder: the page goes inside it, under its usual name
+        out = out / page_path(cfg).name
+    try:
+        out.write_text(page)
+    except OSError as err:
+        print(f"{COMMAND}: error: out={out}: the page cannot be written ({err.strerror or err}); give a writable "
+              "file or folder", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     if table:
         print(table)
     for line in (effect, patched):
@@ -160,10 +172,15 @@ def page_path(cfg: DictConfig) -> Path:
     return Path(cfg.ckpt_path).with_suffix(f".inspect{suffix}.html")
 
 
+SETTING = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.]*(@[\w.]+)?=")  # key=value, as Hydra's overrides write it
+
+
 def main() -> None:
-    """Bare leading arguments are the checkpoint and the input (Hydra takes key=value only)."""
-    args, bare = sys.argv[1:], []
-    while args and "=" not in args[0] and not args[0].startswith("-"):
+    """Bare leading arguments are the checkpoint and the input (Hydra takes key=value only). The second one is
+    the input whatever it holds (`x = 1` too), unless it reads as a setting (`key=value`, typo'd keys included:
+    they are refused by name)."""
+    args, bare = sys.argv[1:], list[str]()
+    while args and not args[0].startswith("-") and ("=" not in args[0] if not bare else not SETTING.match(args[0])):
         bare.append(args.pop(0))
     if len(bare) > 2:
         print(f"{COMMAND}: error: give the checkpoint, then one input (quote text with spaces)", file=sys.stderr)
