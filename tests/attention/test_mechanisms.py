@@ -262,3 +262,16 @@ def test_the_kv_cache_gives_what_the_full_forward_gives(mechanism, backend):
         cache = model.new_cache()
         steps = [model(idx[:, :5], cache=cache)[0]] + [model(idx[:, i : i + 1], cache=cache)[0] for i in range(5, 9)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full)
+
+
+def test_a_refusal_advises_only_backends_that_run_the_whole_call():
+    """triton on CPU (no interpreter) refuses; the backends it advises must run the block's mechanism and mask too:
+    sink runs on eager, flex and naive, never on sdpa (softmax only)."""
+    block = MultiHeadSelfAttention(D, H, backend="triton", mechanism="sink", max_context=16)
+    with pytest.raises(UnsupportedAttentionError, match="attention backend 'triton' runs on CUDA GPUs") as refused:
+        block(torch.randn(1, T, D))
+    advised = str(refused.value).split("use attention backend ")[1].split(", or")[0].split(" / ")
+    assert {"eager", "naive", "flex"} <= set(advised) and "sdpa" not in advised
+    plain = MultiHeadSelfAttention(D, H, backend="triton", max_context=16)
+    with pytest.raises(UnsupportedAttentionError, match="use attention backend .*sdpa"):
+        plain(torch.randn(1, T, D))  # softmax: sdpa runs it

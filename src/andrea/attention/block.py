@@ -85,15 +85,13 @@ class MultiHeadSelfAttention(nn.Module):
         if position not in POSITIONS:  # a typo would silently mean "no position" otherwise
             raise ValueError(f"position={position!r} is not one of {', '.join(POSITIONS)}")
         self.score_mod = ALiBi(n_head) if position == "alibi" else None
-        # Refuse an impossible backend/mask/position combination now, not at the first batch; what depends on
-        # the device (a GPU-only kernel) is checked in forward, where the device is known.
-        self.backend.check(
-            mask=self.mask, device=None, needs_grad=False, score_mod=self.score_mod, head_dim=self.head_dim
-        )
         sizes = dict(n_head=n_head, head_dim=self.head_dim, d_model=d_model, max_context=max_context)
         place = dict(layer=layer, n_layer=n_layer, projection_bias=bias)
         self.mechanism: Mechanism = as_mechanism(mechanism, sizes | place)
-        self.backend.check_mechanism(self.mechanism)
+        # Refuse an impossible backend/mask/position/mechanism combination now, not at the first batch; what
+        # depends on the device (a GPU-only kernel) is checked in forward, where the device is known.
+        self.backend.checked(self.mask, self.mechanism, self.score_mod, device=None, needs_grad=False,
+                             head_dim=self.head_dim)  # fmt: skip
         # RoPE rotates each head, or each of the heads a mechanism's head holds (differential attention's halves)
         self.rope = Rotary(self.head_dim, parts=self.mechanism.rope_parts) if position == "rope" else None
 
@@ -135,7 +133,7 @@ class MultiHeadSelfAttention(nn.Module):
         full_mask = self._mask() if mask is None else self._mask() & mask
         # refused before any tensor work; the backend then computes without checking again
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.proj.weight.requires_grad)
-        self.backend.check(mask=full_mask, device=x.device, needs_grad=needs_grad, score_mod=self.score_mod)
+        self.backend.checked(full_mask, self.mechanism, self.score_mod, device=x.device, needs_grad=needs_grad)
 
         q, k, v = self._qkv(x, cache)  # (B, H, T, d), (B, H_kv, S, d) x2: S counts the cached tokens too
         scale, mechanism = self.latent.scale if self.latent else self.mechanism.scale(), self.mechanism
