@@ -148,3 +148,23 @@ def test_max_time_stops_inside_the_first_epoch(tmp_path):
     assert result.global_step is not None and result.wall_s is not None
     assert 0 < result.global_step < 65536 // 64  # stopped on time, not at the epoch's end
     assert result.wall_s < 60
+
+
+def test_a_checkpoints_folder_that_cannot_be_written_is_refused_when_the_run_dir_is_held(tmp_path, monkeypatch):
+    """A resumed run whose folder sits on a read-only mount: one line when andrea-train takes the run dir, before
+    any training, not at its first checkpoint. Root ignores file modes, so the OS error is injected."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    real_open = os.open
+
+    def read_only(path, flags, *args):
+        if Path(path).name.startswith(".writable-"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only)
+    refused = pytest.raises(DiskError, match=r"writing a checkpoint failed at .*checkpoints: Read-only file system")
+    with refused as err, hold(run_dir):
+        pytest.fail("the run dir was held")
+    assert "\n" not in str(err.value) and str(err.value).endswith("give a writable hydra.run.dir")
+    assert not list((run_dir / "checkpoints").iterdir())  # no probe left behind

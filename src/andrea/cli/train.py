@@ -49,7 +49,7 @@ def _validated(cfg: DictConfig, job: ExitStack) -> Parts | None:
     any file is written; None for a finished run resumed (nothing left to train: said, nothing written)."""
     from andrea.train.checks_files import nothing_left
     from andrea.train.config import ConfigError, validate  # torch: imported once a job runs, not for --help
-    from andrea.train.run_dir import REQUEUE_WAIT_S, RunDirInUse, hold
+    from andrea.train.run_dir import REQUEUE_WAIT_S, DiskError, RunDirInUse, hold
     from andrea.train.slurm import restart_count
 
     try:
@@ -62,7 +62,7 @@ def _validated(cfg: DictConfig, job: ExitStack) -> Parts | None:
         if is_rank_zero_process():  # the other processes of a DDP or SLURM run share its run dir
             # one live run per run dir, until this job ends; a requeued job's previous attempt may still be exiting
             job.enter_context(hold(cfg.paths.output_dir, wait_s=REQUEUE_WAIT_S if restart_count() else 0))
-    except (ConfigError, RunDirInUse) as err:
+    except (ConfigError, RunDirInUse, DiskError) as err:  # a run dir that cannot be written: before any work
         if is_multirun():
             raise  # the job is marked failed in the sweep summary
         if isinstance(err, ConfigError):

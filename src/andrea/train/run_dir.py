@@ -48,9 +48,23 @@ def hold(run_dir: str | Path, wait_s: float = 0) -> Iterator[None]:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         remove_stale_partials(run_dir)
+        check_writable(run_dir / "checkpoints")
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def check_writable(folder: Path) -> None:
+    """A file can be made in `folder` (made if missing) and removed again: a resumed run whose checkpoints folder
+    is on a read-only mount is refused in one line now, not at its first checkpoint, after training. Root ignores
+    file modes, so only a real write tells."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".writable-{os.getpid()}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        probe.unlink()
+    except OSError as err:
+        raise disk_error(err, "writing a checkpoint", folder) from None
 
 
 def wait_until_free(run_dir: str | Path, wait_s: float) -> None:
