@@ -55,12 +55,11 @@ def hold(run_dir: str | Path, wait_s: float = 0) -> Iterator[None]:
 
 
 def check_writable(folder: Path) -> None:
-    """A file can be made in `folder` (made if missing) and removed again: a resumed run whose checkpoints folder
-    is on a read-only mount is refused in one line now, not at its first checkpoint, after training. Root ignores
-    file modes, so only a real write tells."""
+    """A file can be made in `folder` (or, while it does not exist yet, in the folder that will hold it) and
+    removed again: a resumed run whose checkpoints folder is on a read-only mount is refused in one line now, not
+    at its first checkpoint, after training. Root ignores file modes, so only a real write tells."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".writable-{os.getpid()}"
+        probe = (folder if folder.is_dir() else folder.parent) / f".writable-{os.getpid()}"
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         probe.unlink()
     except OSError as err:
