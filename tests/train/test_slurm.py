@@ -98,3 +98,26 @@ def test_a_requeued_job_waits_for_its_earlier_attempt_to_release_the_run_dir(tmp
         assert time.monotonic() - start > 0.2  # the holder's second, less its start
         assert (tmp_path / ".lock").read_text().strip() == str(os.getpid())
     assert holder.wait(timeout=30) == 0
+
+
+def test_the_slurm_launcher_names_what_is_missing_in_one_line(monkeypatch):
+    """No SLURM client on PATH, or no controller answering: one line naming it, before any job is submitted."""
+    import shutil
+    import subprocess
+
+    from andrea.train import slurm
+
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "srun" else f"/usr/bin/{tool}")
+    missing = slurm.cluster_problem()
+    assert missing is not None and missing.startswith("hydra/launcher=slurm needs SLURM's srun on PATH")
+    monkeypatch.setattr(shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    down = subprocess.CompletedProcess(["scontrol", "ping"], 1, "Slurmctld(primary) at localhost is DOWN\n", "")
+    monkeypatch.setattr(subprocess, "run", lambda *args, **kwargs: down)
+    refused = slurm.cluster_problem()
+    assert refused == (
+        "hydra/launcher=slurm: no SLURM controller answers (scontrol ping: Slurmctld(primary) at localhost is DOWN); "
+        "start it (scripts/slurm_cluster.sh start), or use hydra/launcher=local"
+    )
+    up = subprocess.CompletedProcess(["scontrol", "ping"], 0, "Slurmctld(primary) at localhost is UP\n", "")
+    monkeypatch.setattr(subprocess, "run", lambda *args, **kwargs: up)
+    assert slurm.cluster_problem() is None

@@ -97,8 +97,8 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
             if user_wants_traces:
                 raise
             fail(command, _config_refusal(err), 2)
-        except DiskError as err:
-            fail(command, str(err), 1)
+        except (DiskError, SettingError) as err:  # a setting refused by a part Hydra runs (a launcher): 2
+            fail(command, str(err), 1 if isinstance(err, DiskError) else 2)
         except OSError as err:
             if err.errno not in DISK or user_wants_traces:
                 raise

@@ -19,6 +19,7 @@ and waits for it forever. Hence `wait_for`.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -167,3 +168,28 @@ def requeue_this_job() -> None:
     done = _run(["scontrol", "requeue", job_id])
     if done is None or done.returncode != 0:  # the job still ends as interrupted, its last.ckpt saved
         print(f"scontrol requeue {job_id} failed: {done.stderr.strip() if done else 'no answer'}", file=sys.stderr)
+
+
+SLURM_TOOLS = ("sbatch", "srun", "scontrol")  # submitit submits with sbatch; a job's tasks start under srun
+
+
+def cluster_problem() -> str | None:
+    """Why hydra/launcher=slurm cannot submit from here, in one line (None: it can): a SLURM tool missing from
+    PATH, or no controller answering `scontrol ping`. Asked once, before the first job is submitted."""
+    for tool in SLURM_TOOLS:
+        if shutil.which(tool) is None:
+            return (
+                f"hydra/launcher=slurm needs SLURM's {tool} on PATH, and this machine has none; install SLURM's "
+                'client tools (or eval "$(scripts/slurm_cluster.sh env)"), or use hydra/launcher=local'
+            )
+    try:
+        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        ping = subprocess.CompletedProcess(["scontrol", "ping"], 1, "", str(err))
+    answer = " ".join((ping.stdout + ping.stderr).split())
+    if ping.returncode != 0 or "DOWN" in answer:
+        return (
+            f"hydra/launcher=slurm: no SLURM controller answers (scontrol ping: {answer or 'no answer'}); start it "
+            "(scripts/slurm_cluster.sh start), or use hydra/launcher=local"
+        )
+    return None

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from hydra.core.utils import JobReturn, setup_globals
 from omegaconf import DictConfig
 
+from andrea.cli.app import SettingError
 from andrea.train import slurm
 from andrea.train.hydra_internals import failed_job, submit
 from andrea.train.hydra_run import is_rank_zero_process
@@ -123,6 +124,12 @@ if LocalLauncher is not None:
         it (preemption, `scontrol requeue`)."""
 
         settled = _SettledBySlurm
+
+        def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+            problem = slurm.cluster_problem()  # before a job is submitted: one line, not submitit's traceback
+            if problem is not None:
+                raise SettingError(problem)
+            return super().launch(job_overrides, initial_job_idx)
 
         def __call__(
             self, sweep_overrides: list[str], job_dir_key: str, job_num: int, job_id: str, singleton_state: Any
