@@ -115,10 +115,17 @@ class AttentionBackend(ABC):
         return self.compute(q, k, v, mask, scale, need_weights, score_mod, mechanism)
 
     def checked(self, mask: Mask | None, mechanism: Mechanism | None, score_mod: ScoreMod | None, **where: Any) -> None:
-        """`check` and `check_mechanism` for one call, a refusal advising only backends that run all of it."""
-        with requested(mask, mechanism, score_mod):
+        """`check` and `check_mechanism` for one call, a refusal advising only backends that run all of it (asked
+        again under `requested` once refused: the path a call takes when it is accepted sets nothing, which
+        torch.compile traces through)."""
+        try:
             self.check(mask=mask, score_mod=score_mod, **where)
             self.check_mechanism(mechanism)
+        except UnsupportedAttentionError:
+            with requested(mask, mechanism, score_mod):
+                self.check(mask=mask, score_mod=score_mod, **where)
+                self.check_mechanism(mechanism)
+            raise
 
     def check(
         self,
