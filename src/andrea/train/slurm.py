@@ -187,7 +187,7 @@ def cluster_problem() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as err:
         ping = subprocess.CompletedProcess(["scontrol", "ping"], 1, "", str(err))
     answer = " ".join((ping.stdout + ping.stderr).split())
-    if ping.returncode != 0 or "DOWN" in answer:
+    if ping.returncode != 0 or " is DOWN" in answer:
         return (
             f"hydra/launcher=slurm: no SLURM controller answers (scontrol ping: {answer or 'no answer'}); start it "
             "(scripts/slurm_cluster.sh start), or use hydra/launcher=local"
