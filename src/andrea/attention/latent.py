@@ -24,7 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from andrea.attention.contract import AttentionBackend, UnsupportedAttentionError, _alternatives
+from andrea.attention.advice import _alternatives
+from andrea.attention.contract import AttentionBackend, UnsupportedAttentionError
 from andrea.attention.heads import HeadConfig
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import Rotary

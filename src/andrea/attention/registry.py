@@ -30,7 +30,7 @@ T = TypeVar("T")
 __all__ = ["PluginError", "Registry", "broken_plugins"]  # and the registries, get_* and as_* below
 
 
-# the layer sizes a plugin mechanism is built with to see that it can be (what the kit builds it with)
+# the layer a plugin mechanism is built for to see that it can be, and the conformance kit's (andrea.testing)
 PROBE_SIZES = dict(n_head=4, head_dim=8, d_model=32, max_context=9, layer=1, n_layer=2)
 
 

@@ -5,7 +5,7 @@
                                                                 one) in float64 on the same inputs
     decode(backend, mask, heads)                                queries at the end of longer keys (T < S)
     weights(backend, mask, heads)                               need_weights: the formula's (B, H, T, S) weights
-    declared_weights(mechanism, weights, allowed, cell)         what the mechanism says of its weights holds
+    (the formula and what a mechanism declares of its weights: andrea.testing.formula)
     empty_rows(backend)                                         a query with no key gives zeros, never NaN
     relative_positions(backend, mechanism, position, heads)     a block with RoPE or ALiBi gives the same output
                                                                 at any offset: every map depends on i - j only
@@ -26,14 +26,15 @@ from andrea.attention.contract import AttentionBackend
 from andrea.attention.kv_cache import KVCache
 from andrea.attention.masks import Mask
 from andrea.attention.mechanisms import Mechanism
-from andrea.attention.mechanisms.softmax import SOFTMAX
 from andrea.attention.positions import ALiBi, ScoreMod
+from andrea.attention.registry import PROBE_SIZES
+from andrea.testing.formula import formula_attention
 
 HEADS = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}  # name -> (n_head, n_kv_head)
-BATCH, SEQ, HEAD_DIM = 2, 9, 8
+BATCH, SEQ, HEAD_DIM = 2, PROBE_SIZES["max_context"], PROBE_SIZES["head_dim"]  # 9 keys, heads of 8
 TOLERANCE = {torch.float32: dict(atol=2e-5, rtol=1e-4), torch.bfloat16: dict(atol=3e-2, rtol=3e-2)}  # (atol, rtol)
 NOT_ON_CPU = "no backward on CPU"
-MECHANISM_SIZES = dict(n_head=4, head_dim=HEAD_DIM, d_model=4 * HEAD_DIM, max_context=SEQ, layer=1, n_layer=2)
+MECHANISM_SIZES = dict(PROBE_SIZES)  # the layer the registry probes plugin mechanisms with
 
 
 def mechanism_examples(name: str) -> list[Mechanism]:
@@ -123,50 +124,6 @@ def parity(
             got = p.grad if p.grad is not None else torch.zeros_like(p)
             assert_close(got.float(), want.float(), dtype, f"{cell}: the gradient of mechanism.{name} differs")
     return "passed"
-
-
-def formula_attention(
-    cell: str,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Mask | None,
-    score_mod: ScoreMod | None = None,
-    mechanism: Mechanism | None = None,
-) -> tuple[Tensor, Tensor]:
-    """The mechanism's formula (softmax's without one) in float64, at the contract's default scale 1/sqrt(d):
-    q (B, H, T, d), k and v (B, H_kv, S, d) -> out (B, H, T, d), weights (B, H, T, S), the weights checked
-    against what the mechanism declares of them."""
-    mechanism = mechanism or SOFTMAX
-    B, H, T, d = q.shape
-    S, group = k.shape[2], H // k.shape[1]
-    q, k, v = q.double(), k.double().repeat_interleave(group, dim=1), v.double().repeat_interleave(group, dim=1)
-    allowed = (
-        torch.ones(1, 1, T, S, dtype=torch.bool, device=q.device)
-        if mask is None
-        else mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)
-    )
-    allowed = allowed.expand(B, H, T, S)
-    bias = None if score_mod is None else score_mod.dense(T, S, num_heads=H, device=q.device, dtype=torch.float64)
-    try:
-        weights = mechanism.formula(q, k, allowed, 1.0 / d**0.5, bias)
-    except NotImplementedError as missing:
-        raise AssertionError(f"{cell}: {missing}") from None
-    declared_weights(mechanism, weights.detach(), allowed, cell)
-    return weights @ v, weights
-
-
-def declared_weights(mechanism: Mechanism, weights: Tensor, allowed: Tensor, cell: str) -> None:
-    """What the mechanism declares of its weights (B, H, T, S) holds: 0 at every masked key, none negative
-    unless it is `signed`, and each row that sees a key summing to 1 where `rows_sum_to_one`."""
-    hidden = weights.masked_select(~allowed)
-    assert not hidden.any(), f"{cell}: {mechanism.name} weighs a masked key ({float(hidden.abs().max()):.3g})"
-    if not mechanism.signed:
-        assert (weights >= 0).all(), f"{cell}: {mechanism.name} gives a negative weight but does not declare signed"
-    if mechanism.rows_sum_to_one:
-        sums = weights.sum(dim=-1).masked_select(allowed.any(dim=-1))
-        off = float((sums - 1).abs().max()) if sums.numel() else 0.0
-        assert off < 1e-4, f"{cell}: {mechanism.name} declares rows_sum_to_one, but a row is off by {off:.3g}"
 
 
 def _who(backend: AttentionBackend, mechanism: Mechanism | None) -> str:

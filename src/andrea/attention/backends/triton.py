@@ -32,7 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from andrea.attention.contract import AttentionBackend, Capabilities, UnsupportedAttentionError, _alternatives
+from andrea.attention.advice import _alternatives
+from andrea.attention.contract import AttentionBackend, Capabilities, UnsupportedAttentionError
 from andrea.attention.masks import Mask, MaskParams
 from andrea.attention.mechanisms import Mechanism, Sigmoid, Sink, Softcap
 from andrea.attention.positions import ALiBi, ScoreMod
