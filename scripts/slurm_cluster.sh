@@ -2,16 +2,20 @@
 # A real single-node SLURM cluster on this machine (Debian's slurm-wlm: slurmctld, slurmd, munged),
 # for trying hydra/launcher=slurm without a cluster and for andrea's cluster tests (tests/cluster).
 #
-#   scripts/slurm_cluster.sh start     # the daemons, and a partition `andrea` with this machine's CPUs
+#   scripts/slurm_cluster.sh start     # a new cluster: the daemons, and a partition `andrea` with this machine's CPUs
 #   eval "$(scripts/slurm_cluster.sh env)"   # SLURM_CONF for sbatch, squeue, scancel and andrea-train
 #   scripts/slurm_cluster.sh status    # the daemons' pids and `sinfo`; exit 1 if the cluster is not up
-#   scripts/slurm_cluster.sh stop      # every daemon ended, the folder removed
+#   scripts/slurm_cluster.sh restart   # the daemons again (after a crash, a reboot, a config change), the cluster
+#                                      # kept: its queue, running jobs, finished jobs' records and job ids go on
+#   scripts/slurm_cluster.sh stop      # every job and daemon ended, the folder (the cluster's whole state) removed
 #
 # Needs root and `apt-get install slurmctld slurmd slurm-client munge`. Every file (config, munge key
 # and socket, state, spool, logs) lives in one folder, $ANDREA_SLURM_DIR (default /tmp/andrea-slurm);
 # nothing is written to /etc or /var, and the client commands find the config through SLURM_CONF.
-# No accounting database: finished jobs stay visible to `scontrol show job` for MinJobAge. `start` refuses to
-# run beside another SLURM or munge on the machine (`stop` ends every slurmstepd left behind).
+# No accounting database: finished jobs stay visible to `scontrol show job` for MinJobAge, and their records
+# (StateSaveLocation) survive a restart. `start` begins a new cluster: the folder an earlier one left is wiped
+# (use `restart` to keep it). `start` refuses to run beside another SLURM or munge on the machine (`stop` ends
+# every slurmstepd left behind).
 set -euo pipefail
 
 DIR=${ANDREA_SLURM_DIR:-/tmp/andrea-slurm}
@@ -72,13 +76,42 @@ start() {
         echo "slurm_cluster.sh: another SLURM or munge runs here (pids $(running slurmctld slurmd munged | xargs))" >&2
         exit 1
     fi
-    stop > /dev/null 2>&1 || true  # what a crashed earlier start left
+    if [ -d "$DIR" ]; then  # what a crashed or stopped-by-reboot cluster left
+        stop > /dev/null 2>&1 || true
+        echo "slurm_cluster.sh: the earlier cluster's state in $DIR is wiped (restart keeps it)"
+    fi
     mkdir -p "$DIR"/{munge,state,spool,log}
     chmod 700 "$DIR/munge"
     mungekey --create --keyfile="$DIR/munge/munge.key" --force
+    write_config
+    daemons
+}
+
+restart() {
+    if [ "$(id -u)" != 0 ]; then echo "slurm_cluster.sh: needs root (the daemons run as root here)" >&2; exit 1; fi
+    if [ ! -s "$CONF" ] || [ ! -s "$DIR/munge/munge.key" ]; then
+        echo "slurm_cluster.sh: no cluster in $DIR to restart; scripts/slurm_cluster.sh start makes one" >&2
+        exit 1
+    fi
+    local pid
+    for daemon in slurmd slurmctld munged; do  # slurmctld saves its state as it exits; jobs' slurmstepd live on
+        pid=$(pid_of "$daemon" || true)
+        [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+    done
+    for _ in $(seq 30); do
+        [ -z "$(running slurmd slurmctld munged)" ] && break
+        sleep 1
+    done
+    if [ -n "$(running slurmd slurmctld munged)" ]; then
+        echo "slurm_cluster.sh: the daemons did not exit (pids $(running slurmd slurmctld munged | xargs))" >&2
+        exit 1
+    fi
+    daemons
+}
+
+daemons() {  # munge, the controller (recovering the queue from $DIR/state) and the node, until the node is up
     munged --force --key-file="$DIR/munge/munge.key" --socket="$DIR/munge/munge.socket.2" \
         --pid-file="$DIR/munged.pid" --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munged.seed"
-    write_config
     export SLURM_CONF=$CONF
     slurmctld -f "$CONF"
     slurmd -f "$CONF"
@@ -129,8 +162,9 @@ status() {
 
 case "${1:-}" in
     start) start ;;
+    restart) restart ;;
     stop) stop ;;
     status) status ;;
     env) echo "export SLURM_CONF=$CONF" ;;
-    *) echo "usage: scripts/slurm_cluster.sh start|stop|status|env" >&2; exit 2 ;;
+    *) echo "usage: scripts/slurm_cluster.sh start|restart|stop|status|env" >&2; exit 2 ;;
 esac

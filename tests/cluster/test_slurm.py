@@ -2,8 +2,10 @@
 row, a refused config's row, preempted and timed-out jobs that resume exactly, and DDP across SLURM's tasks."""
 
 import csv
+import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -69,9 +71,16 @@ def test_preempted_and_timed_out_jobs_resume_exactly(slurm_env, tmp_path):
         assert min(second) == stopped + 1  # resumed at the step after the last one it trained
         reference = unbroken(tmp_path / f"unbroken{job}", *RESUMABLE, f"seed={seed}")
         assert first | second == reference  # every step's loss, bit for bit (the same decimal strings)
+        assert "ckpt_path" not in rows(tmp_path / "sweep")[job]["overrides"]  # the user's overrides only
         log = Path(rows(tmp_path / "sweep")[job]["log"]).read_text()
         assert re.search(rf"stopped by signal {signum} at step {stopped + 1}; saved .*last\.ckpt", log), log[-3000:]
         assert "requeued (restart 1): resuming from" in log
+        record = json.loads((run_dir / "result.json").read_text())  # the whole run, both attempts
+        assert [(a["start_step"], a["last_step"], a["ended"]) for a in record["attempts"]] == [
+            (0, stopped + 1, "preempted" if signum == 15 else "time limit"), (stopped + 1, max(second) + 1, "finished")
+        ]  # fmt: skip
+        assert [step for step, _ in record["curves"]["train"]] == list(range(1, max(second) + 2))
+        assert record["wall_s"] == pytest.approx(sum(a["wall_s"] for a in record["attempts"]), abs=1.0)
     assert (tmp_path / "sweep" / "0" / ".hydra" / "attempt-2" / "overrides.yaml").is_file()  # each attempt's config
 
 
@@ -113,3 +122,21 @@ def test_stop_leaves_no_daemon_and_no_state_behind(slurm_env):
         assert system_state() == before  # nothing written outside its folder
     finally:  # the cluster as the other tests (and a developer) had it
         cluster("start")
+
+
+@pytest.mark.slow(reason="restarts the local cluster's daemons, ~10 s")
+def test_restart_keeps_the_queue_running_jobs_and_job_ids(slurm_env):
+    held = slurm(slurm_env, "sbatch", "--parsable", "--hold", "--wrap", "sleep 1").strip()
+    running = slurm(slurm_env, "sbatch", "--parsable", "--wrap", "sleep 120").strip()
+    try:
+        deadline = time.monotonic() + 60
+        while "RUNNING" not in slurm(slurm_env, "squeue", "-h", "-j", running, "-o", "%T"):
+            assert time.monotonic() < deadline, slurm(slurm_env, "squeue")
+            time.sleep(0.5)
+        subprocess.run([str(CLUSTER), "restart"], check=True, capture_output=True, timeout=180)
+        queue = dict(line.split() for line in slurm(slurm_env, "squeue", "-h", "-o", "%i %T").splitlines())
+        assert queue == {held: "PENDING", running: "RUNNING"}  # the queue and the running job, as they were
+        after = slurm(slurm_env, "sbatch", "--parsable", "--hold", "--wrap", "sleep 1").strip()
+        assert int(after) == int(running) + 1  # job ids go on
+    finally:
+        subprocess.run(["scancel", "--partition=andrea"], env=slurm_env, check=False)

@@ -19,13 +19,28 @@ def test_the_versions_they_were_checked_with_are_the_ones_installed(package):
     )
 
 
-def test_a_failed_job_carries_its_error_where_hydra_raises_it_from():
+def test_a_failed_job_carries_its_error_where_hydra_raises_it_from(capsys):
     error = RuntimeError("the job died")
     ret = hydra_internals.failed_job(["a=1"], error)
     assert ret.status is JobStatus.FAILED and hydra_internals.job_error(ret) is error
     with pytest.raises(RuntimeError, match="the job died"):
-        _ = ret.return_value  # Hydra's own accessor re-raises the field andrea fills
+        _ = ret.return_value  # the accessor Hydra's sweeper reads re-raises the field andrea fills...
+    assert capsys.readouterr().err == ""  # ...without Hydra's "Error executing job" ahead of andrea's line
     assert "_return_value" in inspect.signature(JobReturn).parameters
+
+
+def test_a_job_return_of_hydra_s_own_is_quieted(capsys):
+    own = JobReturn(overrides=["a=1"], status=JobStatus.FAILED, _return_value=ValueError("bad"))
+    with pytest.raises(ValueError):
+        _ = own.return_value
+    assert "Error executing job with overrides: ['a=1']" in capsys.readouterr().err  # Hydra's, what quiet() removes
+    hydra_internals.quiet(own)
+    with pytest.raises(ValueError, match="bad"):
+        _ = own.return_value
+    assert capsys.readouterr().err == ""
+    done = JobReturn(status=JobStatus.COMPLETED, _return_value=1.5)
+    hydra_internals.quiet(done)
+    assert done.return_value == 1.5
 
 
 def test_submit_builds_what_the_plugins_launch_builds():

@@ -95,6 +95,9 @@ def test_sigkill_then_resume_continues_the_same_curve(unbroken, tmp_path):
     assert min(after) == resumed_from and max(after) == max(unbroken)
     assert after == {step: loss for step, loss in unbroken.items() if step >= resumed_from}  # bitwise: same strings
     assert len(wandb_ids(run_dir)) == 1  # both attempts wrote to the same wandb run
+    whole = json.loads((run_dir / "result.json").read_text())
+    assert [(a["start_step"], a["ended"]) for a in whole["attempts"]] == [(0, "unknown"), (resumed_from, "finished")]
+    assert [step for step, _ in whole["curves"]["train"]] == [step + 1 for step in sorted(unbroken)]  # each once
     first, second = (run_dir / ".hydra" / "overrides.yaml", run_dir / ".hydra" / "attempt-2" / "overrides.yaml")
     assert "ckpt_path" not in first.read_text() and "ckpt_path" in second.read_text()  # each attempt's config kept
     assert not list((run_dir / "checkpoints").glob(".*.partial"))
@@ -114,6 +117,12 @@ def test_sigterm_saves_prints_the_resume_command_and_exits_143(unbroken, tmp_pat
     after = resume(run_dir, result["resume"].split()[1:])  # andrea-train <overrides> hydra.run.dir=... ckpt_path=...
     assert min(after) == result["global_step"]
     assert after == {step: loss for step, loss in unbroken.items() if step >= result["global_step"]}
+    whole = json.loads((run_dir / "result.json").read_text())  # the run's record: both attempts, joined
+    assert [(a["start_step"], a["last_step"], a["ended"]) for a in whole["attempts"]] == [
+        (0, result["global_step"], "cancelled"), (result["global_step"], max(unbroken) + 1, "finished")
+    ]  # fmt: skip
+    assert [step for step, _ in whole["curves"]["train"]] == [step + 1 for step in sorted(unbroken)]
+    assert whole["wall_s"] >= sum(a["wall_s"] for a in whole["attempts"]) - 0.5
 
 
 def test_resuming_a_finished_run_says_so_and_leaves_every_file_as_it_was(default_run, tmp_path):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import lightning as L
 import pytest
 
 from andrea.train import slurm
@@ -121,3 +122,131 @@ def test_the_slurm_launcher_names_what_is_missing_in_one_line(monkeypatch):
     up = subprocess.CompletedProcess(["scontrol", "ping"], 0, "Slurmctld(primary) at localhost is UP\n", "")
     monkeypatch.setattr(subprocess, "run", lambda *args, **kwargs: up)
     assert slurm.cluster_problem() is None
+
+
+def test_a_time_limit_warning_outside_training_requeues_only_a_run_that_has_not_ended(tmp_path, capsys):
+    """Before training the job stops (128 + n: it requeues itself); once its result says it ended, the warning is
+    ignored: submitit's own handler requeued a finished job, past max_num_timeout."""
+    import json
+    import signal
+
+    handle = slurm.outside_training(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        handle(signal.SIGUSR2, None)  # the first attempt, before any result
+    assert stop.value.code == 128 + signal.SIGUSR2
+    (tmp_path / "result.json").write_text(json.dumps({"status": "interrupted", "run_dir": str(tmp_path)}))
+    with pytest.raises(SystemExit):
+        handle(signal.SIGUSR2, None)  # a requeued attempt, before it trains on
+    for status in ("completed", "failed"):
+        (tmp_path / "result.json").write_text(json.dumps({"status": status, "run_dir": str(tmp_path)}))
+        handle(signal.SIGUSR2, None)
+        assert f"came after the run {status}: not requeued" in capsys.readouterr().err
+
+
+def test_a_time_limit_warning_after_training_leaves_the_run_completed(tmp_path, capsys):
+    """The warning arriving while a finished run validates and writes its result: ignored (the handler that was
+    there before, here one that stops the job as submitit's requeue does, is back once the run returns)."""
+    import signal
+
+    from omegaconf import open_dict
+
+    from andrea.train.pipeline import train
+    from tests.compose import QUICK, compose_train
+
+    cfg = compose_train(tmp_path, QUICK)
+    with open_dict(cfg):
+        cfg.callbacks.warn = {"_target_": f"{__name__}.WarnAtFinalValidation"}
+
+    def requeue(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGUSR2, requeue)
+    try:
+        result = train(cfg)
+        assert signal.getsignal(signal.SIGUSR2) is requeue
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert result.status == "completed" and [a["ended"] for a in result.attempts] == ["finished"]
+    assert "(the time limit's warning) came after training ended: nothing to save" in capsys.readouterr().err
+
+
+class WarnAtFinalValidation(L.Callback):
+    """SIGUSR2 to this process as the run's final validation starts (after fit)."""
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        import os
+        import signal
+
+        if trainer.state.fn == "validate":
+            os.kill(os.getpid(), signal.SIGUSR2)
+
+
+def test_a_requeued_job_is_labelled_with_the_user_s_overrides_only(monkeypatch, tmp_path):
+    from andrea.train.hydra_run import task_overrides
+    from tests.compose import compose_train
+
+    checkpoint = tmp_path / "checkpoints" / "last.ckpt"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
+    monkeypatch.setattr(slurm, "_ADDED", [])  # this test's process stands for the job's
+    overrides = slurm.resume_overrides(["seed=1"], tmp_path)
+    assert overrides[-1].startswith("ckpt_path=")
+    compose_train(tmp_path, overrides)
+    assert task_overrides() == ["seed=1"]  # the row, the job's line, the result's overrides, the logger's run name
+
+
+class Waiting:
+    """A submitit job of one task whose result never comes."""
+
+    def __init__(self, job_id: str, folder) -> None:
+        self.job_id, self.num_tasks, self.folder = job_id, 1, folder
+
+    def task(self, k: int):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(paths=SimpleNamespace(result_pickle=self.folder / f"{self.job_id}_result.pkl"))
+
+
+def test_a_sweep_gives_up_waiting_in_one_line_naming_each_job_and_its_last_state(monkeypatch, tmp_path, capsys):
+    """A controller that stops answering is said at once; past the deadline the wait gives up, and the sweep's
+    line names every job left with the state the scheduler last gave (time.time() pinned for the clock)."""
+    from andrea.train import slurm_wait
+
+    controller = {"up": True}
+    monkeypatch.setattr(slurm, "_run", lambda command: answers(controller["up"])(command))
+    monkeypatch.setattr(slurm, "SEEN", {})
+    monkeypatch.setattr(slurm_wait, "SEEN", slurm.SEEN)
+    monkeypatch.setattr(time, "localtime", lambda at=None: time.gmtime(0))
+    asked = []
+
+    def sleep(seconds: float) -> None:  # the controller goes silent after the first answer
+        asked.append(seconds)
+        controller["up"] = False
+
+    monkeypatch.setattr(slurm_wait.time, "sleep", sleep)
+    with pytest.raises(slurm_wait.GaveUp, match="1_0"):
+        slurm_wait.wait_for(Waiting("1_0", tmp_path), deadline=time.monotonic() + 0.05, ask_every_s=0.0)
+    assert "the SLURM controller does not answer; still waiting for job 1_0" in capsys.readouterr().err
+    line = slurm_wait.unsettled_line(["1_0", "9_9"], 30)
+    assert line == (
+        "hydra/launcher=slurm gave up waiting after hydra.launcher.wait_limit_min=30 minutes for 2 job(s): "
+        "job 1_0 RUNNING at 00:00:00; job 9_9 state unknown (the controller never answered for it); they may still "
+        "run and write into their run dirs (squeue, scancel), or raise hydra.launcher.wait_limit_min (null: no limit)"
+    )
+    controller["up"] = True
+    with pytest.raises(slurm_wait.GaveUp):
+        slurm_wait.wait_for(Waiting("1_0", tmp_path), deadline=time.monotonic(), ask_every_s=0.0)
+    assert slurm_wait.wait_for(Waiting("1_1", tmp_path), deadline=None, ask_every_s=0.0) is not None  # TIMEOUT: ended
+
+
+def test_the_wait_limit_is_a_setting_of_hydra_s_launcher_config(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the optional `sweep` extra is not installed")
+    from hydra import compose, initialize_config_module
+    from hydra.errors import ConfigCompositionException
+
+    with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
+        cfg = compose("train", ["hydra/launcher=slurm", "hydra.launcher.wait_limit_min=30"], return_hydra_config=True)
+        assert cfg.hydra.launcher.wait_limit_min == 30.0 and cfg.hydra.launcher.max_num_timeout == 3
+        with pytest.raises(ConfigCompositionException, match="wait_limit_min"):
+            compose("train", ["hydra/launcher=slurm", "hydra.launcher.wait_limit_min=soon"], return_hydra_config=True)

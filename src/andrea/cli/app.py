@@ -25,6 +25,10 @@ class SettingError(ValueError):
     """A command's setting refused before any work: one line that names it and the fix."""
 
 
+class RunFailed(RuntimeError):
+    """A run or a sweep that stopped on the way, for a reason its one line says: exit 1."""
+
+
 DISK = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR)
 
 
@@ -97,8 +101,8 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
             if user_wants_traces:
                 raise
             fail(command, _config_refusal(err), 2)
-        except (DiskError, SettingError) as err:  # a setting refused by a part Hydra runs (a launcher): 2
-            fail(command, str(err), 1 if isinstance(err, DiskError) else 2)
+        except (DiskError, SettingError, RunFailed) as err:  # a setting refused by a part Hydra runs (a launcher): 2
+            fail(command, str(err), 2 if isinstance(err, SettingError) else 1)
         except OSError as err:
             if err.errno not in DISK or user_wants_traces:
                 raise

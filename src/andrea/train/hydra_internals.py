@@ -5,6 +5,8 @@ upgrade moves any of them). Nothing else in andrea reaches past Hydra's public A
 
     job_error(job_return)                 the exception a FAILED job raised (Hydra keeps it in a private field)
     failed_job(overrides, error)          a FAILED JobReturn carrying `error`, as Hydra's own are
+    quiet(job_return)                     a FAILED JobReturn raising its error without Hydra's "Error executing
+                                          job" line (andrea's one line about the sweep says it)
     submit(launcher, overrides, idx)      the submitit launcher's submission, its jobs returned unread
 """
 
@@ -21,6 +23,7 @@ from omegaconf import OmegaConf
 
 log = logging.getLogger("hydra_plugins.hydra_submitit_launcher.submitit_launcher")  # the plugin's lines, as its own
 
+ANDREA_KEYS = ("wait_limit_min",)  # hydra/launcher=slurm's own settings, not submitit's: never handed to it
 CHECKED_WITH = {"hydra-core": "1.3.8", "hydra-submitit-launcher": "1.2.0", "submitit": "1.5.4"}
 
 
@@ -31,9 +34,29 @@ def job_error(job_return: JobReturn) -> Any:
 
 def failed_job(overrides: list[str], error: BaseException) -> JobReturn:
     """A FAILED JobReturn whose error Hydra's sweeper raises after the batch, as for a job that raised."""
-    ret = JobReturn(overrides=overrides, status=JobStatus.FAILED)
+    ret = _QuietJobReturn(overrides=overrides, status=JobStatus.FAILED)
     ret._return_value = error
     return ret
+
+
+class _QuietJobReturn(JobReturn):
+    """A JobReturn whose `return_value` raises a failed job's error without first writing Hydra's "Error
+    executing job with overrides" to stderr (JobReturn's own getter does, ahead of andrea's line)."""
+
+    @property
+    def return_value(self) -> Any:
+        if self.status == JobStatus.COMPLETED:
+            return self._return_value
+        raise self._return_value
+
+    @return_value.setter
+    def return_value(self, value: Any) -> None:
+        self._return_value = value
+
+
+def quiet(job_return: JobReturn) -> None:
+    """`job_return` (Hydra's own, handed to a callback's on_job_end) as a _QuietJobReturn from now on."""
+    job_return.__class__ = _QuietJobReturn
 
 
 def submit(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
@@ -46,7 +69,7 @@ def submit(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     from hydra.core.utils import filter_overrides
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
-    init_keys = {"max_num_timeout", "submitit_folder"}
+    init_keys = {"max_num_timeout", "submitit_folder", *ANDREA_KEYS}
     executor = submitit.AutoExecutor(
         cluster=launcher._EXECUTOR,
         folder=launcher.params["submitit_folder"],

@@ -40,9 +40,13 @@ def is_rank_zero_process() -> bool:
 
 
 def task_overrides() -> list[str]:
-    """The overrides the user gave this run (a multirun job's own), [] outside a Hydra run."""
+    """The overrides the user gave this run (a multirun job's own; not the ckpt_path a requeued SLURM job
+    resumes from, andrea.train.slurm), [] outside a Hydra run."""
+    from andrea.train.slurm import added_overrides
+
     hydra = _hydra()
-    return list(hydra.overrides.task) if hydra else []
+    added = added_overrides()
+    return [o for o in hydra.overrides.task if o not in added] if hydra else []
 
 
 def job_number() -> int | None:
@@ -83,7 +87,7 @@ def run_name() -> str | None:
     if hydra is None:
         return None
     if is_multirun():
-        return f"{hydra.job.num}:{hydra.job.override_dirname or 'defaults'}"
+        return f"{hydra.job.num}:{','.join(sorted(task_overrides())) or 'defaults'}"
     output_dir = OmegaConf.select(hydra, "runtime.output_dir", throw_on_missing=False)
     return Path(output_dir).name if output_dir else None
 

@@ -22,10 +22,11 @@ from andrea.models.memory import Estimate
 from andrea.models.network import kv_cache_widths, network
 from andrea.train.config import Parts, validate
 from andrea.train.hydra_run import is_multirun, job_log, job_number, task_overrides
+from andrea.train.lit.attempts import RunRecord, ended_by
 from andrea.train.lit.attention_maps import AttentionMaps
 from andrea.train.lit.module import NonFiniteLossError
 from andrea.train.lit.progress import progress_callbacks
-from andrea.train.lit.resume import LAST, RESTORE_ERRORS, RestoreWatch, ResumeData, StopOnSignal
+from andrea.train.lit.resume import LAST, RESTORE_ERRORS, RestoreWatch, ResumeData, StopOnSignal, time_limit_ignored
 from andrea.train.lit.run_stats import RunStats
 from andrea.train.sweep import done_line, job_line
 from andrea.utils.run_result import RESULT_FILE, RunResult, result_path
@@ -54,12 +55,13 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
     if not loggers:  # logger=none: Lightning refuses a LearningRateMonitor with nothing to log to
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
     stop, restore = StopOnSignal(Path(cfg.paths.output_dir) / "checkpoints"), RestoreWatch()
+    record = RunRecord(stop, start, cfg.get("ckpt_path"))
     callbacks, console = progress_callbacks(callbacks, is_multirun())
     # Lightning adds a ModelCheckpoint of its own (a file every epoch) to a run that has none: callbacks=none, or
     # the checkpoint callbacks removed, writes no checkpoint unless trainer.enable_checkpointing=true says so
     checkpointing = cfg.trainer.get("enable_checkpointing", any(isinstance(c, ModelCheckpoint) for c in callbacks))
     trainer = instantiate(
-        cfg.trainer, callbacks=[*callbacks, ResumeData(), stop, restore], logger=loggers or False,
+        cfg.trainer, callbacks=[*callbacks, ResumeData(), record, stop, restore], logger=loggers or False,
         enable_checkpointing=checkpointing, **console,
     )  # fmt: skip
     run_dir = Path(trainer.default_root_dir)
@@ -85,12 +87,13 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
             raise NonFiniteLossError(f"{err}: {last if last.exists() else 'no checkpoint written yet'}") from None
         if stop.received is not None:
             status = "interrupted"
-            return _interrupted(stop, trainer, run_dir)
-        fitted = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
-        final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if cfg.get("validate") else {}
-        result = _summary(cfg, trainer, {**fitted, **final}, time.perf_counter() - start, run_dir, parts.memory)
-        if trainer.is_global_zero:
-            result.write(result_path(run_dir, keep_existing=restore.trained_steps(trainer) == 0))
+            return _interrupted(stop, record, trainer, run_dir)
+        with time_limit_ignored():  # trained to the end: a late time-limit warning has nothing to save or requeue
+            fitted = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+            final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if cfg.get("validate") else {}
+            result = _summary(cfg, trainer, {**fitted, **final}, record, run_dir, parts.memory)
+            if trainer.is_global_zero:
+                result.write(result_path(run_dir, keep_existing=restore.trained_steps(trainer) == 0))
         status = "success"
     finally:
         _finish_loggers(loggers, status)
@@ -114,9 +117,10 @@ def resume_command(run_dir: Path) -> str:
     return " ".join(["andrea-train", *map(shlex.quote, kept + resume)])
 
 
-def _interrupted(stop: StopOnSignal, trainer: L.Trainer, run_dir: Path) -> RunResult:
+def _interrupted(stop: StopOnSignal, record: RunRecord, trainer: L.Trainer, run_dir: Path) -> RunResult:
     assert stop.received is not None  # called once a signal came
     result = RunResult(
+        attempts=record.attempts(ended_by(stop.received)),
         status="interrupted",
         signal=int(stop.received),
         exit_code=128 + int(stop.received),
@@ -140,7 +144,7 @@ def _summary(
     cfg: DictConfig,
     trainer: L.Trainer,
     metrics: dict[str, float],
-    wall_s: float,
+    record: RunRecord,
     run_dir: Path,
     memory: Estimate | None,
 ) -> RunResult:
@@ -160,7 +164,8 @@ def _summary(
         tokens_per_s_steps=stats.rate_summary() if stats else None,  # median, p25, p75 over the steps
         parameters=sum(p.numel() for p in trainer.lightning_module.parameters()),
         curves={"train": stats.train_curve, "val": stats.val_curve} if stats else None,
-        wall_s=wall_s,
+        wall_s=record.wall_s(),  # every attempt's
+        attempts=record.attempts("finished"),
         log=job_log(),
         memory_estimate=_memory_estimate(memory),
         global_step=trainer.global_step,

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 LOCK_FILE = ".lock"
+LAST = "last.ckpt"  # <run dir>/checkpoints/last.ckpt: the checkpoint a run resumes from (andrea.train.lit.resume)
 REQUEUE_WAIT_S = 300  # how long a requeued SLURM job waits for its earlier attempt to release the run dir
 
 

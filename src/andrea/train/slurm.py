@@ -3,17 +3,15 @@
     job_end(job_id)            the scheduler's word on a job that ended (state, reason, exit code), None
                                while it lives; from `scontrol show job`, else `sacct` (a cluster with
                                accounting, once the job has left the controller's memory)
-    wait_for(job)              until every task of a submitit job left its result, or the scheduler ended it
     gpus_per_node(acc, n)      the launcher's GPUs per node for trainer.accelerator and trainer.devices
     restart_count()            how often SLURM has requeued this job (preemption, `scontrol requeue`, a
                                time limit's requeue): 0 in its first attempt and outside SLURM
     resume_overrides(o, dir)   a requeued job's overrides, resuming from its run dir's last.ckpt
     requeue_this_job()         `scontrol requeue` this job: after the time limit's warning signal, the job
                                saved last.ckpt and stops, and SLURM starts it again
+    outside_training(dir)      the time limit's warning before training (stop: requeued) and after (ignored)
 
-submitit, the launcher's engine, reads job states from `sacct` only: on a cluster without accounting
-(slurm-wlm as Debian installs it, scripts/slurm_cluster.sh) it never learns that a job was cancelled
-and waits for it forever. Hence `wait_for`.
+Waiting for a sweep's jobs: andrea.train.slurm_wait.
 """
 
 from __future__ import annotations
@@ -24,9 +22,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
+
+from andrea.train.run_dir import LAST
 
 # Job states in which a job may still leave a result (sinfo(1) "JOB STATE CODES"); any other is its end
 LIVE_STATES = {
@@ -36,7 +38,6 @@ LIVE_STATES = {
 COMMAND_TIMEOUT_S = 60
 # The signal SLURM sends ahead of a job's time limit: submitit's (`#SBATCH --signal=USR2@<signal_delay_s>`)
 TIME_LIMIT_SIGNAL = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
-RESULT_GRACE_S = 15  # a result written as the job ended may reach a shared file system late
 
 
 @dataclass(frozen=True)
@@ -61,13 +62,18 @@ def job_end(job_id: str) -> JobEnd | None:
     """The end of job `job_id` (`12345`, or an array task's `12345_3`), None while it may still run or the
     controller did not answer (ask again later). A job the controller no longer holds (MinJobAge) is read
     from sacct; one neither knows any more has ended, how is unknown (a PREEMPTED job not requeued, say)."""
-    record = _scontrol(job_id)
+    return end_from(job_id, scontrol_record(job_id))
+
+
+def end_from(job_id: str, record: dict[str, str] | None) -> JobEnd | None:
+    """job_end from the controller's answer (None: it did not answer)."""
     if record is None:
         return None
     record = record or _sacct(job_id)
     if not record:
         return JobEnd("UNKNOWN", "no longer known to the scheduler", None)
     state = (record.get("State") or "UNKNOWN").split()[0]  # sacct says "CANCELLED by 0"
+    SEEN[job_id] = Sighting(state, time.time())
     if state in LIVE_STATES:
         return None
     return JobEnd(state, record.get("Reason") or record["State"], _exit_code(record.get("ExitCode", "")))
@@ -81,7 +87,7 @@ def _exit_code(field: str) -> int | None:
     return 128 + int(signum) if signum.isdigit() and int(signum) else int(status)
 
 
-def _scontrol(job_id: str) -> dict[str, str] | None:
+def scontrol_record(job_id: str) -> dict[str, str] | None:
     """The controller's record of the job; {} for a job it does not hold, None when it did not answer."""
     done = _run(["scontrol", "show", "job", "--oneliner", job_id])
     if done is None or (done.returncode != 0 and "Invalid job id" not in done.stderr):
@@ -114,22 +120,20 @@ def _run(command: list[str]) -> subprocess.CompletedProcess[str] | None:
         return None
 
 
-def wait_for(job: Any, poll_s: float = 1.0, ask_every_s: float = 10.0) -> JobEnd | None:
-    """Wait until every task of the submitit job `job` has left its result (None: `job.results()` reads
-    them at once) or the scheduler says the job ended without (its JobEnd). A requeued job lives on."""
-    results = [job.task(k).paths.result_pickle for k in range(job.num_tasks)]
-    asked = -ask_every_s
-    while not all(path.exists() for path in results):
-        if time.monotonic() - asked >= ask_every_s:
-            asked = time.monotonic()
-            end = job_end(str(job.job_id))
-            if end is not None:
-                deadline = time.monotonic() + RESULT_GRACE_S
-                while not all(path.exists() for path in results) and time.monotonic() < deadline:
-                    time.sleep(poll_s)
-                return None if all(path.exists() for path in results) else end
-        time.sleep(poll_s)
-    return None
+@dataclass
+class Sighting:
+    """The state the scheduler last gave for a job, and when (time.time()); None: it never answered for it."""
+
+    state: str | None = None
+    at: float | None = None
+
+    def __str__(self) -> str:
+        if self.state is None or self.at is None:
+            return "state unknown (the controller never answered for it)"
+        return f"{self.state} at {time.strftime('%H:%M:%S', time.localtime(self.at))}"
+
+
+SEEN: dict[str, Sighting] = {}  # job id -> what the scheduler last said of it, in this process
 
 
 def restart_count() -> int:
@@ -140,14 +144,22 @@ def restart_count() -> int:
 def resume_overrides(overrides: list[str], run_dir: Path) -> list[str]:
     """`overrides`, plus ckpt_path=<run dir>/checkpoints/last.ckpt in a requeued attempt whose earlier
     one left that checkpoint (and the user gave no ckpt_path of their own)."""
-    from andrea.train.lit.resume import LAST  # lightning: imported in a job, not for --help
-
     checkpoint = run_dir / "checkpoints" / LAST
     if restart_count() == 0 or not checkpoint.is_file() or any(o.startswith("ckpt_path=") for o in overrides):
         return overrides
     print(f"requeued (restart {restart_count()}): resuming from {checkpoint}", file=sys.stderr, flush=True)
     quoted = str(checkpoint).replace("'", "\\'")  # a quoted value of Hydra's grammar
-    return [*overrides, f"ckpt_path='{quoted}'"]
+    _ADDED.append(f"ckpt_path='{quoted}'")
+    return [*overrides, _ADDED[-1]]
+
+
+_ADDED: list[str] = []  # the overrides resume_overrides added in this process: not the user's
+
+
+def added_overrides() -> list[str]:
+    """The overrides this process's job was given by `resume_overrides`, not by the user: a job's label, its row
+    and its logger run's name show the user's own only."""
+    return list(_ADDED)
 
 
 def gpus_per_node(accelerator: str, devices: Any) -> Any:
@@ -160,6 +172,27 @@ def this_job_id() -> str:
     """This job's id as scontrol takes it: `<array job>_<task>` for a task of an array."""
     array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     return f"{array}_{task}" if array and task else os.environ["SLURM_JOB_ID"]
+
+
+def outside_training(run_dir: Path) -> Callable[[int, FrameType | None], None]:
+    """A job's handler of the time limit's warning outside training (andrea.train.lit.resume.StopOnSignal has it
+    during training): before the run has ended, the job stops (exit 128 + n) and requeues itself; once it
+    ended (its result.json completed, or failed), the warning is ignored: a finished job is never requeued
+    (submitit's own handler would requeue it, past max_num_timeout)."""
+    from andrea.utils.run_result import RESULT_FILE, RunResult
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        try:
+            status = RunResult.read(run_dir / RESULT_FILE).status
+        except (OSError, ValueError):
+            status = None
+        if status in ("completed", "failed", "killed"):
+            said = f"signal {signum} (the time limit's warning) came after the run {status}: not requeued"
+            print(said, file=sys.stderr)
+            return
+        raise SystemExit(128 + signum)
+
+    return handle
 
 
 def requeue_this_job() -> None:

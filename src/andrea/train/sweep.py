@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from andrea.train.errors import ConfigError
-from andrea.train.hydra_internals import job_error
+from andrea.train.hydra_internals import job_error, quiet
 from andrea.train.hydra_run import is_multirun, job_log
 from andrea.utils.csv_cells import write_rows
 from andrea.utils.run_result import RESULT_FILE, RunResult
@@ -73,13 +73,16 @@ def job_failed(
     exit_code: int | str | None,
     status: str = "failed",
     log: str | None = None,
+    attempts: Sequence[dict] = (),
 ) -> None:
     """The result.json of a job that did not complete, so the summary has its row (`log`: the job's own,
-    from within the job when not given)."""
+    from within the job when not given; "" for none; `attempts`: the run's record, lit.attempts)."""
     if exit_code is None:  # what the job would have exited with on its own
         exit_code = 2 if isinstance(error, ConfigError) else 1
     error_text = _error_text(error) if error is not None else ""
-    result = RunResult(status, exit_code, str(run_dir), list(overrides), error=error_text, log=log or job_log())
+    log = job_log() if log is None else log or None
+    result = RunResult(status, exit_code, str(run_dir), list(overrides), error=error_text, log=log)
+    result.attempts = list(attempts)
     result.write(run_dir / RESULT_FILE)
 
 
@@ -194,6 +197,7 @@ class SweepSummary(Callback):
             error = job_error(job_return)
             job_failed(Path(config.hydra.runtime.output_dir), job_return.overrides or [], error, None)
             mark_failed(error, config.hydra.sweep.dir)
+            quiet(job_return)  # the sweep's one line names it, not Hydra's "Error executing job" before that
         write_summary(config.hydra.sweep.dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

@@ -34,12 +34,22 @@ _COMPLETED = (
     "status", "exit_code", "overrides", "train_loss", "train_acc", "val_loss", "val_acc", "val_perplexity",
     "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s", "memory_estimate", "global_step",
     "epochs", "run_dir", "attention_maps", "attention_maps_skipped", "head_roles", "roles", "verdict",
-    "verdict_step", "first_token_mass", "kv_cache", "log", "config",
+    "verdict_step", "first_token_mass", "kv_cache", "attempts", "log", "config",
 )  # fmt: skip
 KEYS = {
     "completed": _COMPLETED,
-    "interrupted": ("status", "signal", "exit_code", "global_step", "checkpoint", "resume", "run_dir", "log"),
-    "failed": ("status", "exit_code", "error", "overrides", "run_dir", "log"),
+    "interrupted": (
+        "status",
+        "signal",
+        "exit_code",
+        "global_step",
+        "checkpoint",
+        "resume",
+        "attempts",
+        "run_dir",
+        "log",
+    ),  # fmt: skip
+    "failed": ("status", "exit_code", "error", "overrides", "attempts", "run_dir", "log"),
 }
 
 
@@ -65,7 +75,7 @@ class RunResult:
     tokens_per_s_steps: dict[str, float] | None = None  # median, p25, p75 over the steps
     parameters: int | None = None
     curves: dict[str, list] | None = None  # {"train": [[step, loss], ...], "val": [...]}
-    wall_s: float | None = None
+    wall_s: float | None = None  # the whole run's: every attempt's summed
     memory_estimate: dict[str, Any] | None = None
     global_step: int | None = None
     epochs: int | None = None
@@ -77,6 +87,8 @@ class RunResult:
     verdict_step: int | None = None  # the step of the first record whose verdict was met
     first_token_mass: list[float] | None = None  # per layer, the last record's raw weight on key 0
     kv_cache: dict[str, Any] | None = None  # numbers a token keeps in the KV cache, all layers (models.network)
+    # each attempt of the run (a resume, a requeue): attempt, start_step, last_step, ended, wall_s (lit.attempts)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
     log: str | None = None  # where the job's output went: a launched job's own log, else Hydra's log file
     config: dict[str, Any] | None = None  # the resolved config
 

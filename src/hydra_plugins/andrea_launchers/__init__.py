@@ -19,6 +19,8 @@ editable install's namespace is not scanned. Without the `sweep` extra it define
 
 from __future__ import annotations
 
+import signal
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 from hydra.core.utils import JobReturn, setup_globals
 from omegaconf import DictConfig
 
-from andrea.cli.app import SettingError
-from andrea.train import slurm
+from andrea.cli.app import RunFailed, SettingError
+from andrea.train import slurm, slurm_wait
 from andrea.train.hydra_internals import failed_job, submit
 from andrea.train.hydra_run import is_rank_zero_process
 from andrea.train.run_dir import REQUEUE_WAIT_S, wait_until_free
-from andrea.train.sweep import job_failed, job_line, mark_failed
+from andrea.train.sweep import job_failed, job_line, mark_failed, write_summary
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
 try:
@@ -56,7 +58,7 @@ class _Settled:
     def __init__(self, job: submitit.Job[Any], overrides: list[str], run_dir: Path) -> None:
         self.job, self.overrides, self.run_dir = job, overrides, run_dir
 
-    def results(self) -> list[JobReturn]:
+    def results(self, deadline: float | None = None) -> list[JobReturn]:
         try:
             returns = self.job.results()
         except Exception:  # submitit's UncompletedJobError / FailedJobError: no result came back
@@ -73,10 +75,17 @@ class _Settled:
         return str(self.job.state)
 
     def died(self, what: str, exit_code: int | None | str, replace_own_report: bool = False) -> list[JobReturn]:
-        """The job's `killed` row (unless it reported its own end, failed or interrupted, and that is kept)."""
-        error = JobDied(f"{what}; its log: {self.job.paths.stderr}")
+        """The job's `killed` row (unless it reported its own end, failed or interrupted, and that is kept); a job
+        ended before it started (cancelled while pending) says so, and names no log: it wrote none."""
+        log = Path(self.job.paths.stderr)
+        error = JobDied(f"{what}; its log: {log}" if log.exists() else f"{what}; it never started (it wrote no log)")
         if replace_own_report or not (self.run_dir / RESULT_FILE).exists():
-            job_failed(self.run_dir, self.overrides, error, exit_code, status="killed", log=str(self.job.paths.stderr))
+            own = RunResult.read(self.run_dir / RESULT_FILE) if (self.run_dir / RESULT_FILE).exists() else None
+            attempts = own.attempts if own is not None else []  # the run's record so far, kept in the killed row
+            job_failed(
+                self.run_dir, self.overrides, error, exit_code, status="killed", log=str(log) if log.exists() else "",
+                attempts=attempts,
+            )  # fmt: skip
         mark_failed(error, self.run_dir.parent)
         return [failed_job(self.overrides, error)]  # Hydra's sweeper raises it after the batch
 
@@ -88,8 +97,8 @@ class _SettledBySlurm(_Settled):
         end = slurm.job_end(str(self.job.job_id))
         return "running" if end is None else str(end)
 
-    def results(self) -> list[JobReturn]:
-        end = slurm.wait_for(self.job)
+    def results(self, deadline: float | None = None) -> list[JobReturn]:
+        end = slurm_wait.wait_for(self.job, deadline)
         if end is None:
             return super().results()
         own = RunResult.read(self.run_dir / RESULT_FILE) if (self.run_dir / RESULT_FILE).exists() else None
@@ -110,7 +119,17 @@ class _KeepEveryJob(_Launcher):
         numbers = range(initial_job_idx, initial_job_idx + len(jobs))
         jobs_and_dirs = zip(jobs, job_overrides, numbers, strict=True)
         settled = [self.settled(job, list(o), sweep_dir / str(n)) for job, o, n in jobs_and_dirs]
-        return [job.results()[0] for job in settled]
+        limit_min = self.params.get("wait_limit_min")
+        deadline = None if limit_min is None else time.monotonic() + 60 * float(limit_min)
+        returns = []
+        for k, job in enumerate(settled):
+            try:
+                returns.append(job.results(deadline)[0])
+            except slurm_wait.GaveUp:
+                write_summary(sweep_dir)  # the rows of the jobs that ended
+                left = [str(unsettled.job.job_id) for unsettled in settled[k:]]
+                raise RunFailed(slurm_wait.unsettled_line(left, limit_min)) from None
+        return returns
 
 
 if LocalLauncher is not None:
@@ -126,6 +145,11 @@ if LocalLauncher is not None:
         settled = _SettledBySlurm
 
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+            limit = self.params.get("wait_limit_min")
+            if limit is not None and not 0 < limit < float("inf"):
+                raise SettingError(
+                    f"hydra.launcher.wait_limit_min={limit} is no time to wait: give minutes > 0, or null for no limit"
+                )
             problem = slurm.cluster_problem()  # before a job is submitted: one line, not submitit's traceback
             if problem is not None:
                 raise SettingError(problem)
@@ -137,6 +161,8 @@ if LocalLauncher is not None:
             assert self.config is not None  # set up by Hydra before it was pickled
             setup_globals()  # the `now` resolver of the sweep dir, as the plugin's own __call__ does next
             run_dir = Path(str(self.config.hydra.sweep.dir)) / str(job_num)
+            if slurm.TIME_LIMIT_SIGNAL is not None:  # submitit's handler requeues even a finished job
+                signal.signal(slurm.TIME_LIMIT_SIGNAL, slurm.outside_training(run_dir))
             if slurm.restart_count():  # requeued: the earlier attempt may still be exiting, writing last.ckpt
                 wait_until_free(run_dir, REQUEUE_WAIT_S)
             overrides = slurm.resume_overrides(list(sweep_overrides), run_dir)

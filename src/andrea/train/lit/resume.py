@@ -7,13 +7,18 @@ and a checkpoint on SIGTERM / SIGINT before a clean exit.
     ResumeData          counts the batches trained in the epoch, which the data module saves
                         in every checkpoint: a resumed run skips them (andrea.data.sampler)
     StopOnSignal        SIGTERM or SIGINT: finish the current step, save last.ckpt, stop
+    time_limit_ignored  the time limit's warning ignored once a run has trained to its end
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -26,10 +31,10 @@ from lightning.pytorch.utilities.types import STEP_OUTPUT
 
 from andrea.data.sampler import EpochSampler
 from andrea.train.lit.lightning_internals import batch_processed, save_last, stop_now
-from andrea.train.run_dir import disk_error
+from andrea.train.run_dir import LAST, disk_error
+from andrea.train.slurm import TIME_LIMIT_SIGNAL
 from andrea.utils.files import atomic_write
 
-LAST = "last.ckpt"
 # SIGUSR2: submitit's (hydra/launcher=slurm) warning ahead of a job's time limit
 SIGNALS = tuple(s for s in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGUSR2", None)) if s is not None)
 
@@ -196,3 +201,21 @@ class StopOnSignal(L.Callback):
         # ModelCheckpoint may then save a "best": a signal asks to stop, not to evaluate.
         trainer.limit_val_batches = 0
         trainer.should_stop = True
+
+
+@contextlib.contextmanager
+def time_limit_ignored() -> Iterator[None]:
+    """The time limit's warning (SLURM's, `signal_delay_s` ahead of a job's end) ignored while a run that trained
+    to its end validates and writes its result: nothing is left to save, and a finished job is never requeued."""
+    if TIME_LIMIT_SIGNAL is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(TIME_LIMIT_SIGNAL, too_late)
+    try:
+        yield
+    finally:
+        signal.signal(TIME_LIMIT_SIGNAL, previous)
+
+
+def too_late(signum: int, frame: FrameType | None) -> None:
+    print(f"signal {signum} (the time limit's warning) came after training ended: nothing to save", file=sys.stderr)

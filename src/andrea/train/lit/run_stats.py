@@ -23,6 +23,10 @@ class RunStats(L.Callback):
     logging steps."""
 
     FINAL_STEPS = 20
+    # In every checkpoint: a resumed run's curves and speed are the whole run's, the steps trained after the
+    # checkpoint by the earlier attempt counted once (the later attempt's). A validation run after the checkpoint
+    # an attempt resumes from (the epoch's last one is saved before its validation) is not among them.
+    KEPT = ("tokens", "train_seconds", "step_rates", "train_curve", "val_curve")
 
     def __init__(self, peak_tflops: float | None = None) -> None:
         if peak_tflops is not None and peak_tflops <= 0:
@@ -53,6 +57,19 @@ class RunStats(L.Callback):
     def final_train_loss(self) -> float | None:
         last = [loss for _, loss in self.train_curve[-self.FINAL_STEPS :]]
         return sum(last) / len(last) if last else None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.KEPT}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """The earlier attempts' numbers, checked as plain values (a crafted checkpoint poses nothing else)."""
+        if not isinstance(state_dict, dict) or set(state_dict) != set(self.KEPT):
+            raise ValueError(f"the run stats must have the keys {', '.join(self.KEPT)}")
+        self.tokens = _number(state_dict["tokens"], "tokens", int)
+        self.train_seconds = _number(state_dict["train_seconds"], "train_seconds")
+        self.step_rates = [_number(r, "step_rates") for r in _list(state_dict["step_rates"], "step_rates")]
+        self.train_curve = _curve(state_dict["train_curve"], "train_curve")
+        self.val_curve = _curve(state_dict["val_curve"], "val_curve")
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
@@ -116,3 +133,33 @@ class RunStats(L.Callback):
         if self.val_curve and self.val_curve[-1][0] == trainer.global_step:
             self.val_curve.pop()  # validated again at the same step (the final validation): the last figure
         self.val_curve.append((trainer.global_step, float(loss)))
+
+
+def _list(value: Any, name: str) -> list:
+    if not isinstance(value, list):
+        raise ValueError(f"the run stats' {name} is {type(value).__name__}, not a list")
+    return value
+
+
+def _number(value: Any, name: str, kind: type = float) -> Any:
+    """A finite number >= 0 (a loss may be nan: see _curve)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise ValueError(f"the run stats' {name} holds {value!r}, not a finite number >= 0")
+    return kind(value)
+
+
+def _curve(value: Any, name: str) -> list[tuple[int, float]]:
+    """(step, loss) pairs, steps whole numbers in order; a loss is any float (a non-finite one is the run's)."""
+    points = []
+    for point in _list(value, name):
+        if not isinstance(point, (list, tuple)) or len(point) != 2:
+            raise ValueError(f"the run stats' {name} holds {str(point)[:60]}, not a (step, loss) pair")
+        step, loss = point
+        if not (_whole(step) and isinstance(loss, (int, float)) and not isinstance(loss, bool)):
+            raise ValueError(f"the run stats' {name} holds {str(point)[:60]}, not a (step, loss) pair")
+        points.append((step, float(loss)))
+    return points
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
