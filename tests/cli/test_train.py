@@ -288,3 +288,21 @@ def test_the_verdict_is_the_last_thing_a_run_prints(tmp_path):
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert lines[-1].startswith("verdict: needs an induction head in a layer >= 1: "), lines[-5:]
     assert any(line.startswith("wandb: ") for line in lines[:-1])
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("0", "hydra.launcher.wait_limit_min=0.0 is no time to wait: give minutes > 0, or null for no limit"),
+        ("soon", "hydra.launcher.wait_limit_min=soon: Value 'soon' of type 'str' could not be converted to Float"),
+    ],
+)
+def test_a_wait_limit_that_is_no_time_is_refused_before_any_job_is_submitted(tmp_path, value, message):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the optional `sweep` extra is not installed")
+    sweep_dir = tmp_path / "sweep"
+    done = run(["-m", "hydra/launcher=slurm", f"hydra.launcher.wait_limit_min={value}", *QUICK,
+                f"hydra.sweep.dir={sweep_dir}"], tmp_path)  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("andrea-train: error: ") and message in line
+    assert not (sweep_dir / ".submitit").exists()  # nothing submitted

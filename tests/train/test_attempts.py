@@ -126,3 +126,23 @@ def test_crafted_run_stats_are_refused(change, named):
     state = {**RunStats().state_dict(), **change}
     with pytest.raises(ValueError, match=named):
         RunStats().load_state_dict(state)
+
+
+def test_a_checkpoint_with_a_crafted_run_record_is_refused_in_one_line(tmp_path):
+    import torch
+
+    from andrea.train.lit.resume import CheckpointRestoreError
+
+    run(tmp_path / "run", "trainer.max_epochs=1")
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+    (key,) = [k for k in state["callbacks"] if "RunRecord" in str(k)]
+    state["callbacks"][key]["attempts"][0]["ended"] = "because"
+    crafted = tmp_path / "crafted.ckpt"
+    torch.save(state, crafted)
+    with pytest.raises(CheckpointRestoreError) as refused:
+        run(tmp_path / "resumed", "trainer.max_epochs=2", f"ckpt_path={crafted}")
+    assert str(refused.value) == (
+        f"ckpt_path={crafted}: its training state cannot be restored (ValueError: a run record's attempt ended "
+        "'because', not one of finished, time limit, preempted, cancelled, failed, killed, unknown); give a "
+        "checkpoint written by andrea-train, e.g. an earlier one in the same folder"
+    )

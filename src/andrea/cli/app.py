@@ -40,6 +40,9 @@ def fail(command: str, message: str, code: int) -> NoReturn:
 def one_line(err: BaseException) -> str:
     """Hydra's message on one line, without the config search path it appends."""
     text = " ".join(str(err).split()).split(" Config search path:")[0]
+    cause = err.__cause__
+    if text.startswith("Error merging override") and cause is not None:  # the why is in OmegaConf's error
+        text += ": " + str(cause).splitlines()[0]
     override = getattr(err, "override", None)  # an override Hydra could not parse
     return f"{override}: {text}" if isinstance(override, str) and override not in text else text or type(err).__name__
 
