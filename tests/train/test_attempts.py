@@ -146,3 +146,47 @@ def test_a_checkpoint_with_a_crafted_run_record_is_refused_in_one_line(tmp_path)
         "'because', not one of finished, time limit, preempted, cancelled, failed, killed, unknown); give a "
         "checkpoint written by andrea-train, e.g. an earlier one in the same folder"
     )
+
+
+def test_optimizer_state_of_another_shape_than_its_weight_is_refused_before_a_step(tmp_path):
+    """A state tensor as large as some weight (so the file's own check passes) but shaped for another one: torch
+    pairs states with weights by position and checks nothing."""
+    import re
+
+    import torch
+
+    from andrea.train.lit.resume import CheckpointRestoreError
+
+    run(tmp_path / "run", "trainer.max_epochs=1")
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+    per_parameter = state["optimizer_states"][0]["state"]
+    k = next(k for k, s in per_parameter.items() if s["exp_avg"].dim() == 2 and len(set(s["exp_avg"].shape)) == 2)
+    shape = tuple(per_parameter[k]["exp_avg"].shape)
+    per_parameter[k]["exp_avg"] = per_parameter[k]["exp_avg"].t().contiguous()
+    crafted = tmp_path / "crafted.ckpt"
+    torch.save(state, crafted)
+    with pytest.raises(CheckpointRestoreError) as refused:
+        run(tmp_path / "resumed", "trainer.max_epochs=2", f"ckpt_path={crafted}")
+    assert re.fullmatch(
+        rf"ckpt_path={re.escape(str(crafted))}: optimizer_states\[0\]\.state\[{k}\]\.exp_avg has shape "
+        rf"{re.escape(str(shape[::-1]))}, its weight net\.\S+ {re.escape(str(shape))}; give a checkpoint written by "
+        "andrea-train for this model",
+        str(refused.value),
+    ), str(refused.value)
+    assert not (tmp_path / "resumed" / "checkpoints" / "last.ckpt").exists()  # not a step trained
+
+
+def test_train_called_on_a_finished_run_says_so_and_returns_its_result_untouched(tmp_path, capsys):
+    """From Python as from andrea-train: a finished run resumed with the settings it finished with trains nothing,
+    says so in one line and returns the run's result; result.json stays byte for byte as it was."""
+    first = run(tmp_path, "trainer.max_epochs=2")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    again = run(tmp_path, "trainer.max_epochs=2", f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}")
+    said = capsys.readouterr().out.strip()
+    assert said.endswith("nothing left to train, every file of the run left as it was; raise trainer.max_steps or "
+                         "trainer.max_epochs to train on")  # fmt: skip
+    assert again.train_loss == first.train_loss is not None  # its train loss and curves, not null and empty ones
+    assert again.curves is not None and first.curves is not None
+    assert again.curves["train"] == [list(point) for point in first.curves["train"]] != []
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before

@@ -156,6 +156,15 @@ def test_checkpoint_of_another_model(tmp_path, checkpoint):
     )
 
 
+def test_checkpoint_of_another_mechanism_names_the_mechanism_not_its_options(tmp_path, checkpoint):
+    refused(
+        tmp_path,
+        [f"ckpt_path={checkpoint}", "mechanism=qknorm"],
+        "holds a model with model.net.attention.mechanism.name='softmax', this run builds "
+        "model.net.attention.mechanism.name='qknorm'; resume with the overrides",  # was: ...mechanism.eps=None
+    )
+
+
 def test_checkpoint_not_from_andrea(tmp_path):
     torch.save({"state_dict": {}}, tmp_path / "foreign.ckpt")
     refused(tmp_path, [f"ckpt_path={tmp_path}/foreign.ckpt"], "was not written by andrea-train (no andrea_net_config)")

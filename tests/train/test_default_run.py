@@ -118,22 +118,25 @@ def test_wandb_gets_one_chart_per_role_and_layer(default_run):
 
 
 def test_a_finished_run_resumed_keeps_its_results(default_run, tmp_path):
-    """Resumed with nothing left to train, a finished run's result.json stays as it was; the attempt's own
-    summary goes beside it."""
-    import json
+    """Resumed with nothing left to train, a finished run's result.json stays as it was, no attempt's summary
+    is written beside it, and train() returns the run's own result."""
     import shutil
 
     from andrea.train.pipeline import train
 
-    _, finished = default_run
+    result, finished = default_run
     run_dir = tmp_path / "run"
     shutil.copytree(finished, run_dir)
     before = (run_dir / "result.json").read_text()
     overrides = ["logger=none", f"ckpt_path={run_dir}/checkpoints/last.ckpt"]
-    train(compose_train(run_dir, overrides))
+    again = train(compose_train(run_dir, overrides))
     assert (run_dir / "result.json").read_text() == before
-    attempt = json.loads((run_dir / "result-attempt-2.json").read_text())
-    assert attempt["global_step"] == json.loads(before)["global_step"]
+    assert not list(run_dir.glob("result-attempt-*.json"))
+    assert (again.global_step, again.train_loss, again.val_loss) == (
+        result.global_step,
+        result.train_loss,
+        result.val_loss,
+    )
 
 
 @pytest.mark.parametrize(

@@ -98,6 +98,9 @@ def nothing_left(cfg: DictConfig) -> str | None:
 def _differences(a: Any, b: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:
     """(key, a's value, b's value) for every leaf where two nested configs differ."""
     if isinstance(a, dict) and isinstance(b, dict):
+        if a.get("name") != b.get("name"):  # another variant (a mechanism, a position): its own options differ too
+            yield f"{prefix}.name", a.get("name"), b.get("name")
+            return
         for key in sorted(set(a) | set(b)):
             yield from _differences(a.get(key), b.get(key), f"{prefix}.{key}")
     elif a != b:

@@ -109,7 +109,8 @@ class RestoreWatch(L.Callback):
     """Where a resumed run stands: whether Lightning is restoring a checkpoint's training state right now
     (so that a failure there is said as the checkpoint's, in one line), and the step training resumed at."""
 
-    def __init__(self) -> None:
+    def __init__(self, checkpoint: str | Path | None = None) -> None:
+        self.checkpoint = checkpoint  # the ckpt_path this run resumes from
         self.restoring = False
         self.start_step: int | None = None  # the global step training started from, once known
 
@@ -123,22 +124,41 @@ class RestoreWatch(L.Callback):
         self._restored(trainer)
 
     def _restored(self, trainer: L.Trainer) -> None:
-        self.restoring = False
+        restored, self.restoring = self.restoring, False
+        if restored and self.checkpoint is not None:  # once the whole training state is back
+            _check_optimizer_shapes(trainer, self.checkpoint)
         if self.start_step is None:
             self.start_step = trainer.global_step
 
     def trained_steps(self, trainer: L.Trainer) -> int:
         return trainer.global_step - (self.start_step or 0)
 
-    def failure(self, err: Exception, checkpoint: str | Path) -> CheckpointRestoreError | None:
+    def failure(self, err: Exception) -> CheckpointRestoreError | None:
         """`err` as the checkpoint's one-line refusal, when it came while its state was being restored."""
         if not self.restoring or not isinstance(err, RESTORE_ERRORS):
             return None
         detail = " ".join(str(err).split())[:200] or type(err).__name__
         return CheckpointRestoreError(
-            f"ckpt_path={checkpoint}: its training state cannot be restored ({type(err).__name__}: {detail}); "
+            f"ckpt_path={self.checkpoint}: its training state cannot be restored ({type(err).__name__}: {detail}); "
             "give a checkpoint written by andrea-train, e.g. an earlier one in the same folder"
         )
+
+
+def _check_optimizer_shapes(trainer: L.Trainer, checkpoint: str | Path) -> None:
+    """Each restored optimizer state tensor (AdamW's exp_avg, exp_avg_sq) as large as its own parameter: torch's
+    Optimizer.load_state_dict pairs them by position and checks nothing, so a crafted or mismatched checkpoint
+    would otherwise fail at the first step, or broadcast silently."""
+    names = {id(p): name for name, p in trainer.lightning_module.named_parameters()}
+    for i, optimizer in enumerate(trainer.optimizers):
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        for k, param in enumerate(params):
+            for field, value in optimizer.state.get(param, {}).items():
+                if isinstance(value, torch.Tensor) and value.dim() and value.shape != param.shape:
+                    raise CheckpointRestoreError(
+                        f"ckpt_path={checkpoint}: optimizer_states[{i}].state[{k}].{field} has shape "
+                        f"{tuple(value.shape)}, its weight {names.get(id(param), '?')} {tuple(param.shape)}; give a "
+                        "checkpoint written by andrea-train for this model"
+                    )
 
 
 class ResumeData(L.Callback):

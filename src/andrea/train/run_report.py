@@ -1,0 +1,126 @@
+"""What a run that trained to its end reports: its RunResult (losses, speed, curves, the heads found, its
+attempts, the resolved config) and its lines on the console (in a multirun, one line; the rest in its log)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, cast
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from torch.nn import Module
+
+from andrea.lens.verdict import describe, verdict
+from andrea.models.memory import Estimate
+from andrea.models.network import kv_cache_widths, network
+from andrea.train.hydra_run import is_multirun, job_log, job_number, task_overrides
+from andrea.train.lit.attempts import RunRecord
+from andrea.train.lit.attention_maps import AttentionMaps
+from andrea.train.lit.run_stats import RunStats
+from andrea.train.sweep import done_line, job_line
+from andrea.utils.run_result import RunResult
+
+log = logging.getLogger(__name__)
+
+
+def summary(
+    cfg: DictConfig,
+    trainer: L.Trainer,
+    metrics: dict[str, float],
+    record: RunRecord,
+    run_dir: Path,
+    memory: Estimate | None,
+) -> RunResult:
+    callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]  # set by Lightning, undeclared
+    stats = next((c for c in callbacks if isinstance(c, RunStats)), None)
+    maps = next((c for c in callbacks if isinstance(c, AttentionMaps)), None)
+    return RunResult(
+        status="completed",
+        exit_code=0,
+        overrides=task_overrides(),
+        train_loss=stats.final_train_loss if stats and stats.train_curve else metrics.get("train/loss_epoch"),
+        train_acc=metrics.get("train/acc_epoch"),
+        val_loss=metrics.get("val/loss"),
+        val_acc=metrics.get("val/acc"),
+        val_perplexity=metrics.get("val/perplexity"),
+        tokens_per_s=stats.tokens_per_s if stats else None,
+        tokens_per_s_steps=stats.rate_summary() if stats else None,  # median, p25, p75 over the steps
+        parameters=sum(p.numel() for p in trainer.lightning_module.parameters()),
+        curves={"train": stats.train_curve, "val": stats.val_curve} if stats else None,
+        wall_s=record.wall_s(),  # every attempt's
+        attempts=record.attempts("finished"),
+        log=job_log(),
+        memory_estimate=_memory_estimate(memory),
+        global_step=trainer.global_step,
+        epochs=trainer.current_epoch,
+        run_dir=str(run_dir),
+        attention_maps=str(maps.out_dir) if maps and maps.written else None,
+        attention_maps_skipped=maps.skipped if maps else 0,  # records dropped while the drawing worker was busy
+        head_roles=maps.scores if maps else {},
+        roles=maps.roles if maps else {},
+        verdict=_verdict(trainer, maps),
+        verdict_step=maps.verdict_step if maps else None,
+        first_token_mass=maps.first_token_mass if maps else None,
+        kv_cache=_kv_cache(trainer.lightning_module),
+        config=cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # a DictConfig gives a dict
+    )
+
+
+def _kv_cache(module: L.LightningModule) -> dict[str, Any] | None:
+    """The KV cache's numbers per token (this run's head configuration beside MHA's and MQA's), or None for
+    a network andrea does not know, or one without attention."""
+    net = getattr(module, "net", None)
+    return (kv_cache_widths(network(net)) or None) if isinstance(net, Module) and hasattr(net, "attention") else None
+
+
+def _verdict(trainer: L.Trainer, maps: AttentionMaps | None) -> dict | None:
+    """Whether the head the task needs appeared (from the maps' last probe), or that it needs none."""
+    if maps is not None and maps.verdict is not None:
+        return maps.verdict
+    pattern = getattr(trainer.datamodule, "attention_pattern", None)  # type: ignore[attr-defined]  # set by Lightning
+    if pattern is not None and pattern.role is None:
+        return verdict(pattern, {})
+    return None
+
+
+def _memory_estimate(need: Estimate | None) -> dict | None:
+    """The training memory andrea.models.memory estimated for this config before the run."""
+    if need is None:
+        return None
+    return {"bytes": need.total_bytes, "parameters": need.parameters, "text": need.describe()}
+
+
+def print_summary(result: RunResult) -> None:
+    """The run's summary: on the console for a single run; in a multirun job, one line on the
+    console and the whole summary in the job's log."""
+
+    lines = [done_line(result)]
+    if result.memory_estimate:
+        lines.append(f"estimated training memory: {result.memory_estimate['text']}")
+    lines.append(f"run dir: {result.run_dir}")
+    if result.kv_cache:
+        cache = result.kv_cache
+        lines.append(
+            f"KV cache: {cache['kept']:,} numbers a token ({cache['heads']}; MHA would keep {cache['mha']:,}, "
+            f"MQA {cache['mqa']:,})"
+        )
+    if result.attention_maps:
+        skipped = result.attention_maps_skipped
+        behind = f" ({skipped} records skipped: the drawing worker was behind)" if skipped else ""
+        lines.append(f"attention maps: {result.attention_maps}{behind}")
+    if result.roles:
+        lines.append(f"best head per role: {describe(result.roles)}")
+    if result.verdict:  # last: what the run found
+        first = f"; first met at step {result.verdict_step}" if result.verdict_step is not None else ""
+        lines.append(f"verdict: {result.verdict['text']}{first}")
+    console = Console(soft_wrap=True, highlight=False)  # a path or a summary line never wraps, piped or not
+    if not is_multirun():
+        for line in lines:
+            console.print(line, markup=False)
+        return
+    for line in lines:
+        log.info(line)  # the job's log file: in a multirun the console shows warnings and this one line
+    console.print(job_line(result, job_number()), markup=False)
