@@ -1,12 +1,9 @@
 """The house's layers as a user meets them: the zoo, the kit and the model files import without Hydra or
-Lightning (in a fresh interpreter: this suite has imported both long ago), andrea.train registers what
-Hydra needs, and a module's old import path still works, with a DeprecationWarning, for one release."""
+Lightning (in a fresh interpreter: this suite has imported both long ago), and composing andrea's configs
+registers what Hydra needs, whoever composes."""
 
 import subprocess
 import sys
-import warnings
-
-import pytest
 
 LIGHT = ["andrea", "andrea.attention", "andrea.testing", "andrea.models.gpt", "andrea.models.generate",
          "andrea.models.files.load", "andrea.bench.timing", "andrea.data.tokenizers"]  # fmt: skip
@@ -35,25 +32,3 @@ def test_composing_andrea_s_configs_anywhere_registers_its_resolvers():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "bytes", "257"]
-
-
-@pytest.mark.parametrize(
-    ("old", "name", "new"),
-    [
-        ("andrea.config", "ConfigError", "andrea.train.config"),
-        ("andrea.lit.module", "LanguageModelModule", "andrea.train.lit.module"),
-        ("andrea.metrics", "InductionScore", "andrea.lens.head_roles"),
-        ("andrea.models.export", "load_any", "andrea.models.files.load"),
-        ("andrea.models.export", "save", "andrea.models.files.export"),
-        ("andrea.models.net_config", "parse", "andrea.models.files.schema"),
-    ],
-)
-def test_an_old_import_path_warns_and_gives_the_same_object(old, name, new):
-    import importlib
-
-    sys.modules.pop(old, None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        moved = getattr(importlib.import_module(old), name)
-    assert moved is getattr(importlib.import_module(new), name)
-    assert any(issubclass(w.category, DeprecationWarning) and f"{old} moved to" in str(w.message) for w in caught)

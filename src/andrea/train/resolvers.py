@@ -1,22 +1,35 @@
-"""The `${andrea.*:...}` resolvers the configs in conf/ use, registered once on import (andrea's
-package __init__ imports it, so they exist before any config is composed)."""
+"""What composing andrea's configs needs, registered by `register()` before any config is composed (andrea.conf
+calls it as Hydra imports it, whoever composes: andrea-train, a test, a notebook's compose()): the
+`${andrea.*:...}` resolvers the configs in conf/ use, the config groups of installed plugins (entry-point group
+`andrea.conf`) and hydra/launcher=slurm's settings. Calling it again changes nothing."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from omegaconf import OmegaConf
 
 from andrea.data.packages import package_data, tokenizer_vocab
+from andrea.train import slurm_settings
 from andrea.train.hydra_run import config_subdir, run_id, run_name, sweep_group
 from andrea.train.slurm import gpus_per_node
+from hydra_plugins import andrea_configs
 
-for _name, _fn in (
-    ("andrea.sweep_group", sweep_group),
-    ("andrea.run_name", run_name),
-    ("andrea.run_id", run_id),
-    ("andrea.config_subdir", config_subdir),
-    ("andrea.slurm_gpus_per_node", gpus_per_node),
-    ("andrea.tokenizer_vocab", tokenizer_vocab),
-    ("andrea.package_data", package_data),
-):
-    if not OmegaConf.has_resolver(_name):
-        OmegaConf.register_new_resolver(_name, _fn)
+RESOLVERS: dict[str, Callable[..., Any]] = {
+    "andrea.sweep_group": sweep_group,
+    "andrea.run_name": run_name,
+    "andrea.run_id": run_id,
+    "andrea.config_subdir": config_subdir,
+    "andrea.slurm_gpus_per_node": gpus_per_node,
+    "andrea.tokenizer_vocab": tokenizer_vocab,
+    "andrea.package_data": package_data,
+}
+
+
+def register() -> None:
+    for name, resolver in RESOLVERS.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver)
+    andrea_configs.register()
+    slurm_settings.register()

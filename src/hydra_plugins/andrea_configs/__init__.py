@@ -7,7 +7,7 @@
 
 The entry point names a package to read YAML from; nothing in it is imported. Hydra takes
 search-path plugins only from the `hydra_plugins` namespace, hence this module's place;
-andrea.train registers it on import (`register()`), since an editable install's namespace is not scanned.
+andrea.train.resolvers.register() registers it, since an editable install's namespace is not scanned.
 """
 
 from __future__ import annotations
