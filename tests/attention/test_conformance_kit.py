@@ -41,7 +41,7 @@ def run_kit(
 class OffByScale(EagerBackend):
     name = "off_by_scale"
 
-    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None):
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None, **kwargs):
         return super().forward(
             q, k, v, mask=mask, scale=scale * 1.1, need_weights=need_weights, score_mod=score_mod, mechanism=mechanism
         )
@@ -51,7 +51,7 @@ class RefusesPadding(EagerBackend):
     name = "refuses_padding"  # declares every mask kind, yet refuses padding
     capabilities = Capabilities(score_mod=True)
 
-    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None):
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None, **kwargs):
         if mask is not None and "padding" in mask.kinds:
             from andrea.attention import UnsupportedAttentionError
 
@@ -174,7 +174,7 @@ class SigmoidWithoutBias(EagerBackend):
     name = "sigmoid_without_bias"
     capabilities = Capabilities(score_mod=True, kernels=frozenset({"softmax", "sigmoid"}))
 
-    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None):
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None, **kwargs):
         if isinstance(mechanism, Sigmoid):
             weights = torch.sigmoid(q @ k.transpose(-2, -1) * scale) * mask.dense(q.shape[2], k.shape[2])
             return weights @ v, weights if need_weights else None

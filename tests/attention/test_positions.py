@@ -48,7 +48,7 @@ class NoBiasBackend(AttentionBackend):
     name = "no_bias"
     capabilities = Capabilities(score_mod=False)
 
-    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):  # type: ignore[override]  # as plugins written before mechanism and **kwargs: it keeps working
         return get_backend("sdpa").forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights)
 
 

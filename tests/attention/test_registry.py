@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from andrea.attention import (
+    AttentionBackend,
+    Causal,
     MultiHeadSelfAttention,
     UnsupportedAttentionError,
     backend_registry,
@@ -158,3 +160,75 @@ def test_as_mask_reads_every_form_a_config_or_a_file_gives():
     assert as_mask(window) is window
     with pytest.raises(ValueError, match="is not a mask"):
         as_mask({"window": 3})
+
+
+COMPUTE_PLUGIN = """
+from andrea.attention import AttentionBackend
+
+
+class OldEntry(AttentionBackend):
+    name = "old_entry"
+
+    def compute(self, q, k, v, mask, scale, need_weights, score_mod, mechanism=None):
+        return q, None
+
+    def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):
+        return q, None
+"""
+
+
+def test_a_plugin_that_overrides_compute_is_refused_in_one_line_naming_forward(tmp_path, monkeypatch):
+    files_plugin(tmp_path, "old_zoo", [("andrea.attention_backends", "old_entry", "old_zoo:OldEntry")],
+                 {"old_zoo": COMPUTE_PLUGIN})  # fmt: skip
+    monkeypatch.syspath_prepend(str(tmp_path))
+    backend_registry.refresh()
+    try:
+        with pytest.raises(ValueError) as refused:
+            get_backend("old_entry")
+        (line,) = str(refused.value).splitlines()
+        assert (
+            "old_zoo" in line
+            and (
+                "attention backend class OldEntry overrides compute(), which andrea no longer calls: implement "
+                "forward(q, k, v, *, mask, scale, need_weights, **kwargs) instead"
+            )
+            in line
+        )
+    finally:
+        monkeypatch.undo()
+        backend_registry.refresh()
+        sys.modules.pop("old_zoo", None)
+
+
+def test_one_way_in_new_keywords_reach_only_the_backends_that_name_them():
+    from andrea.attention.backends.eager import EagerBackend
+
+    seen = []
+
+    class Open(EagerBackend):  # the documented signature: every keyword, later ones too
+        name = "open"
+
+        def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None, **kwargs):
+            seen.append(sorted(kwargs))
+            return super().forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights, score_mod=score_mod)
+
+    class Old(AttentionBackend):  # written before mechanism and **kwargs
+        name = "old"
+
+        def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):  # type: ignore[override]
+            return EagerBackend().forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights)
+
+    q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
+    out, _ = Open()(q, k, v, Causal(), layer_hint=3)
+    old, _ = Old()(q, k, v, Causal(), layer_hint=3)  # a keyword it does not name never reaches it
+    assert seen == [["layer_hint"]]
+    torch.testing.assert_close(out, old)
+    calls = []
+
+    class Counted(Open):
+        def __call__(self, *args, **kwargs):
+            calls.append(kwargs["mask"])
+            return super().__call__(*args, **kwargs)
+
+    MultiHeadSelfAttention(16, 2, backend=Counted())(torch.randn(1, 4, 16))
+    assert len(calls) == 1  # the block comes in through the backend's call, as every caller does

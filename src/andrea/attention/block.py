@@ -131,7 +131,7 @@ class MultiHeadSelfAttention(nn.Module):
         if self.max_context < T:
             raise ValueError(f"sequence length {T} exceeds max_context={self.max_context}; raise max_context")
         full_mask = self._mask() if mask is None else self._mask() & mask
-        # refused before any tensor work; the backend then computes without checking again
+        # refused before any tensor work (the backend's call checks again, in the same few comparisons)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.proj.weight.requires_grad)
         self.backend.checked(full_mask, self.mechanism, self.score_mod, device=x.device, needs_grad=needs_grad)
 
@@ -141,7 +141,10 @@ class MultiHeadSelfAttention(nn.Module):
         if self.hook_attn_scores.fns or self.hook_pattern.fns:
             y, weights = self._attention_in_the_open(q, k, v, full_mask, scale)
         else:
-            y, weights = self.backend.compute(q, k, v, full_mask, scale, return_weights, self.score_mod, mechanism)
+            y, weights = self.backend(
+                q, k, v, mask=full_mask, scale=scale, need_weights=return_weights, score_mod=self.score_mod,
+                mechanism=mechanism,
+            )  # fmt: skip
         if cache is not None:
             cache.trim()
         if self.latent is not None and cache is not None:

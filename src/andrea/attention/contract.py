@@ -1,21 +1,23 @@
 """The one attention contract every backend implements, and the capabilities it declares.
 
-A caller (the block, the conformance kit, a user) calls the backend; the backend implements `forward`:
+A caller (the block, the conformance kit, a user) calls the backend, the one way in; the backend implements
+`forward`, which receives every argument as a keyword (those its signature names, or all with **kwargs):
 
-    backend(q, k, v, mask=None, scale=None, need_weights=False, score_mod=None, mechanism=None)
+    backend(q, k, v, mask=None, scale=None, need_weights=False, score_mod=None, mechanism=None, **kwargs)
                                                                            -> (out, weights | None)
-    forward(q, k, v, *, mask, scale, need_weights, score_mod=None[, mechanism])  -> (out, weights | None)
+    forward(q, k, v, *, mask, scale, need_weights, score_mod=None, mechanism=None, **kwargs)
+                                                                           -> (out, weights | None)
 
     q         (B, H, T, d)      queries
     k, v      (B, H_kv, S, d)   keys and values; H % H_kv == 0 (MHA, GQA, MQA)
     mask      Mask | None       an index predicate (andrea.attention.masks); None = no mask
     scale     float             multiplies q·k (the caller's None becomes 1/sqrt(d) before forward)
     score_mod ScoreMod | None   an additive score bias such as ALiBi (andrea.attention.positions);
-                                always passed, and not None only to a backend declaring `score_mod`
+                                not None only for a backend declaring `score_mod`
     mechanism Mechanism | None  what runs between the scores and the values (andrea.attention.mechanisms);
-                                None = softmax. Passed to `forward` only when its kernel is not softmax,
-                                so only to a backend declaring that kernel: a softmax-only backend never
-                                sees it
+                                None = softmax, the only one a backend sees unless it declares the kernel
+    **kwargs                    arguments later versions of the contract add: a backend that does not
+                                name them never receives them, so a plugin written today keeps working
     out      (B, H, T, d)
     weights  (B, H, T, S)      when need_weights=True (else None)
 
@@ -36,11 +38,13 @@ any tensor work and refuses with one line that names what to use instead. What a
 backend lacks but the contract can supply without changing how the output is
 computed (expanding k/v for grouped heads, the attention weights) is supplied
 here, never silently elsewhere. Calling the backend is the one entry point: there is no
-other path to `forward`.
+other path to `forward`. A class that still overrides `compute` (the entry of earlier
+versions) is refused when it is defined, naming `forward`.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -96,6 +100,19 @@ class AttentionBackend(ABC):
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities] = Capabilities()
 
+    _keywords: ClassVar[frozenset[str] | None] = None  # what its forward names (None: all, through **kwargs)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "compute" in cls.__dict__:
+            raise TypeError(
+                f"attention backend class {cls.__qualname__} overrides compute(), which andrea no longer calls: "
+                "implement forward(q, k, v, *, mask, scale, need_weights, **kwargs) instead (andrea.attention.contract)"
+            )
+        parameters = inspect.signature(cls.forward).parameters.values()
+        named = frozenset(p.name for p in parameters if p.kind is p.KEYWORD_ONLY)
+        cls._keywords = None if any(p.kind is p.VAR_KEYWORD for p in parameters) else named
+
     def __call__(
         self,
         q: Tensor,
@@ -106,11 +123,27 @@ class AttentionBackend(ABC):
         need_weights: bool = False,
         score_mod: ScoreMod | None = None,
         mechanism: Mechanism | None = None,
+        **kwargs: Any,
     ) -> tuple[Tensor, Tensor | None]:
-        check_shapes(q, k, v)
+        """Checked before any tensor work, then computed with what the contract supplies around `forward` (the
+        scale, grouped heads, the probe's weights)."""
+        check_shapes(q, k, v, self.capabilities.distinct_value_dim)
         needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
         self.checked(mask, mechanism, score_mod, device=q.device, needs_grad=needs_grad, head_dim=q.shape[-1])
-        return self.compute(q, k, v, mask, scale, need_weights, score_mod, mechanism)
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        n_head = q.shape[1]
+        if k.shape[1] != n_head and not self.capabilities.native_gqa:
+            k, v = expand_kv(k, n_head), expand_kv(v, n_head)
+        if mechanism is not None and mechanism.kernel == "softmax":
+            mechanism = None  # what runs in the backend is softmax (the mechanism wraps it in the block)
+        given = {"mask": mask, "scale": scale, "score_mod": score_mod, "mechanism": mechanism, **kwargs}
+        keywords = given if self._keywords is None else {k: v for k, v in given.items() if k in self._keywords}
+        if not need_weights or self.capabilities.native_weights:
+            return self.forward(q, k, v, need_weights=need_weights, **keywords)
+        out, _ = self.forward(q, k, v, need_weights=False, **keywords)
+        with torch.no_grad():  # the probe only shows; it never feeds the loss: the mechanism's own weights
+            weights = (mechanism or SOFTMAX).weights(q, k, mask, scale, score_mod)
+        return out, weights
 
     def checked(self, mask: Mask | None, mechanism: Mechanism | None, score_mod: ScoreMod | None, **where: Any) -> None:
         """`check` and `check_mechanism` for one call, a refusal advising only backends that run all of it (asked
@@ -185,33 +218,6 @@ class AttentionBackend(ABC):
             return str(refused)
         return None
 
-    def compute(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        mask: Mask | None,
-        scale: float | None,
-        need_weights: bool,
-        score_mod: ScoreMod | None,
-        mechanism: Mechanism | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """The backend's forward, with what the contract supplies around it (the scale, grouped heads, the
-        probe's weights), unchecked: for a caller that made the checks of `__call__` itself."""
-        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-        n_head = q.shape[1]
-        if k.shape[1] != n_head and not self.capabilities.native_gqa:
-            k, v = expand_kv(k, n_head), expand_kv(v, n_head)
-        if mechanism is not None and mechanism.kernel == "softmax":
-            mechanism = None  # what runs in the backend is softmax (the mechanism wraps it in the block)
-        more = {} if mechanism is None else {"mechanism": mechanism}
-        if not need_weights or self.capabilities.native_weights:
-            return self.forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights, score_mod=score_mod, **more)
-        out, _ = self.forward(q, k, v, mask=mask, scale=scale, need_weights=False, score_mod=score_mod, **more)
-        with torch.no_grad():  # the probe only shows; it never feeds the loss: the mechanism's own weights
-            weights = (mechanism or SOFTMAX).weights(q, k, mask, scale, score_mod)
-        return out, weights
-
     @abstractmethod
     def forward(
         self,
@@ -223,19 +229,24 @@ class AttentionBackend(ABC):
         scale: float,
         need_weights: bool,
         score_mod: ScoreMod | None = None,
+        mechanism: Mechanism | None = None,
+        **kwargs: Any,
     ) -> tuple[Tensor, Tensor | None]:
-        """(B, H, T, d), (B, H_kv, S, d) x2 -> (B, H, T, d), weights (B, H, T, S) or None (module docstring)."""
+        """(B, H, T, d), (B, H_kv, S, d) x2 -> (B, H, T, d), weights (B, H, T, S) or None (module docstring).
+        A backend names the keywords it reads; with **kwargs it receives every one, later ones too."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-def check_shapes(q: Tensor, k: Tensor, v: Tensor) -> None:
+def check_shapes(q: Tensor, k: Tensor, v: Tensor, distinct_value_dim: bool = False) -> None:
+    """q (B, H, T, d), k (B, H_kv, S, d), v (B, H_kv, S, d), or (B, H_kv, S, d_v) for a backend that declares
+    `distinct_value_dim` (latent attention's values)."""
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(
             f"attention expects q (B, H, T, d) and k, v (B, H_kv, S, d); got dims {q.dim()}, {k.dim()}, {v.dim()}"
         )
-    if k.shape != v.shape:
+    if k.shape[:-1] != v.shape[:-1] or (k.shape[-1] != v.shape[-1] and not distinct_value_dim):
         raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
     if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree on batch or head_dim")

@@ -86,13 +86,14 @@ def plugin_config_problems() -> list[str]:
 
 
 def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
-    from andrea.train import sweep
+    from andrea.train import resolvers, sweep
     from andrea.train.run_dir import DiskError, disk_error
     from hydra_plugins import andrea_launchers
 
     # Hydra scans the hydra_plugins namespace, but not an editable install's part of it: register
-    # hydra/launcher=local and slurm by hand (plugin config groups: andrea/train/__init__.py).
+    # hydra/launcher=local and slurm, and the plugins' config groups, before Hydra builds its search path.
     andrea_launchers.register()
+    resolvers.register()
 
     if "--help" in sys.argv[1:]:  # a plugin whose options are missing from the help says why
         for line in plugin_warnings():

@@ -7,10 +7,13 @@ out     = einsum("bhts,bhsd->bhtd", weights, v)          (B, H, T, d)
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
 from andrea.attention import AttentionBackend, Capabilities, Mask, masked_softmax
+from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import ScoreMod
 
 
@@ -29,6 +32,8 @@ class EinsumBackend(AttentionBackend):
         scale: float,
         need_weights: bool,
         score_mod: ScoreMod | None = None,  # always None: the capabilities declare no score bias
+        mechanism: Mechanism | None = None,  # always None: it runs softmax only
+        **kwargs: Any,  # what later versions of the contract pass; nothing it reads
     ) -> tuple[Tensor, Tensor | None]:
         B, H, T, _ = q.shape
         S = k.shape[2]

@@ -8,10 +8,13 @@ out     = weights @ v
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
 from andrea.attention import AttentionBackend, Capabilities, Mask
+from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import ScoreMod
 
 
@@ -30,6 +33,8 @@ class BaddbmmBackend(AttentionBackend):
         scale: float,
         need_weights: bool,
         score_mod: ScoreMod | None = None,
+        mechanism: Mechanism | None = None,  # always None: it runs softmax only
+        **kwargs: Any,  # what later versions of the contract pass; nothing it reads
     ) -> tuple[Tensor, Tensor | None]:
         B, H, T, d = q.shape
         S = k.shape[2]

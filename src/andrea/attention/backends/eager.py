@@ -5,6 +5,8 @@ default) for all heads at once, one matmul with V. What most model files do; the
 price is O(T·S) memory per head. It runs every mechanism, from its dense form.
 """
 
+from typing import Any
+
 from torch import Tensor
 
 from andrea.attention.contract import AttentionBackend, Capabilities, weighted_values
@@ -31,6 +33,7 @@ class EagerBackend(AttentionBackend):
         need_weights: bool,
         score_mod: ScoreMod | None = None,
         mechanism: Mechanism | None = None,
+        **kwargs: Any,
     ) -> tuple[Tensor, Tensor | None]:
         weights = (mechanism or SOFTMAX).weights(q, k, mask, scale, score_mod)  # (B, H, T, S)
         out = weighted_values(weights, v)  # (B, H, T, d)

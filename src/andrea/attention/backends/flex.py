@@ -101,6 +101,7 @@ class FlexBackend(AttentionBackend):
         need_weights: bool,
         score_mod: ScoreMod | None = None,
         mechanism: Mechanism | None = None,
+        **kwargs: Any,
     ) -> tuple[Tensor, Tensor | None]:
         B, H, T, _ = q.shape
         S = k.shape[2]

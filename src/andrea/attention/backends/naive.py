@@ -6,6 +6,8 @@ It runs each mechanism's own `reference` (andrea.attention.mechanisms.base), so
 it runs every mechanism. Slow on purpose; every other backend is tested against it.
 """
 
+from typing import Any
+
 from torch import Tensor
 
 from andrea.attention.contract import AttentionBackend, Capabilities
@@ -32,6 +34,7 @@ class NaiveBackend(AttentionBackend):
         need_weights: bool,
         score_mod: ScoreMod | None = None,
         mechanism: Mechanism | None = None,
+        **kwargs: Any,
     ) -> tuple[Tensor, Tensor | None]:
         out, weights = (mechanism or SOFTMAX).reference(q, k, v, mask, scale, score_mod)  # (B, H, T, d), (B, H, T, S)
         return out, weights if need_weights else None

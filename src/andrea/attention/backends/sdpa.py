@@ -8,12 +8,15 @@ otherwise. A score bias (ALiBi) goes in as a float mask with the masked keys at
 the dtype's lowest value. Grouped heads go in as they are (`enable_gqa`).
 """
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from andrea.attention.contract import AttentionBackend, Capabilities
 from andrea.attention.masks import Mask
+from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import ScoreMod
 
 
@@ -33,6 +36,8 @@ class SDPABackend(AttentionBackend):
         scale: float,
         need_weights: bool,
         score_mod: ScoreMod | None = None,
+        mechanism: Mechanism | None = None,  # always None: it runs softmax only
+        **kwargs: Any,
     ) -> tuple[Tensor, Tensor | None]:
         B, H, T, _ = q.shape
         S = k.shape[2]

@@ -412,6 +412,7 @@ class TritonBackend(AttentionBackend):
         need_weights: bool,
         score_mod: ScoreMod | None = None,
         mechanism: Mechanism | None = None,
+        **kwargs: Any,
     ) -> tuple[Tensor, Tensor | None]:
         if q.dtype == torch.float32 and q.device.type == "cuda" and q.shape[-1] > FLOAT32_MAX_HEAD_DIM:
             raise UnsupportedAttentionError(
