@@ -21,8 +21,8 @@ import torch
 from kernel_report import compile_kernel  # beside this script (its folder leads sys.path)
 
 from andrea.attention import Causal, get_backend
-from andrea.attention.backends import triton as triton_backend
-from andrea.attention.backends.triton import _block_d
+from andrea.attention.backends import triton_tiles
+from andrea.attention.backends.triton_tiles import _block_d
 
 NAMES = {"forward": "attention_forward", "dq": "attention_backward_dq", "dkdv": "attention_backward_dkdv"}
 CANDIDATES = {  # beside TILES' own: larger and smaller tiles, more and fewer stages, as the Triton tutorial tries
@@ -45,12 +45,12 @@ def _key(head_dim: int) -> tuple[str, int]:
 def launched_with(head_dim: int, kernel: str, tiles: tuple[int, int, int, int]):
     """The backend launching `kernel` with `tiles` (for 16-bit inputs of this head_dim) inside the block."""
     key = _key(head_dim)
-    before = triton_backend.TILES[key]
-    triton_backend.TILES[key] = before | {kernel: tiles}
+    before = triton_tiles.TILES[key]
+    triton_tiles.TILES[key] = before | {kernel: tiles}
     try:
         yield
     finally:
-        triton_backend.TILES[key] = before
+        triton_tiles.TILES[key] = before
 
 
 def time_op(args: argparse.Namespace, head_dim: int, backward: bool) -> float:
@@ -75,7 +75,7 @@ def table(args: argparse.Namespace) -> None:
     print("|---:|---|---|---:|---:|---:|---:|")
     for head_dim, kernels in CANDIDATES.items():
         for kernel, candidates in kernels.items():
-            own = triton_backend.TILES[_key(head_dim)][kernel]
+            own = triton_tiles.TILES[_key(head_dim)][kernel]
             base = None
             for tiles in [own, *candidates]:
                 m, n, warps, stages = tiles
@@ -99,7 +99,7 @@ def dry_run() -> None:
     count = 0
     for head_dim, kernels in CANDIDATES.items():
         for kernel, candidates in kernels.items():
-            own = triton_backend.TILES[_key(head_dim)][kernel]
+            own = triton_tiles.TILES[_key(head_dim)][kernel]
             count += 1 + len(candidates)
             listed = ", ".join(f"{m}x{n} w{w} s{s}" for m, n, w, s in candidates)
             print(f"tiles: d={head_dim} {kernel}: TILES {own}, then {listed}")

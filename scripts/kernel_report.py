@@ -95,7 +95,7 @@ def loops(ptx: str) -> list[tuple[int, int, int, int]]:
 
 def _flags(dtype: str, head_dim: int, mask: str) -> dict:
     """The constexprs a launch of the variant compiles with, tiles aside."""
-    from andrea.attention.backends.triton import _block_d
+    from andrea.attention.backends.triton_tiles import _block_d
 
     every = mask == "every-input"
     return dict(CAUSAL=True, BAND=False, HAS_ALIBI=every, HAS_LENGTHS=every, HAS_DOCS=every, HAS_DENSE=every,
@@ -161,7 +161,7 @@ def compile_variant(dtype: str, head_dim: int, mask: str) -> list[dict]:
     "decode": the forward alone, on the tiles of one query."""
     import torch
 
-    from andrea.attention.backends.triton import _block_sizes
+    from andrea.attention.backends.triton_tiles import _block_sizes
 
     kernel_math = mask if mask in ("softcap", "sigmoid") else "softmax"
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from andrea.testing.checks import BATCH, HEAD_DIM, HEADS, SEQ, TOLERANCE, make_qkv
+from andrea.testing.checks import BATCH, HEAD_DIM, HEADS, SEQ, make_qkv
+from andrea.testing.formula import TOLERANCE
 from andrea.testing.test_conformance import conformance_masks as make_masks
 
 BACKENDS = ["naive", "eager", "sdpa", "flex"]

@@ -9,10 +9,10 @@ import torch
 from torch.nn import functional as F
 
 from andrea.attention import MultiHeadSelfAttention, UnsupportedAttentionError, get_backend, mechanism_registry
-from andrea.attention.contract import weighted_values
 from andrea.attention.masks import Causal
 from andrea.attention.mechanisms.gated import Gated
 from andrea.attention.mechanisms.softmax import attention_weights
+from andrea.attention.shapes import weighted_values
 from andrea.models.toy import ToyModel
 
 D, H, T = 32, 4, 7

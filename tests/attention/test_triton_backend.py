@@ -29,10 +29,11 @@ from andrea.attention import (
     get_backend,
 )
 from andrea.attention.backends import triton as triton_backend
+from andrea.attention.backends import triton_ops, triton_tiles
 from andrea.attention.masks import MaskParams
 from andrea.attention.positions import ALiBi
 from andrea.models.gpt import GPT
-from andrea.testing.checks import assert_close
+from andrea.testing.formula import assert_close
 
 BATCH, T, D = 2, 37, 8  # 37 keys: three 16-wide blocks, the last one partial
 
@@ -145,7 +146,7 @@ def test_each_kernel_s_own_unequal_tiles_match_naive(mask_name, queries, transpo
     and when the forward, dq and dk/dv each launch with their own (the grids follow each kernel's tiles)."""
     tiles = {name: dict(t, BLOCK_M=t["BLOCK_N"], BLOCK_N=t["BLOCK_M"]) if transposed and "BLOCK_N" in t else t
              for name, t in UNEQUAL_TILES.items()}  # fmt: skip
-    monkeypatch.setattr(triton_backend, "_block_sizes", lambda *args, **kwargs: tiles)
+    monkeypatch.setattr(triton_tiles, "_block_sizes", lambda *args, **kwargs: tiles)
     torch.manual_seed(0)
     q = torch.randn(BATCH, 4, queries, 16, requires_grad=True)
     k, v = (torch.randn(BATCH, 2, LONG, 16, requires_grad=True) for _ in range(2))
@@ -161,7 +162,7 @@ def test_views_of_a_fused_projection_are_read_in_place_and_match_naive(mask_name
     torch.manual_seed(0)
     fused = torch.randn(BATCH, LONG, 3, 4, 16, requires_grad=True)
     q, k, v = (part.transpose(1, 2) for part in fused.unbind(2))  # (B, H, T, d), rows 3·H·d apart
-    assert not q.is_contiguous() and triton_backend._rows_apart(q) is q  # read in place
+    assert not q.is_contiguous() and triton_ops._rows_apart(q) is q  # read in place
     mask = UNEQUAL_MASKS[mask_name]
     out, _ = get_backend("triton")(q, k, v, mask)
     ref = [t.detach().contiguous().requires_grad_() for t in (q, k, v)]
@@ -216,7 +217,7 @@ class Launches:
     def __init__(self, monkeypatch):
         self.flags: list[dict[str, Any]] = []
         self.windows: list[object] = []
-        build = triton_backend._kernel_args
+        build = triton_ops._kernel_args
 
         def spy(*args, **kwargs):
             positional, constexprs = build(*args, **kwargs)
@@ -224,7 +225,7 @@ class Launches:
             self.windows.append(positional[-1])
             return positional, constexprs
 
-        monkeypatch.setattr(triton_backend, "_kernel_args", spy)
+        monkeypatch.setattr(triton_ops, "_kernel_args", spy)
 
 
 @pytest.mark.triton_interpreter
@@ -417,8 +418,8 @@ def test_the_decoding_forward_compiles_for_a_hopper_gpu_with_no_spill(dtype, hea
 def test_a_forward_of_a_few_queries_runs_16_rows_and_the_rest_keeps_its_tiles():
     cuda = torch.device("cuda")  # a device object only: nothing runs
     for dtype in (torch.bfloat16, torch.float32):
-        prompt = triton_backend._block_sizes(64, dtype, cuda, queries=triton_backend.DECODE_QUERIES + 1)
-        decode = triton_backend._block_sizes(64, dtype, cuda, queries=1)
+        prompt = triton_tiles._block_sizes(64, dtype, cuda, queries=triton_tiles.DECODE_QUERIES + 1)
+        decode = triton_tiles._block_sizes(64, dtype, cuda, queries=1)
         assert decode["forward"]["BLOCK_M"] == 16 and decode["forward"]["num_warps"] == 4
         assert prompt["forward"]["BLOCK_M"] > 16
         assert (decode["dq"], decode["dkdv"]) == (prompt["dq"], prompt["dkdv"])  # generation runs no backward
@@ -429,16 +430,16 @@ def test_the_grid_puts_the_blocks_on_its_first_axis_up_to_a_million_keys_at_head
     second axis takes. The blocks go on the first axis (2^31 - 1), the sequence-heads on the second; past
     what that takes, one line refuses the call."""
     cuda = torch.device("cuda")  # a device object only: nothing runs
-    tiles = triton_backend._block_sizes(256, torch.bfloat16, cuda)
+    tiles = triton_tiles._block_sizes(256, torch.bfloat16, cuda)
     keys, heads = 2**20, 2 * 16  # (batch, heads)
-    blocks, sequence_heads = triton_backend.launch_grid(keys, tiles["dkdv"]["BLOCK_N"], heads)
+    blocks, sequence_heads = triton_ops.launch_grid(keys, tiles["dkdv"]["BLOCK_N"], heads)
     assert blocks == keys // 16 == 65_536 > 65_535 and sequence_heads == heads
     for name in ("forward", "dq", "delta"):
-        grid = triton_backend.launch_grid(keys, tiles[name]["BLOCK_M"], heads)
+        grid = triton_ops.launch_grid(keys, tiles[name]["BLOCK_M"], heads)
         assert grid[0] <= 2**31 - 1 and grid[1] <= 65_535, name
-    assert triton_backend.launch_grid(1, 64, 1) == (1, 1)
+    assert triton_ops.launch_grid(1, 64, 1) == (1, 1)
     with pytest.raises(UnsupportedAttentionError, match=r"^attention backend 'triton' launches one program .*65535"):
-        triton_backend.launch_grid(4096, 64, 65_536)
+        triton_ops.launch_grid(4096, 64, 65_536)
 
 
 @pytest.mark.triton_interpreter
@@ -447,9 +448,9 @@ def test_a_window_at_the_int32_edge_is_no_window_for_the_kernels():
     clamped to the context (unclamped, q - k < window wrapped in int32 and dk = dv = 0)."""
     q, k, v = (torch.randn(1, 2, T, D, requires_grad=True) for _ in range(3))
     edge = Causal() & SlidingWindow(2**31 - 1)
-    _, ints, _ = triton_backend._mask_inputs(q, k, edge, None)
+    _, ints, _ = triton_ops._mask_inputs(q, k, edge, None)
     assert ints[-2:] == [0, T + 1]  # the prefix, the window: S + 1, what no window gives
-    _, ints, _ = triton_backend._mask_inputs(q, k, PrefixLM(2**31 - 1), None)
+    _, ints, _ = triton_ops._mask_inputs(q, k, PrefixLM(2**31 - 1), None)
     assert ints[-2] == T  # a prefix past the keys: all of them
     matches_naive(q, k, v, edge, "causal & sliding_window(window=2147483647)")  # output and dq, dk, dv
 
@@ -459,8 +460,8 @@ def test_tiles_are_hopper_s_there_and_two_stages_at_most_on_an_older_gpu():
     consumer card's 99 KB) gets the same tiles with 2 stages at most, where 3 would not fit."""
     cuda = torch.device("cuda")  # a device object only: nothing runs
     for head_dim in (64, 128, 256):
-        hopper = triton_backend._block_sizes(head_dim, torch.bfloat16, cuda)
-        older = triton_backend._block_sizes(head_dim, torch.bfloat16, cuda, "softmax", (8, 6))
+        hopper = triton_tiles._block_sizes(head_dim, torch.bfloat16, cuda)
+        older = triton_tiles._block_sizes(head_dim, torch.bfloat16, cuda, "softmax", (8, 6))
         assert max(tiles["num_stages"] for tiles in hopper.values()) == 3
         assert all(tiles["num_stages"] <= 2 for tiles in older.values())
         for name in ("forward", "dq", "dkdv"):

@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from andrea.lens import viz
+from andrea.lens import grid_png, viz
 
 
 def weights(H, T):
@@ -18,7 +18,7 @@ def weights(H, T):
 def test_a_near_square_grid_of_heads(tmp_path, n_head, grid):
     layout = viz.grid_layout(n_head, 8, 8)
     assert (layout.rows, layout.columns) == grid
-    image = Image.open(viz.save_attention_grid(weights(n_head, 8), tmp_path / "map.png"))
+    image = Image.open(grid_png.save_attention_grid(weights(n_head, 8), tmp_path / "map.png"))
     assert 0.5 < image.height / image.width < 2  # readable at a dashboard card's width, not a strip
 
 
@@ -42,7 +42,7 @@ def test_a_log_scale_shows_weights_near_one_over_t(tmp_path):
     log = viz.colour_values(uniform, viz.grid_layout(1, 256, 256, scale="log"))
     linear = viz.colour_values(uniform, viz.grid_layout(1, 256, 256, scale="linear"))
     assert linear.max() < 0.01 and 0.25 < log.min() < 0.75
-    path = viz.save_attention_grid(uniform, tmp_path / "uniform.png")
+    path = grid_png.save_attention_grid(uniform, tmp_path / "uniform.png")
     pixels = np.asarray(Image.open(path).convert("RGB"))
     assert (pixels == viz.colours(np.array([log[0, 0, 0]]))[0]).all(-1).sum() > 256 * 256 * 0.9  # the map's colour
 
@@ -90,7 +90,7 @@ def test_signed_weights_get_a_scale_symmetric_about_zero(tmp_path):
     values = viz.colour_values(w, layout)
     assert values[0, 0, 0] == 0.5 and values[0, 2, 1] == 1.0 and values[0, 1, 0] == 0.25
     assert layout.colour_label == viz.SIGNED_LABEL
-    path = viz.save_attention_grid(w, tmp_path / "signed.png", "diff", signed=True, subtitle="signed weights")
+    path = grid_png.save_attention_grid(w, tmp_path / "signed.png", "diff", signed=True, subtitle="signed weights")
     pixels = np.asarray(Image.open(path).convert("RGB")).reshape(-1, 3)
     red, blue = viz.colours(np.array([0.0]), signed=True)[0], viz.colours(np.array([1.0]), signed=True)[0]
     assert red[0] > red[2] and blue[2] > blue[0]  # the ends: red below zero, blue above
@@ -105,7 +105,7 @@ def test_a_masked_key_is_drawn_apart_from_a_weight_of_zero(tmp_path, signed):
     w = weights(2, T)
     w[:, 3, 1] = 0.0  # allowed by the mask, weight exactly 0
     hidden = ~torch.ones(T, T, dtype=torch.bool).tril()
-    path = viz.save_attention_grid(w, tmp_path / "causal.png", "causal", signed=signed, masked=hidden.numpy())
+    path = grid_png.save_attention_grid(w, tmp_path / "causal.png", "causal", signed=signed, masked=hidden.numpy())
     pixels = np.asarray(Image.open(path).convert("RGB"))
     masked = (pixels == viz.MASKED_RGB).all(-1)
     ramp = viz.colours(np.linspace(0, 1, 256), signed)
@@ -116,5 +116,5 @@ def test_a_masked_key_is_drawn_apart_from_a_weight_of_zero(tmp_path, signed):
     per_panel = masked.sum() - 14 * 14  # the masked cells of both heads, and the legend's swatch
     px = viz.PANEL // T
     assert per_panel == 2 * int(hidden.sum()) * px * px
-    unmasked = viz.save_attention_grid(w, tmp_path / "plain.png", "causal", signed=signed)
+    unmasked = grid_png.save_attention_grid(w, tmp_path / "plain.png", "causal", signed=signed)
     assert not (np.asarray(Image.open(unmasked).convert("RGB")) == viz.MASKED_RGB).all(-1).any()

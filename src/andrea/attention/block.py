@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from andrea.attention.contract import AttentionBackend, weighted_values
+from andrea.attention.contract import AttentionBackend
 from andrea.attention.heads import HeadConfig
 from andrea.attention.hook_points import HookPoint
 from andrea.attention.kv_cache import KVCache, LatentCache
@@ -20,6 +20,7 @@ from andrea.attention.mechanisms import Mechanism
 from andrea.attention.mechanisms.base import dense_allowed, dense_scores
 from andrea.attention.positions import POSITIONS, ALiBi, Rotary
 from andrea.attention.registry import as_backend, as_mask, as_mechanism
+from andrea.attention.shapes import weighted_values
 
 
 def shared_parts(attention: dict[str, Any]) -> dict[str, Any]:
@@ -126,10 +127,7 @@ class MultiHeadSelfAttention(nn.Module):
         tokens; they attend to the S - T cached ones too, and join the cache.
         """
         B, T, D = x.shape
-        if self.d_model != D:
-            raise ValueError(f"input has d_model={D}, the block was built for {self.d_model}")
-        if self.max_context < T:
-            raise ValueError(f"sequence length {T} exceeds max_context={self.max_context}; raise max_context")
+        self._check_input(T, D)
         full_mask = self._mask() if mask is None else self._mask() & mask
         # refused before any tensor work (the backend's call checks again, in the same few comparisons)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.proj.weight.requires_grad)
@@ -147,13 +145,19 @@ class MultiHeadSelfAttention(nn.Module):
             )  # fmt: skip
         if cache is not None:
             cache.trim()
-        if self.latent is not None and cache is not None:
-            y = self.latent.unabsorb(y)  # (B, H, T, r) -> (B, H, T, d)
+            if self.latent is not None:
+                y = self.latent.unabsorb(y)  # (B, H, T, r) -> (B, H, T, d)
         y = self.mechanism.combine(y, x)  # (B, H, T, d): e.g. the output gate, differential attention's norm
         y = self.hook_z(y.transpose(1, 2))  # (B, T, H, d): what W_O reads, where ablations act
         y = y.contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
         y = self.dropout(self.proj(y))  # (B, T, D)
         return y, weights if return_weights else None
+
+    def _check_input(self, T: int, D: int) -> None:
+        if self.d_model != D:
+            raise ValueError(f"input has d_model={D}, the block was built for {self.d_model}")
+        if self.max_context < T:
+            raise ValueError(f"sequence length {T} exceeds max_context={self.max_context}; raise max_context")
 
     def _attention_in_the_open(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Mask, scale: float | None

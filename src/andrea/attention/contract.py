@@ -57,6 +57,7 @@ from andrea.attention.advice import _alternatives, requested
 from andrea.attention.masks import Mask
 from andrea.attention.mechanisms.softmax import SOFTMAX
 from andrea.attention.positions import ScoreMod
+from andrea.attention.shapes import check_shapes, expand_kv
 
 if TYPE_CHECKING:
     from andrea.attention.mechanisms import Mechanism
@@ -79,19 +80,6 @@ class Capabilities:
     unavailable: str | None = None  # why it cannot run in this environment (a missing package), else None
     kernels: frozenset[str] | None = SOFTMAX_ONLY  # the mechanisms' kernels it runs; None = any, from its dense form
     distinct_value_dim: bool = False  # takes v with another head size than q and k (latent attention: heads=mla)
-
-
-def weighted_values(weights: Tensor, v: Tensor) -> Tensor:
-    """weights (B, H, T, S) @ v (B, H_kv, S, d) -> (B, H, T, d), grouped heads sharing v."""
-    B, H, T, S = weights.shape
-    H_kv = v.shape[1]
-    out = weights.view(B, H_kv, H // H_kv, T, S) @ v.unsqueeze(2)  # (B, H_kv, group, T, d)
-    return out.view(B, H, T, v.shape[-1])
-
-
-def expand_kv(x: Tensor, n_head: int) -> Tensor:
-    """(B, H_kv, S, d) -> (B, H, S, d): each kv head repeated for the query heads of its group."""
-    return x.repeat_interleave(n_head // x.shape[1], dim=1)
 
 
 class AttentionBackend(ABC):
@@ -128,22 +116,22 @@ class AttentionBackend(ABC):
         """Checked before any tensor work, then computed with what the contract supplies around `forward` (the
         scale, grouped heads, the probe's weights)."""
         check_shapes(q, k, v, self.capabilities.distinct_value_dim)
-        needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+        needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
         self.checked(mask, mechanism, score_mod, device=q.device, needs_grad=needs_grad, head_dim=q.shape[-1])
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-        n_head = q.shape[1]
-        if k.shape[1] != n_head and not self.capabilities.native_gqa:
-            k, v = expand_kv(k, n_head), expand_kv(v, n_head)
+        if k.shape[1] != q.shape[1] and not self.capabilities.native_gqa:
+            k, v = expand_kv(k, q.shape[1]), expand_kv(v, q.shape[1])
         if mechanism is not None and mechanism.kernel == "softmax":
             mechanism = None  # what runs in the backend is softmax (the mechanism wraps it in the block)
-        given = {"mask": mask, "scale": scale, "score_mod": score_mod, "mechanism": mechanism, **kwargs}
-        keywords = given if self._keywords is None else {k: v for k, v in given.items() if k in self._keywords}
+        keywords = self._named({"mask": mask, "scale": scale, "score_mod": score_mod, "mechanism": mechanism, **kwargs})
         if not need_weights or self.capabilities.native_weights:
             return self.forward(q, k, v, need_weights=need_weights, **keywords)
         out, _ = self.forward(q, k, v, need_weights=False, **keywords)
-        with torch.no_grad():  # the probe only shows; it never feeds the loss: the mechanism's own weights
-            weights = (mechanism or SOFTMAX).weights(q, k, mask, scale, score_mod)
-        return out, weights
+        return out, _probe(q, k, mask, scale, score_mod, mechanism)
+
+    def _named(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The keywords this backend's forward names (every one, with **kwargs)."""
+        return given if self._keywords is None else {k: v for k, v in given.items() if k in self._keywords}
 
     def checked(self, mask: Mask | None, mechanism: Mechanism | None, score_mod: ScoreMod | None, **where: Any) -> None:
         """`check` and `check_mechanism` for one call, a refusal advising only backends that run all of it (asked
@@ -172,19 +160,9 @@ class AttentionBackend(ABC):
         A backend with a constraint of its own (a head_dim its kernel needs, ...) extends this, calling super()."""
         caps = self.capabilities
         on_cpu = device is not None and torch.device(device).type == "cpu"
-        if caps.unavailable is not None:
-            raise UnsupportedAttentionError(f"attention backend '{self.name}' cannot run here: {caps.unavailable}")
-        if on_cpu and not caps.cpu:
-            raise UnsupportedAttentionError(
-                f"attention backend '{self.name}' does not run on CPU; use "
-                f"{_alternatives(lambda c: c.cpu)}, or run it on a GPU"
-            )
-        if mask is not None and caps.mask_kinds is not None and not mask.kinds <= caps.mask_kinds:
-            missing = ", ".join(sorted(mask.kinds - caps.mask_kinds))
-            raise UnsupportedAttentionError(
-                f"attention backend '{self.name}' does not accept mask kind(s) {missing}; "
-                f"use {_alternatives(lambda c: c.mask_kinds is None or mask.kinds <= c.mask_kinds)}"
-            )
+        self._check_device(on_cpu)
+        if mask is not None:
+            self._check_mask(mask)
         if needs_grad and on_cpu and not caps.cpu_backward:
             raise UnsupportedAttentionError(
                 f"attention backend '{self.name}' has no backward on CPU; train with "
@@ -194,6 +172,26 @@ class AttentionBackend(ABC):
             raise UnsupportedAttentionError(
                 f"attention backend '{self.name}' cannot add a score bias ({score_mod.kind}); use "
                 f"{_alternatives(lambda c: c.score_mod)}, or position=rope / learned"
+            )
+
+    def _check_mask(self, mask: Mask) -> None:
+        kinds = self.capabilities.mask_kinds
+        if kinds is not None and not mask.kinds <= kinds:
+            missing = ", ".join(sorted(mask.kinds - kinds))
+            raise UnsupportedAttentionError(
+                f"attention backend '{self.name}' does not accept mask kind(s) {missing}; "
+                f"use {_alternatives(lambda c: c.mask_kinds is None or mask.kinds <= c.mask_kinds)}"
+            )
+
+    def _check_device(self, on_cpu: bool) -> None:
+        """Whether it runs here at all, and on a CPU."""
+        caps = self.capabilities
+        if caps.unavailable is not None:
+            raise UnsupportedAttentionError(f"attention backend '{self.name}' cannot run here: {caps.unavailable}")
+        if on_cpu and not caps.cpu:
+            raise UnsupportedAttentionError(
+                f"attention backend '{self.name}' does not run on CPU; use "
+                f"{_alternatives(lambda c: c.cpu)}, or run it on a GPU"
             )
 
     def serves(self, mechanism: Mechanism | None) -> bool:
@@ -239,18 +237,10 @@ class AttentionBackend(ABC):
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-def check_shapes(q: Tensor, k: Tensor, v: Tensor, distinct_value_dim: bool = False) -> None:
-    """q (B, H, T, d), k (B, H_kv, S, d), v (B, H_kv, S, d), or (B, H_kv, S, d_v) for a backend that declares
-    `distinct_value_dim` (latent attention's values)."""
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError(
-            f"attention expects q (B, H, T, d) and k, v (B, H_kv, S, d); got dims {q.dim()}, {k.dim()}, {v.dim()}"
-        )
-    if k.shape[:-1] != v.shape[:-1] or (k.shape[-1] != v.shape[-1] and not distinct_value_dim):
-        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
-    if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree on batch or head_dim")
-    if q.shape[1] % k.shape[1] != 0:
-        raise ValueError(f"q has {q.shape[1]} heads, not a multiple of k's {k.shape[1]} (n_head % n_kv_head != 0)")
-    if q.shape[2] > k.shape[2]:
-        raise ValueError(f"{q.shape[2]} queries over {k.shape[2]} keys: self-attention needs T <= S")
+def _probe(
+    q: Tensor, k: Tensor, mask: Mask | None, scale: float, score_mod: ScoreMod | None, mechanism: Mechanism | None
+) -> Tensor:
+    """The weights (B, H, T, S) for a backend that does not return its own: the mechanism's, computed apart. The
+    probe only shows; it never feeds the loss."""
+    with torch.no_grad():
+        return (mechanism or SOFTMAX).weights(q, k, mask, scale, score_mod)

@@ -40,6 +40,22 @@ SETTINGS = {
 NORM_EPS = 1e-6  # DeepSeek-V2 and V3's rms_norm_eps
 
 
+def _rope_dim(given: int | None, head_dim: int, rope: bool) -> int:
+    """d_R: the given one, or null's (head_dim / 2 with RoPE, 0 without), checked against the position scheme."""
+    rope_dim = (head_dim // 2 if rope else 0) if given is None else given
+    if rope_dim % 2:  # Rotary would name the head_dim, which is not what is odd
+        source = f" (null: head_dim / 2 = {head_dim} / 2)" if given is None else ""
+        raise ValueError(
+            f"heads.latent.rope_dim={rope_dim}{source} must be even: RoPE turns its channels in pairs; "
+            "give an even heads.latent.rope_dim"
+        )
+    if rope_dim and not rope:
+        raise ValueError(f"heads.latent.rope_dim={rope_dim} rotates keys: it needs position=rope, or rope_dim=0")
+    if rope and not rope_dim:
+        raise ValueError("heads=mla with position=rope needs heads.latent.rope_dim > 0 (its decoupled RoPE key)")
+    return rope_dim
+
+
 class LatentAttention(nn.Module):
     """The projections of latent attention for H heads of size d: queries, the latent, and the two forms."""
 
@@ -61,17 +77,7 @@ class LatentAttention(nn.Module):
         super().__init__()
         settings = dict(kv_rank=kv_rank, rope_dim=rope_dim, q_rank=q_rank, norm_eps=norm_eps)
         enforce(SETTINGS, settings, "heads.latent.")
-        given, rope_dim = rope_dim, (head_dim // 2 if rope else 0) if rope_dim is None else rope_dim
-        if rope_dim % 2:  # Rotary would name the head_dim, which is not what is odd
-            source = f" (null: head_dim / 2 = {head_dim} / 2)" if given is None else ""
-            raise ValueError(
-                f"heads.latent.rope_dim={rope_dim}{source} must be even: RoPE turns its channels in pairs; "
-                "give an even heads.latent.rope_dim"
-            )
-        if rope_dim and not rope:
-            raise ValueError(f"heads.latent.rope_dim={rope_dim} rotates keys: it needs position=rope, or rope_dim=0")
-        if rope and not rope_dim:
-            raise ValueError("heads=mla with position=rope needs heads.latent.rope_dim > 0 (its decoupled RoPE key)")
+        rope_dim = _rope_dim(rope_dim, head_dim, rope)
         self.n_head, self.head_dim, self.kv_rank, self.rope_dim = n_head, head_dim, kv_rank, rope_dim
         H, d, r, d_r = n_head, head_dim, kv_rank, rope_dim
         self.q_down = nn.Linear(d_model, q_rank, bias=bias) if q_rank else None  # W_DQ

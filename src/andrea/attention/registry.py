@@ -212,10 +212,15 @@ def _build(node: ast.expr, expression: str) -> Mask:
     if isinstance(node, ast.Name):
         return get_mask(node.id)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
-        keywords = [(kw.arg, kw.value) for kw in node.keywords if kw.arg is not None]  # arg None: **mapping
-        if len(keywords) == len(node.keywords):
-            return get_mask(node.func.id, **{key: _literal(value, expression) for key, value in keywords})
+        return get_mask(node.func.id, **_keywords(node, expression))
     raise _unreadable(node, expression)
+
+
+def _keywords(call: ast.Call, expression: str) -> dict[str, Any]:
+    """name(key=literal, ...)'s keywords as values; a **mapping is unreadable."""
+    if any(kw.arg is None for kw in call.keywords):
+        raise _unreadable(call, expression)
+    return {str(kw.arg): _literal(kw.value, expression) for kw in call.keywords}
 
 
 def _literal(node: ast.expr, expression: str) -> Any:

@@ -86,8 +86,7 @@ def plugin_config_problems() -> list[str]:
 
 
 def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
-    from andrea.train import resolvers, sweep
-    from andrea.train.run_dir import DiskError, disk_error
+    from andrea.train import resolvers
     from hydra_plugins import andrea_launchers
 
     # Hydra scans the hydra_plugins namespace, but not an editable install's part of it: register
@@ -101,22 +100,39 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     with _hydra_raises() as user_wants_traces:
         try:
             return hydra_main()
-        except (ConfigCompositionException, MissingConfigException, OverrideParseException, yaml.YAMLError) as err:
-            if user_wants_traces:
-                raise
-            fail(command, _config_refusal(err), 2)
-        except (DiskError, SettingError, RunFailed) as err:  # a setting refused by a part Hydra runs (a launcher): 2
-            fail(command, str(err), 2 if isinstance(err, SettingError) else 1)
-        except OSError as err:
-            if err.errno not in DISK or user_wants_traces:
-                raise
-            # Hydra's own writes (the run dir, its .hydra folder), before any work: input refused
-            fail(command, str(disk_error(err, "writing the run's files", err.filename or ".")), 2)
         except Exception as err:
-            sweep_dir = sweep.failed_sweep_dir(err)
-            if sweep_dir is None:
+            refusal = None if user_wants_traces and not _ours(err) else _refusal(err)
+            if refusal is None:
                 raise
-            fail(command, sweep.failure_line(sweep_dir, err), 1)  # a job failed: the rows say which
+            fail(command, *refusal)
+
+
+HYDRA_REFUSALS = (ConfigCompositionException, MissingConfigException, OverrideParseException, yaml.YAMLError)
+
+
+def _ours(err: Exception) -> bool:
+    """An error andrea says in one line even under HYDRA_FULL_ERROR=1: its own, not Hydra's or the OS's."""
+    from andrea.train.run_dir import DiskError
+
+    return isinstance(err, (DiskError, SettingError, RunFailed)) or not isinstance(err, (*HYDRA_REFUSALS, OSError))
+
+
+def _refusal(err: Exception) -> tuple[str, int] | None:
+    """`err` as one line and an exit code: Hydra's refusal of the config (2), a setting refused by a part Hydra
+    runs, a launcher (2), disk trouble or a run stopped on the way (1), Hydra's own writes before any work (2), a
+    sweep whose jobs failed (1); None for anything else, a bug that keeps its traceback."""
+    from andrea.train import sweep
+    from andrea.train.run_dir import DiskError, disk_error
+
+    if isinstance(err, HYDRA_REFUSALS):
+        return _config_refusal(err), 2
+    if isinstance(err, (DiskError, SettingError, RunFailed)):
+        return str(err), 2 if isinstance(err, SettingError) else 1
+    if isinstance(err, OSError):
+        written = disk_error(err, "writing the run's files", err.filename or ".")
+        return (str(written), 2) if err.errno in DISK else None
+    sweep_dir = sweep.failed_sweep_dir(err)
+    return None if sweep_dir is None else (sweep.failure_line(sweep_dir, err), 1)  # a job failed: its row says which
 
 
 def _config_refusal(err: Exception) -> str:

@@ -26,7 +26,8 @@ from rich.table import Table
 
 from andrea.attention import MultiHeadSelfAttention, UnsupportedAttentionError, backend_registry
 from andrea.cli.app import run_app
-from andrea.lens.viz import save_attention_grid, weights_as_text
+from andrea.lens.grid_png import save_attention_grid
+from andrea.lens.viz import weights_as_text
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="attention_demo")

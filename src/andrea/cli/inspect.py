@@ -18,6 +18,7 @@ import hashlib
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 import torch
@@ -38,6 +39,9 @@ SETTINGS = {
     "max_tokens": integer(2, 4096),
     "ablation": one_of("zero", "mean"),
 }
+
+if TYPE_CHECKING:
+    from andrea.models.network import Network
 
 
 def check_settings(cfg: DictConfig) -> None:
@@ -111,6 +115,22 @@ def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
     return {layer: sorted(found) for layer, found in sorted(frames.items())}
 
 
+def _measures(
+    net: object,
+    model: Network,
+    heads: list[tuple[int, int]],
+    ids: Tensor,
+    run_dir: Path | None,
+    cfg: DictConfig,
+    tokenizer: object,
+) -> tuple[str | None, str | None, str | None]:
+    """What the settings ask besides the page: the heads' importance, the ablation's effect, activation patching."""
+    table = importance(net, run_dir, cfg, tokenizer) if cfg.importance else None
+    effect = ablation_effect(net, heads, ids, run_dir, cfg, tokenizer) if heads else None
+    patched = patching(model, ids, tokenizer, cfg) if str(cfg.patch) else None
+    return table, effect, patched
+
+
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="inspect")
 def inspect_app(cfg: DictConfig) -> None:
     from andrea.lens.explorer import About
@@ -132,9 +152,7 @@ def inspect_app(cfg: DictConfig) -> None:
         ids = input_ids(cfg, tokenizer, model.vocab_size, run_dir, model.max_context)
         frames = training_frames(run_dir)  # reads the run's result.json: refused here if it is no result
         rows = validation_rows(run_dir, cfg)
-        table = importance(net, run_dir, cfg, tokenizer) if cfg.importance else None
-        effect = ablation_effect(net, heads, ids, run_dir, cfg, tokenizer) if heads else None
-        patched = patching(model, ids, tokenizer, cfg) if str(cfg.patch) else None
+        table, effect, patched = _measures(net, model, heads, ids, run_dir, cfg, tokenizer)
     except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -147,8 +165,18 @@ def inspect_app(cfg: DictConfig) -> None:
     means = head_means(model, [ids]) if cfg.ablation == "mean" and heads else None
     with intervene(model, dict.fromkeys(heads, None if means is not None else 0.0), means):
         page = explorer_for(model, ids, labels, about, lambda i: token_labels(tokenizer, [i])[0], rows, frames)
+    out = _write_page(cfg, page)
+    for line in (table, effect, patched):
+        if line:
+            print(line)
+    print(f"explorer: {out}")
+
+
+def _write_page(cfg: DictConfig, page: str) -> Path:
+    """The page at out= (a folder: inside it, under its usual name), else beside the checkpoint; one line if it
+    cannot be written."""
     out = Path(cfg.out) if cfg.out else page_path(cfg)
-    if out.is_dir():  # a folder: the page goes inside it, under its usual name
+    if out.is_dir():
         out = out / page_path(cfg).name
     try:
         out.write_text(page)
@@ -156,12 +184,7 @@ def inspect_app(cfg: DictConfig) -> None:
         print(f"{COMMAND}: error: out={out}: the page cannot be written ({err.strerror or err}); give a writable "
               "file or folder", file=sys.stderr)  # fmt: skip
         sys.exit(2)
-    if table:
-        print(table)
-    for line in (effect, patched):
-        if line:
-            print(line)
-    print(f"explorer: {out}")
+    return out
 
 
 def page_path(cfg: DictConfig) -> Path:

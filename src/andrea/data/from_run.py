@@ -12,6 +12,7 @@ import lightning as L
 
 from andrea.data.tasks import InductionDataModule, LookbackDataModule, RepetitionDataModule
 from andrea.data.text import TextDataModule
+from andrea.utils.rules import PLAIN
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
 DATA_MODULES: dict[str, type[L.LightningDataModule]] = {
@@ -19,7 +20,6 @@ DATA_MODULES: dict[str, type[L.LightningDataModule]] = {
     for cls in (RepetitionDataModule, LookbackDataModule, InductionDataModule, TextDataModule)
     for prefix in ("andrea.data", cls.__module__)
 }
-PLAIN = (str, int, float, bool, type(None))
 
 
 def data_from_run(run_dir: str | Path) -> L.LightningDataModule:

@@ -46,11 +46,7 @@ def text_files(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, key: str = 
         raise FileNotFoundError(f"{key}={path} does not exist; give a text file or a folder of .txt files")
     files = sorted(p for p in path.rglob("*.txt") if not p.is_dir()) if path.is_dir() else [path]
     for file in files:
-        if not file.exists():
-            raise ValueError(f"{key}: {file} is a link to nothing; remove it or point it at a text file")
-        kind = KINDS.get(stat.S_IFMT(file.stat().st_mode))
-        if kind:  # reading one would block (a FIFO, a socket) or never end (/dev/zero)
-            raise ValueError(f"{key}: {file} is {kind}, not a text file; give a regular file or a folder of them")
+        _check_regular(file, key)
     if not files:
         raise ValueError(f"{key}={path} holds no .txt file")
     total = sum(file.stat().st_size for file in files)
@@ -60,6 +56,16 @@ def text_files(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, key: str = 
             f"to tokenise it all, confirm with data.max_bytes={total}"
         )
     return files
+
+
+def _check_regular(file: Path, key: str) -> None:
+    """A file andrea can read to its end: not a dangling link, a FIFO or socket (reading would block) or a
+    device (/dev/zero: it would never end)."""
+    if not file.exists():
+        raise ValueError(f"{key}: {file} is a link to nothing; remove it or point it at a text file")
+    kind = KINDS.get(stat.S_IFMT(file.stat().st_mode))
+    if kind:
+        raise ValueError(f"{key}: {file} is {kind}, not a text file; give a regular file or a folder of them")
 
 
 def decode_text(path: Path, data: bytes, key: str = "data.path") -> str:

@@ -12,6 +12,7 @@ z_h (B, T, d) times its slice of W_O (d, D): TransformerLens's `stack_head_resul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -55,6 +56,21 @@ def head_outputs(net: Network, ids: Tensor, cache: dict[str, Tensor] | None = No
     return torch.stack(writes)
 
 
+def _attention_biases(net: Network, term: Callable[[Tensor], Tensor], final: Tensor) -> Tensor:
+    """(L, B): each layer's output-projection bias, as the final norm reads it (0 without one)."""
+    biases = final.new_zeros(len(net.attention), final.shape[0])
+    for layer, attention in enumerate(net.attention):
+        if attention.proj.bias is not None:
+            biases[layer] = term(attention.proj.bias.expand_as(final))
+    return biases
+
+
+def _mlp_terms(at: dict[str, Tensor], n_layer: int, term: Callable[[Tensor], Tensor], final: Tensor) -> Tensor:
+    """(L, B): each layer's MLP output, as the final norm reads it; (0, B) for a network without MLPs."""
+    mlp_out = [at[name] for layer in range(n_layer) if (name := f"blocks.{layer}.hook_mlp_out") in at]
+    return term(torch.stack(mlp_out)) if mlp_out else final.new_zeros(0, final.shape[0])
+
+
 @torch.no_grad()
 def logit_attribution(net: Network, ids: Tensor, target: int | tuple[int, int], position: int = -1) -> Attribution:
     """Each part's direct effect on the logit of token `target` (or on logit[a] - logit[b] for target=(a, b))
@@ -76,12 +92,8 @@ def logit_attribution(net: Network, ids: Tensor, target: int | tuple[int, int], 
 
     B = final.shape[0]
     heads = term(head_outputs(net, ids, cache)[:, :, :, position])  # (L, H, B)
-    attn_bias = final.new_zeros(n_layer, B)
-    for layer, attention in enumerate(net.attention):
-        if attention.proj.bias is not None:
-            attn_bias[layer] = term(attention.proj.bias.expand_as(final))
-    mlp_out = [at[name] for layer in range(n_layer) if (name := f"blocks.{layer}.hook_mlp_out") in at]
-    mlp = term(torch.stack(mlp_out)) if mlp_out else final.new_zeros(0, B)  # (L, B)
+    attn_bias = _attention_biases(net, term, final)  # (L, B)
+    mlp = _mlp_terms(at, n_layer, term, final)  # (L, B)
     norm_bias = (norm.bias @ direction).expand(B) if norm.bias is not None else final.new_zeros(B)
     total = heads.sum(dim=(0, 1)) + attn_bias.sum(dim=0) + mlp.sum(dim=0) + term(embed) + norm_bias
     return Attribution(heads, attn_bias, mlp, term(embed), norm_bias, total)

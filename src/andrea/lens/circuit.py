@@ -40,15 +40,8 @@ def sources(net: Network, ids: Tensor, readers: list[str], role: str, score: Sco
     role}}; {} when `role` reads no earlier head or nothing meets it."""
     if role not in READS or not readers:
         return {}
-    _, n_head = heads_shape(net)
-    first = min(parse_head(r)[0] for r in readers)
     base = score(net(ids, return_weights=True)[1])  # (L, H)
-    means = head_means(net, [ids])
-    ablated: dict[tuple[int, int], Tensor] = {}
-    for layer in range(first):
-        for head in range(n_head):
-            with intervene(net, {(layer, head): None}, means):
-                ablated[(layer, head)] = score(net(ids, return_weights=True)[1])
+    ablated = _ablated_scores(net, ids, min(parse_head(r)[0] for r in readers), score)
     mode, source_role = READS[role]
     composition = composition_scores(net, mode) if net.attention[0].latent is None else None
     found = {}
@@ -67,6 +60,18 @@ def sources(net: Network, ids: Tensor, readers: list[str], role: str, score: Sco
             "source_role": source_role,
         }
     return found
+
+
+def _ablated_scores(net: Network, ids: Tensor, layers: int, score: Score) -> dict[tuple[int, int], Tensor]:
+    """(layer, head) -> the (L, H) role scores with that head mean-ablated, for every head of the first `layers`."""
+    _, n_head = heads_shape(net)
+    means = head_means(net, [ids])
+    ablated: dict[tuple[int, int], Tensor] = {}
+    for layer in range(layers):
+        for head in range(n_head):
+            with intervene(net, {(layer, head): None}, means):
+                ablated[(layer, head)] = score(net(ids, return_weights=True)[1])
+    return ablated
 
 
 def traced_verdict(

@@ -87,32 +87,12 @@ def explorer_page(
     """The page: `views` (the first shown first), steps layer -> [(step, PNG path)] drawn during training,
     attribution (what it is toward, the parts' terms), composition mode -> (L, H, L, H) scores."""
     L, H = len(views[0].weights), views[0].weights[0].shape[0]
-    every = torch.cat([torch.stack([w.float() for w in v.weights]).flatten() for v in views])
-    limit = (every.abs().max().item() or 1.0) if about.signed else 1.0
+    limit = _limit(views) if about.signed else 1.0
     layout = grid_layout(H, 2, 2, scale="log", limit=limit if about.signed else None)
-    data = {
-        "L": L, "H": H, "signed": about.signed, "limit": limit, "ablated": about.ablated, "short": SHORT_NAMES,
-        "views": [_encode(v, about.signed, limit) for v in views],
-        "lut": colours(np.linspace(0, 1, 256), about.signed).tolist(), "masked_rgb": list(MASKED_RGB),
-        "composition": {mode: s.tolist() for mode, s in (composition or {}).items()},
-        "steps": {str(layer): [[step, _data_url(p)] for step, p in frames] for layer, frames in (steps or {}).items()},
-    }  # fmt: skip
-    payload = json.dumps(data).replace("</", "<\\/")  # never closes the script element early
-    layers = "".join(
-        f'<div class="layer"><h3>layer {layer}</h3>'
-        + "".join(_card(layer, head, about) for head in range(H))
-        + "</div>"
-        for layer in range(L)
-    )
-    choices = "".join(
-        f'<label><input type="radio" name="view" value="{i}"{" checked" if i == 0 else ""}> {html.escape(v.name)}'
-        "</label>"
-        for i, v in enumerate(views)
-    )
+    payload = _payload(views, about, limit, steps, composition)
+    layers = "".join(_layer(layer, H, about) for layer in range(L))
+    choices = "".join(_choice(i, view) for i, view in enumerate(views))
     frames = "".join(_steps_view(layer, f) for layer, f in (steps or {}).items() if f)
-    across = (
-        "the maps the run drew while it trained, without the ablation" if about.ablated else "the maps the run drew"
-    )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_asset("explorer.css")}</style>
 </head><body>
@@ -128,11 +108,54 @@ select it and enlarge it. Weights: {html.escape(about.meaning)}.</p>
 <div class="main"><div><h2>Every layer and head</h2>{layers}</div>
 <div class="side"><div id="big-title"></div><canvas id="big"></canvas><div id="composition"></div></div></div>
 {_attribution(attribution, L, H) if attribution else ""}
-{f"<h2>Across training</h2><p>{across}</p>{frames}" if frames else ""}
+{_across_training(frames, about)}
 <script type="application/json" id="data">{payload}</script>
 <script>{_asset("explorer.js")}</script>
 </body></html>
 """
+
+
+def _limit(views: list[View]) -> float:
+    """The largest weight either way over every view: a signed colour scale's ends."""
+    every = torch.cat([torch.stack([w.float() for w in v.weights]).flatten() for v in views])
+    return every.abs().max().item() or 1.0
+
+
+def _layer(layer: int, n_head: int, about: About) -> str:
+    return f'<div class="layer"><h3>layer {layer}</h3>{"".join(_card(layer, h, about) for h in range(n_head))}</div>'
+
+
+def _choice(i: int, view: View) -> str:
+    checked = " checked" if i == 0 else ""
+    return f'<label><input type="radio" name="view" value="{i}"{checked}> {html.escape(view.name)}</label>'
+
+
+def _payload(
+    views: list[View],
+    about: About,
+    limit: float,
+    steps: dict[int, list[tuple[int, Path]]] | None,
+    composition: dict[str, Tensor] | None,
+) -> str:
+    """What the page's script reads, as JSON that cannot close its script element early."""
+    data = {
+        "L": len(views[0].weights), "H": views[0].weights[0].shape[0], "signed": about.signed, "limit": limit,
+        "ablated": about.ablated, "short": SHORT_NAMES, "views": [_encode(v, about.signed, limit) for v in views],
+        "lut": colours(np.linspace(0, 1, 256), about.signed).tolist(), "masked_rgb": list(MASKED_RGB),
+        "composition": {mode: s.tolist() for mode, s in (composition or {}).items()},
+        "steps": {str(layer): [[step, _data_url(p)] for step, p in frames] for layer, frames in (steps or {}).items()},
+    }  # fmt: skip
+    return json.dumps(data).replace("</", "<\\/")
+
+
+def _across_training(frames: str, about: About) -> str:
+    """The maps the run drew while it trained, when it drew any."""
+    if not frames:
+        return ""
+    across = (
+        "the maps the run drew while it trained, without the ablation" if about.ablated else "the maps the run drew"
+    )
+    return f"<h2>Across training</h2><p>{across}</p>{frames}"
 
 
 def _asset(name: str) -> str:

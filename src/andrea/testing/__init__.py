@@ -17,6 +17,7 @@ checked against its own predicate. A mask's test instances come from its
 andrea's own parity matrix (tests/attention/test_parity.py) is this kit.
 """
 
-from andrea.testing.checks import HEADS, TOLERANCE, make_qkv
+from andrea.testing.checks import HEADS, make_qkv
+from andrea.testing.formula import TOLERANCE
 
 __all__ = ["HEADS", "TOLERANCE", "make_qkv"]

@@ -28,11 +28,10 @@ from andrea.attention.masks import Mask
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import ALiBi, ScoreMod
 from andrea.attention.registry import PROBE_SIZES
-from andrea.testing.formula import formula_attention
+from andrea.testing.formula import assert_close, formula_attention, gradients_agree
 
 HEADS = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}  # name -> (n_head, n_kv_head)
 BATCH, SEQ, HEAD_DIM = 2, PROBE_SIZES["max_context"], PROBE_SIZES["head_dim"]  # 9 keys, heads of 8
-TOLERANCE = {torch.float32: dict(atol=2e-5, rtol=1e-4), torch.bfloat16: dict(atol=3e-2, rtol=3e-2)}  # (atol, rtol)
 NOT_ON_CPU = "no backward on CPU"
 MECHANISM_SIZES = dict(PROBE_SIZES)  # the layer the registry probes plugin mechanisms with
 
@@ -66,14 +65,6 @@ def make_qkv(
     k = torch.randn(batch, n_kv_head, seq, head_dim, device=device)
     v = torch.randn(batch, n_kv_head, seq, head_dim, device=device)
     return [t.to(dtype).requires_grad_(requires_grad) for t in (q, k, v)]
-
-
-def assert_close(got: Tensor, want: Tensor, dtype: torch.dtype, what: str) -> None:
-    """got == want within the dtype's tolerance, or an AssertionError whose message starts with `what`."""
-    tolerance = TOLERANCE[dtype]
-    torch.testing.assert_close(
-        got, want, atol=tolerance["atol"], rtol=tolerance["rtol"], msg=lambda detail: f"{what}\n{detail}"
-    )
 
 
 def parity(
@@ -110,19 +101,7 @@ def parity(
     assert torch.isfinite(out).all(), f"{cell}: output not finite"
     assert_close(out.double(), expected, dtype, f"{cell}: output differs from the formula's")
     if backward:
-        grad_out = torch.randn(expected.shape, dtype=torch.float64, device=expected.device)
-        expected.backward(grad_out)
-        wanted = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
-        for p in params:
-            p.grad = None
-        out.backward(grad_out.to(dtype))
-        for name, got, want in zip("qkv", (q, k, v), ref, strict=True):
-            assert got.grad is not None and want.grad is not None, f"{cell}: no gradient for {name}"
-            assert torch.isfinite(got.grad).all(), f"{cell}: d{name} not finite"
-            assert_close(got.grad.double(), want.grad, dtype, f"{cell}: d{name} differs from the formula's")
-        for (name, p), want in zip(mechanism.named_parameters() if mechanism else [], wanted, strict=True):
-            got = p.grad if p.grad is not None else torch.zeros_like(p)
-            assert_close(got.float(), want.float(), dtype, f"{cell}: the gradient of mechanism.{name} differs")
+        gradients_agree(cell, out, expected, (q, k, v), ref, mechanism)
     return "passed"
 
 

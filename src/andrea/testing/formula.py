@@ -11,6 +11,8 @@ from andrea.attention.mechanisms import Mechanism
 from andrea.attention.mechanisms.softmax import SOFTMAX
 from andrea.attention.positions import ScoreMod
 
+TOLERANCE = {torch.float32: dict(atol=2e-5, rtol=1e-4), torch.bfloat16: dict(atol=3e-2, rtol=3e-2)}  # (atol, rtol)
+
 
 def formula_attention(
     cell: str,
@@ -54,3 +56,41 @@ def declared_weights(mechanism: Mechanism, weights: Tensor, allowed: Tensor, cel
         sums = weights.sum(dim=-1).masked_select(allowed.any(dim=-1))
         off = float((sums - 1).abs().max()) if sums.numel() else 0.0
         assert off < 1e-4, f"{cell}: {mechanism.name} declares rows_sum_to_one, but a row is off by {off:.3g}"
+
+
+def assert_close(got: Tensor, want: Tensor, dtype: torch.dtype, what: str) -> None:
+    """got == want within the dtype's tolerance, or an AssertionError whose message starts with `what`."""
+    tolerance = TOLERANCE[dtype]
+    torch.testing.assert_close(
+        got, want, atol=tolerance["atol"], rtol=tolerance["rtol"], msg=lambda detail: f"{what}\n{detail}"
+    )
+
+
+def gradients_agree(
+    cell: str,
+    out: Tensor,
+    expected: Tensor,
+    qkv: tuple[Tensor, ...],
+    ref: list[Tensor],
+    mechanism: Mechanism | None,
+) -> None:
+    """The backend's gradients (of q, k, v and the mechanism's parameters) against the formula's, in float64."""
+    named = dict(mechanism.named_parameters()) if mechanism is not None else {}
+    grad_out = torch.randn(expected.shape, dtype=torch.float64, device=expected.device)
+    expected.backward(grad_out)
+    wanted = {name: _grad(p).clone() for name, p in named.items()}
+    for p in named.values():
+        p.grad = None
+    out.backward(grad_out.to(out.dtype))
+    for name, got, want in zip("qkv", qkv, ref, strict=True):
+        assert got.grad is not None and want.grad is not None, f"{cell}: no gradient for {name}"
+        assert torch.isfinite(got.grad).all(), f"{cell}: d{name} not finite"
+        assert_close(got.grad.double(), want.grad, out.dtype, f"{cell}: d{name} differs from the formula's")
+    for name, p in named.items():
+        assert_close(
+            _grad(p).float(), wanted[name].float(), out.dtype, f"{cell}: the gradient of mechanism.{name} differs"
+        )
+
+
+def _grad(p: Tensor) -> Tensor:
+    return p.grad if p.grad is not None else torch.zeros_like(p)

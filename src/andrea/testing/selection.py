@@ -51,14 +51,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def keep(item: pytest.Item) -> bool:
         params = getattr(item, "callspec", None)
         values = params.params if params is not None else {}
-        if backends is not None and "backend_name" in values and values["backend_name"] not in backends:
-            return False
-        if mechanisms is not None and "backend_name" in values and mechanism_of(values) not in mechanisms:
-            return False  # a cell of another mechanism, or of none (softmax's)
-        if mechanisms is not None and "mechanism_name" in values and mechanism_of(values) not in mechanisms:
-            return False
-        return masks is None or "mask_name" not in values or bool(MASKS[values["mask_name"]].kinds & masks)
+        return (
+            _wanted(backends, values.get("backend_name"))
+            and _mechanism_wanted(mechanisms, values, mechanism_of(values))
+            and (masks is None or "mask_name" not in values or bool(MASKS[values["mask_name"]].kinds & masks))
+        )
 
     kept = [item for item in items if keep(item)]
     config.hook.pytest_deselected(items=[item for item in items if not keep(item)])
     items[:] = kept
+
+
+def _wanted(chosen: set[str] | None, name: str | None) -> bool:
+    """A cell's backend (or none) among the chosen ones (None: every one is)."""
+    return chosen is None or name is None or name in chosen
+
+
+def _mechanism_wanted(chosen: set[str] | None, values: dict, mechanism: str | None) -> bool:
+    """A mechanism cell of a chosen mechanism; with mechanisms chosen, a backend's cell of none (softmax's) is
+    not kept."""
+    if chosen is None or ("backend_name" not in values and "mechanism_name" not in values):
+        return True
+    return mechanism in chosen

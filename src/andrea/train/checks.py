@@ -32,20 +32,11 @@ def check_config(cfg: DictConfig) -> Estimate | None:
     building nothing; returns the training memory it needs (None for a model andrea does not know). With
     `init_from` (GPT-2 weights to fine-tune), model.net first becomes the network those weights need."""
     apply_init_from(cfg)
-    net = _get(cfg, "model.net")
-    if net is None:
-        raise ConfigError("model.net is missing: choose a model, e.g. model=toy")
-    position, supported = _get(cfg, "position.kind"), getattr(get_class(net._target_), "positions", None)
-    if position is not None and supported is not None and position not in supported:
-        raise ConfigError(
-            f"position.kind={position!r} is not one of {', '.join(supported)} for model.net={net._target_}"
-        )
+    _check_model(cfg)
     for key in ("trainer.max_epochs", "trainer.max_steps"):
         if _get(cfg, key) == 0 and not isinstance(_get(cfg, key), bool):
             raise ConfigError(f"{key}=0 trains nothing; give a positive number (-1 for no limit on max_steps)")
-    problem = check_added_keys(cfg, task_overrides()) or check_ranges(cfg)
-    if problem:
-        raise ConfigError(problem)
+    _refuse(check_added_keys(cfg, task_overrides()) or check_ranges(cfg))
     estimate = _validate_memory(cfg)
     _validate_trainer(cfg)
     check_checkpoint(cfg)
@@ -58,11 +49,26 @@ def check_config(cfg: DictConfig) -> Estimate | None:
     if _get(cfg, "model.scheduler") is not None:  # built once on a stand-in optimizer: its own checks refuse
         instantiate(cfg.model.scheduler)(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0))
     maps = _get(cfg, "callbacks.attention_maps")
-    problem = check_maps(maps) if isinstance(maps, DictConfig) else None
-    if problem:
-        raise ConfigError(problem)
+    _refuse(check_maps(maps) if isinstance(maps, DictConfig) else None)
     _validate_distributed(cfg)
     return estimate
+
+
+def _refuse(problem: str | None) -> None:
+    if problem:
+        raise ConfigError(problem)
+
+
+def _check_model(cfg: DictConfig) -> None:
+    """A model is chosen, and its class takes the position scheme asked for."""
+    net = _get(cfg, "model.net")
+    if net is None:
+        raise ConfigError("model.net is missing: choose a model, e.g. model=toy")
+    position, supported = _get(cfg, "position.kind"), getattr(get_class(net._target_), "positions", None)
+    if position is not None and supported is not None and position not in supported:
+        raise ConfigError(
+            f"position.kind={position!r} is not one of {', '.join(supported)} for model.net={net._target_}"
+        )
 
 
 def training_estimate(cfg: DictConfig) -> tuple[NetSpec, Estimate] | None:
@@ -165,6 +171,11 @@ def _validate_trainer(cfg: DictConfig) -> None:
             "trainer.strategy=ddp in a multirun: each DDP process would start its own sweep; "
             "run DDP jobs one at a time (no -m), or sweep with hydra/launcher=slurm (one SLURM task per GPU)"
         )
+    _check_precision(cfg)
+
+
+def _check_precision(cfg: DictConfig) -> None:
+    """A precision this machine's device runs: float16 needs a GPU, bfloat16 a GPU that has it."""
     precision = str(_get(cfg, "trainer.precision", ""))
     if precision in ("16-mixed", "16") and on_cpu(cfg):
         raise ConfigError(

@@ -87,23 +87,34 @@ def check_added_keys(cfg: DictConfig, overrides: list[str]) -> str | None:
     A new object (`+callbacks.stop={_target_: ...}`) is always welcome: it says itself what takes it.
     `++` may also set a key that exists, so it is checked only against a class's signature."""
     for override in OverridesParser.create().parse_overrides(overrides):
-        key = override.key_or_group
-        adds = override.is_add() or override.is_force_add()
-        if not adds or override.package is not None or _is_group(key) or _is_object(override.value()):
-            continue
-        parent_key, _, leaf = key.rpartition(".")
-        if leaf in HYDRA_KEYWORDS or parent_key == "attention.options":  # options: the backend's own check
-            continue
-        parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
-        if not isinstance(parent, DictConfig) or override.is_force_add() and "_target_" not in parent:
-            continue
-        accepted, owner = _accepted(parent, leaf, parent_key)
-        if accepted is None or leaf in accepted:
-            continue
-        match = difflib.get_close_matches(leaf, accepted, n=1, cutoff=0.6)
-        hint = f" (did you mean {'.'.join(filter(None, (parent_key, match[0])))}?)" if match else ""
-        return f"{key} is not a setting of {owner}{hint}; drop the override, or check its spelling"
+        problem = _unknown_key(cfg, override) if _adds_a_key(override) else None
+        if problem:
+            return problem
     return None
+
+
+def _adds_a_key(override: Any) -> bool:
+    """A `+key=value` or `++key=value` that adds a plain setting (not a group's option, not a new object)."""
+    adds = override.is_add() or override.is_force_add()
+    key = override.key_or_group
+    return adds and override.package is None and not _is_group(key) and not _is_object(override.value())
+
+
+def _unknown_key(cfg: DictConfig, override: Any) -> str | None:
+    """Why the key `override` adds is taken by nothing (with the closest valid key), or None."""
+    key = override.key_or_group
+    parent_key, _, leaf = key.rpartition(".")
+    if leaf in HYDRA_KEYWORDS or parent_key == "attention.options":  # options: the backend's own check
+        return None
+    parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
+    if not isinstance(parent, DictConfig) or override.is_force_add() and "_target_" not in parent:
+        return None
+    accepted, owner = _accepted(parent, leaf, parent_key)
+    if accepted is None or leaf in accepted:
+        return None
+    match = difflib.get_close_matches(leaf, accepted, n=1, cutoff=0.6)
+    hint = f" (did you mean {'.'.join(filter(None, (parent_key, match[0])))}?)" if match else ""
+    return f"{key} is not a setting of {owner}{hint}; drop the override, or check its spelling"
 
 
 def _accepted(node: DictConfig, added: str, node_key: str) -> tuple[list[str] | None, str]:
@@ -113,6 +124,11 @@ def _accepted(node: DictConfig, added: str, node_key: str) -> tuple[list[str] | 
         return _mechanism_settings(node.name)
     if target is None:
         return [str(k) for k in node if k != added and not str(k).startswith("_")], node_key or "the config"
+    return _signature_keys(target)
+
+
+def _signature_keys(target: str) -> tuple[list[str] | None, str]:
+    """The arguments the class `target` takes (None: any, through **kwargs) and its name."""
     try:
         cls = get_class(target)
         signature = inspect.signature(cls)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import lightning as L
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
 from omegaconf import DictConfig
 from rich.console import Console
 from torch.nn import Module
@@ -45,23 +45,12 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
         if done is not None:  # a finished run resumed: said in one line; its result as it was, no file touched
             print(done)
             return _left_as_it_was(cfg)
-    datamodule, module = parts.datamodule, parts.module
     if cfg.get("init_from") and not cfg.get("ckpt_path"):  # fine-tuning: start from GPT-2's weights
-        _load_init_from(module.net, cfg.init_from)
+        _load_init_from(parts.module.net, cfg.init_from)
     loggers = _instantiate_all(cfg.get("logger"))
-    callbacks = _instantiate_all(cfg.get("callbacks"))
-    if not loggers:  # logger=none: Lightning refuses a LearningRateMonitor with nothing to log to
-        callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
     stop, restore = StopOnSignal(Path(cfg.paths.output_dir) / "checkpoints"), RestoreWatch(cfg.get("ckpt_path"))
     record = RunRecord(stop, start, cfg.get("ckpt_path"))
-    callbacks, console = progress_callbacks(callbacks, is_multirun())
-    # Lightning adds a ModelCheckpoint of its own (a file every epoch) to a run that has none: callbacks=none, or
-    # the checkpoint callbacks removed, writes no checkpoint unless trainer.enable_checkpointing=true says so
-    checkpointing = cfg.trainer.get("enable_checkpointing", any(isinstance(c, ModelCheckpoint) for c in callbacks))
-    trainer = instantiate(
-        cfg.trainer, callbacks=[*callbacks, ResumeData(), record, stop, restore], logger=loggers or False,
-        enable_checkpointing=checkpointing, **console,
-    )  # fmt: skip
+    trainer = _trainer(cfg, loggers, [ResumeData(), record, stop, restore])
     run_dir = Path(trainer.default_root_dir)
     status = "failed"
     try:
@@ -70,16 +59,38 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
             status = "interrupted"
             return _interrupted(stop, record, trainer, run_dir)
         with time_limit_ignored():  # trained to the end: a late time-limit warning has nothing to save or requeue
-            fitted = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
-            final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if cfg.get("validate") else {}
-            result = summary(cfg, trainer, {**fitted, **final}, record, run_dir, parts.memory)
-            if trainer.is_global_zero:
-                result.write(result_path(run_dir, keep_existing=restore.trained_steps(trainer) == 0))
+            result = _finish(cfg, trainer, parts, record, restore)
         status = "success"
     finally:
         _finish_loggers(loggers, status)
     if trainer.is_global_zero:
         print_summary(result)  # after the loggers' own closing lines (wandb's history): the verdict comes last
+    return result
+
+
+def _trainer(cfg: DictConfig, loggers: list, own: list[Callback]) -> L.Trainer:
+    """The configured trainer, with the configured callbacks (and the progress display's) and andrea's `own`."""
+    callbacks = _instantiate_all(cfg.get("callbacks"))
+    if not loggers:  # logger=none: Lightning refuses a LearningRateMonitor with nothing to log to
+        callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
+    callbacks, console = progress_callbacks(callbacks, is_multirun())
+    # Lightning adds a ModelCheckpoint of its own (a file every epoch) to a run that has none: callbacks=none, or
+    # the checkpoint callbacks removed, writes no checkpoint unless trainer.enable_checkpointing=true says so
+    checkpointing = cfg.trainer.get("enable_checkpointing", any(isinstance(c, ModelCheckpoint) for c in callbacks))
+    return instantiate(
+        cfg.trainer, callbacks=[*callbacks, *own], logger=loggers or False, enable_checkpointing=checkpointing,
+        **console,
+    )  # fmt: skip
+
+
+def _finish(cfg: DictConfig, trainer: L.Trainer, parts: Parts, record: RunRecord, restore: RestoreWatch) -> RunResult:
+    """A run trained to its end: validated once more (cfg.validate), summarised, its result written."""
+    run_dir = Path(trainer.default_root_dir)
+    fitted = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    final = trainer.validate(parts.module, datamodule=parts.datamodule, verbose=False)[0] if cfg.get("validate") else {}
+    result = summary(cfg, trainer, {**fitted, **final}, record, run_dir, parts.memory)
+    if trainer.is_global_zero:
+        result.write(result_path(run_dir, keep_existing=restore.trained_steps(trainer) == 0))
     return result
 
 

@@ -41,15 +41,11 @@ def summary(
         status="completed",
         exit_code=0,
         overrides=task_overrides(),
-        train_loss=stats.final_train_loss if stats and stats.train_curve else metrics.get("train/loss_epoch"),
         train_acc=metrics.get("train/acc_epoch"),
         val_loss=metrics.get("val/loss"),
         val_acc=metrics.get("val/acc"),
         val_perplexity=metrics.get("val/perplexity"),
-        tokens_per_s=stats.tokens_per_s if stats else None,
-        tokens_per_s_steps=stats.rate_summary() if stats else None,  # median, p25, p75 over the steps
         parameters=sum(p.numel() for p in trainer.lightning_module.parameters()),
-        curves={"train": stats.train_curve, "val": stats.val_curve} if stats else None,
         wall_s=record.wall_s(),  # every attempt's
         attempts=record.attempts("finished"),
         log=job_log(),
@@ -57,16 +53,38 @@ def summary(
         global_step=trainer.global_step,
         epochs=trainer.current_epoch,
         run_dir=str(run_dir),
-        attention_maps=str(maps.out_dir) if maps and maps.written else None,
-        attention_maps_skipped=maps.skipped if maps else 0,  # records dropped while the drawing worker was busy
-        head_roles=maps.scores if maps else {},
-        roles=maps.roles if maps else {},
         verdict=_verdict(trainer, maps),
-        verdict_step=maps.verdict_step if maps else None,
-        first_token_mass=maps.first_token_mass if maps else None,
         kv_cache=_kv_cache(trainer.lightning_module),
         config=cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # a DictConfig gives a dict
+        **_speed_and_curves(stats, metrics),
+        **_maps_found(maps),
     )
+
+
+def _speed_and_curves(stats: RunStats | None, metrics: dict[str, float]) -> dict[str, Any]:
+    """What RunStats measured: the train loss of the last steps, tokens/s, the curves (none without it)."""
+    if stats is None:
+        return {"train_loss": metrics.get("train/loss_epoch")}
+    return {
+        "train_loss": stats.final_train_loss if stats.train_curve else metrics.get("train/loss_epoch"),
+        "tokens_per_s": stats.tokens_per_s,
+        "tokens_per_s_steps": stats.rate_summary(),  # median, p25, p75 over the steps
+        "curves": {"train": stats.train_curve, "val": stats.val_curve},
+    }
+
+
+def _maps_found(maps: AttentionMaps | None) -> dict[str, Any]:
+    """What the attention maps callback drew and found: its folder, the heads' roles, the first verdict's step."""
+    if maps is None:
+        return {}
+    return {
+        "attention_maps": str(maps.out_dir) if maps.written else None,
+        "attention_maps_skipped": maps.skipped,  # records dropped while the drawing worker was busy
+        "head_roles": maps.scores,
+        "roles": maps.roles,
+        "verdict_step": maps.verdict_step,
+        "first_token_mass": maps.first_token_mass,
+    }
 
 
 def _kv_cache(module: L.LightningModule) -> dict[str, Any] | None:
@@ -93,13 +111,9 @@ def _memory_estimate(need: Estimate | None) -> dict | None:
     return {"bytes": need.total_bytes, "parameters": need.parameters, "text": need.describe()}
 
 
-def print_summary(result: RunResult) -> None:
-    """The run's summary: on the console for a single run; in a multirun job, one line on the
-    console and the whole summary in the job's log."""
-
-    lines = [done_line(result)]
-    if result.memory_estimate:
-        lines.append(f"estimated training memory: {result.memory_estimate['text']}")
+def _found_lines(result: RunResult) -> list[str]:
+    """The summary's lines after the first: memory, run dir, KV cache, maps, roles, and the verdict last."""
+    lines = [f"estimated training memory: {result.memory_estimate['text']}"] if result.memory_estimate else []
     lines.append(f"run dir: {result.run_dir}")
     if result.kv_cache:
         cache = result.kv_cache
@@ -116,6 +130,14 @@ def print_summary(result: RunResult) -> None:
     if result.verdict:  # last: what the run found
         first = f"; first met at step {result.verdict_step}" if result.verdict_step is not None else ""
         lines.append(f"verdict: {result.verdict['text']}{first}")
+    return lines
+
+
+def print_summary(result: RunResult) -> None:
+    """The run's summary: on the console for a single run; in a multirun job, one line on the
+    console and the whole summary in the job's log."""
+
+    lines = [done_line(result), *_found_lines(result)]
     console = Console(soft_wrap=True, highlight=False)  # a path or a summary line never wraps, piped or not
     if not is_multirun():
         for line in lines:

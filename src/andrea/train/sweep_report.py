@@ -12,7 +12,7 @@ import base64
 import html
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from andrea.lens.heads import SHORT_NAMES
 from andrea.train.sweep_roles import ROLES_FIGURE
@@ -49,9 +49,14 @@ GROUPED_CURVES = "curves_by_setting.png"  # andrea.train.sweep_groups: each sett
 def differing_overrides(jobs: list[list[str]]) -> list[str]:
     """Each job's label: its overrides whose key is set differently (or not at all) in another job."""
     parsed = [dict(o.partition("=")[::2] for o in overrides) for overrides in jobs]
-    keys = list(dict.fromkeys(k for job in parsed for k in job))
-    varying = [k for k in keys if len({job.get(k) for job in parsed}) > 1] if len(jobs) > 1 else keys
+    varying = _varying(parsed) if len(jobs) > 1 else list(dict.fromkeys(k for job in parsed for k in job))
     return [" ".join(f"{k}={job[k]}" for k in varying if k in job) or "defaults" for job in parsed]
+
+
+def _varying(parsed: list[dict[str, str]]) -> list[str]:
+    """The keys, in the order first given, whose value differs between the jobs (or is set in some only)."""
+    keys = dict.fromkeys(k for job in parsed for k in job)
+    return [k for k in keys if len({job.get(k) for job in parsed}) > 1]
 
 
 def heads_cell(roles: dict | None) -> str:
@@ -74,29 +79,39 @@ def plot_curves(results: list[RunResult], labels: list[str], path: Path) -> None
     styles = ["-", "--", ":", "-."]  # jobs that train alike (two backends) overlap: the dashes show both
     few = all(len((r.curves or {}).get("val") or []) <= 2 for r in results)  # a one-epoch sweep: bars, not dots
     for number, (result, label) in enumerate(zip(results, labels, strict=True)):
-        curves = result.curves or {}
         style = styles[number // 10 % len(styles)] if len(results) > 10 else styles[number % len(styles)]
-        if curves.get("train"):
-            steps, losses = zip(*curves["train"], strict=True)
-            (line,) = train_ax.plot(steps, losses, linestyle=style, linewidth=1.2, alpha=0.85, label=label)
-            if curves.get("val") and few:
-                val_ax.barh(number, curves["val"][-1][1], color=line.get_color())
-            elif curves.get("val"):
-                steps, losses = zip(*curves["val"], strict=True)
-                val_ax.plot(steps, losses, linestyle=style, marker="o", markersize=3, color=line.get_color())
+        _plot_job(train_ax, val_ax, result.curves or {}, number, label, style, few)
     if few:  # one bar per job, labelled, its last val loss
         val_ax.set_yticks(range(len(labels)), labels, fontsize=7)
         val_ax.invert_yaxis()
-    for ax, title in ((train_ax, "train loss (every step)"), (val_ax, "val loss at the end" if few else "val loss")):
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("val loss" if few and ax is val_ax else "step")
-        ax.grid(alpha=0.3)
-        if ax.has_data() and min(ax.dataLim.y0, 1e9) > 0 and ax.dataLim.y1 / max(ax.dataLim.y0, 1e-12) > 10:
-            ax.set_yscale("log")
+    _dress(train_ax, "train loss (every step)", "step")
+    _dress(val_ax, *(("val loss at the end", "val loss") if few else ("val loss", "step")))
     if train_ax.has_data():
         fig.legend(*train_ax.get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=8)
     fig.savefig(path)
     plt.close(fig)
+
+
+def _plot_job(train_ax: Any, val_ax: Any, curves: dict, number: int, label: str, style: str, few: bool) -> None:
+    """One job's train curve, and its val curve beside it (or, with few validations, a bar of the last one)."""
+    if not curves.get("train"):
+        return
+    steps, losses = zip(*curves["train"], strict=True)
+    (line,) = train_ax.plot(steps, losses, linestyle=style, linewidth=1.2, alpha=0.85, label=label)
+    if curves.get("val") and few:
+        val_ax.barh(number, curves["val"][-1][1], color=line.get_color())
+    elif curves.get("val"):
+        steps, losses = zip(*curves["val"], strict=True)
+        val_ax.plot(steps, losses, linestyle=style, marker="o", markersize=3, color=line.get_color())
+
+
+def _dress(ax: Any, title: str, x_label: str) -> None:
+    """A panel's title, x label and grid; a log scale where its positive values span more than a decade."""
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(x_label)
+    ax.grid(alpha=0.3)
+    if ax.has_data() and min(ax.dataLim.y0, 1e9) > 0 and ax.dataLim.y1 / max(ax.dataLim.y0, 1e-12) > 10:
+        ax.set_yscale("log")
 
 
 def write_html(path: Path, rows: list[dict], columns: list[str], grouped: list[dict] | None = None) -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from andrea.lens.verdict import THRESHOLD
 from andrea.train.lit.role_history import HISTORY_FILE
@@ -46,31 +46,47 @@ def plot_roles(lines: list[tuple[str, list[RunResult]]], path: Path) -> bool:
     import numpy as np
 
     found = [(label, [best_per_step(Path(r.run_dir)) for r in results if r.run_dir]) for label, results in lines]
-    roles = sorted({role for _, series in found for s in series for role in s})
+    roles = _roles(found)
     if not roles:
         return False
     fig, axes = plt.subplots(1, len(roles), figsize=(4.2 * len(roles) + 1, 3.6), dpi=100, layout="constrained")
     for ax, role in zip(np.atleast_1d(axes), roles, strict=True):
         for label, series in found:
-            runs = [s[role] for s in series if s.get(role)]
-            steps = sorted(set.intersection(*(set(r) for r in runs))) if runs else []
-            if not steps:
-                continue
-            scores = np.array([[r[step] for step in steps] for r in runs])  # (seeds, steps)
-            (line,) = ax.plot(steps, scores.mean(axis=0), marker="o", markersize=2.5, linewidth=1.2, label=label)
-            if len(runs) > 1:
-                ax.fill_between(steps, scores.min(axis=0), scores.max(axis=0), color=line.get_color(), alpha=0.15)
-        ax.axhline(THRESHOLD, color="grey", linewidth=0.8, linestyle="--")
-        ax.set_title(f"{role}: the best head's score", fontsize=10)
-        ax.set_xlabel("step")
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
+            _plot_role(ax, label, [s[role] for s in series if s.get(role)])
+        _dress(ax, role)
     first = np.atleast_1d(axes)[0]
     if first.has_data():
         fig.legend(*first.get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=8)
     fig.savefig(path)
     plt.close(fig)
     return True
+
+
+def _roles(found: list[tuple[str, list[dict[str, dict[int, float]]]]]) -> list[str]:
+    return sorted({role for _, series in found for s in series for role in s})
+
+
+def _dress(ax: Any, role: str) -> None:
+    """A role's panel: the score a head needs (the dashed line), its title, its axes."""
+    ax.axhline(THRESHOLD, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_title(f"{role}: the best head's score", fontsize=10)
+    ax.set_xlabel("step")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+
+
+def _plot_role(ax: Any, label: str, runs: list[dict[int, float]]) -> None:
+    """One line of a role's panel: a run's best-head score per step, or the mean of several with their band,
+    on the steps they all recorded."""
+    import numpy as np
+
+    steps = sorted(set.intersection(*(set(r) for r in runs))) if runs else []
+    if not steps:
+        return
+    scores = np.array([[r[step] for step in steps] for r in runs])  # (seeds, steps)
+    (line,) = ax.plot(steps, scores.mean(axis=0), marker="o", markersize=2.5, linewidth=1.2, label=label)
+    if len(runs) > 1:
+        ax.fill_between(steps, scores.min(axis=0), scores.max(axis=0), color=line.get_color(), alpha=0.15)
 
 
 def write_roles(sweep_dir: Path, results: list[RunResult], labels: list[str], groups: list[Group]) -> bool:

@@ -9,11 +9,12 @@ from typing import Any
 
 from torch import Tensor
 
-from andrea.attention.contract import AttentionBackend, Capabilities, weighted_values
+from andrea.attention.contract import AttentionBackend, Capabilities
 from andrea.attention.masks import Mask
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.mechanisms.softmax import SOFTMAX
 from andrea.attention.positions import ScoreMod
+from andrea.attention.shapes import weighted_values
 
 
 class EagerBackend(AttentionBackend):

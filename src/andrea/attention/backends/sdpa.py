@@ -41,12 +41,7 @@ class SDPABackend(AttentionBackend):
     ) -> tuple[Tensor, Tensor | None]:
         B, H, T, _ = q.shape
         S = k.shape[2]
-        allowed, is_causal = None, False
-        if mask is not None and not mask.is_full and not (mask.is_causal and T == 1):
-            if mask.is_causal and T == S and score_mod is None:
-                is_causal = True
-            else:
-                allowed = mask.dense(T, S, batch_size=B, num_heads=H, device=q.device)  # (B|1, H|1, T, S)
+        allowed, is_causal = _allowed(q, S, mask, score_mod)
         attn_mask = allowed
         if score_mod is not None:
             attn_mask = score_mod.dense(T, S, num_heads=H, device=q.device, dtype=q.dtype)  # (1, H, T, S)
@@ -59,3 +54,14 @@ class SDPABackend(AttentionBackend):
             # Not every kernel on every device returns zeros for a row with no key.
             out = torch.where(allowed.any(dim=-1, keepdim=True), out, 0.0)
         return out, None
+
+
+def _allowed(q: Tensor, S: int, mask: Mask | None, score_mod: ScoreMod | None) -> tuple[Tensor | None, bool]:
+    """The mask as SDPA takes it: (B|1, H|1, T, S) booleans, or None with is_causal for its own causal path (no
+    mask at all where every key is seen: no mask, a full one, causal with one query)."""
+    B, H, T, _ = q.shape
+    if mask is None or mask.is_full or (mask.is_causal and T == 1):
+        return None, False
+    if mask.is_causal and T == S and score_mod is None:
+        return None, True
+    return mask.dense(T, S, batch_size=B, num_heads=H, device=q.device), False

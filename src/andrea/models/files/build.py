@@ -8,7 +8,8 @@ from typing import Any
 from torch import nn
 
 from andrea.models import memory
-from andrea.models.files.schema import ModelFileError, NetSpec, mask_targets, model_class, parse
+from andrea.models.files.schema import ModelFileError, NetSpec, model_class, parse
+from andrea.models.files.schema_masks import mask_targets
 
 
 def build(spec: NetSpec) -> nn.Module:

@@ -3,8 +3,10 @@ containers, never code. `export_checkpoint` turns one into andrea's safetensors 
 
 from __future__ import annotations
 
+import math
 import pickle
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -81,21 +83,30 @@ def _check_structure(state: dict, where: str) -> None:
     tokenizer_name(state.get(CHECKPOINT_TOKENIZER_KEY), where, CHECKPOINT_TOKENIZER_KEY)
     file_format(state.get(CHECKPOINT_FORMAT_KEY), where, CHECKPOINT_FORMAT_KEY)
     for name, callback in state.get("callbacks", {}).items():
-        if not isinstance(callback, dict):
-            continue
-        paths = [(field, callback.get(field)) for field in CALLBACK_PATHS]
-        paths += [("best_k_models", path) for path in callback.get("best_k_models") or {}]
-        named = [(field, path) for field, path in paths if path]
-        if not named:
-            continue
-        dirpath = callback.get("dirpath")
-        folder = Path(dirpath).resolve() if isinstance(dirpath, str) and dirpath else None
-        for field, path in named:
-            if folder is None or not isinstance(path, str) or not Path(path).resolve().is_relative_to(folder):
-                raise ValueError(
-                    f"{where}: callbacks[{name!r}].{field}={path!r} lies outside the callback's dirpath={dirpath!r}; "
-                    "refused, since resuming would let Lightning delete or overwrite it"
-                )
+        if isinstance(callback, dict):
+            _check_callback_paths(name, callback, where)
+
+
+def _named_paths(callback: dict) -> list[tuple[str, Any]]:
+    """(field, path) of every file a callback's state names."""
+    paths = [(field, callback.get(field)) for field in CALLBACK_PATHS]
+    paths += [("best_k_models", path) for path in callback.get("best_k_models") or {}]
+    return [(field, path) for field, path in paths if path]
+
+
+def _check_callback_paths(name: Any, callback: dict, where: str) -> None:
+    """Every file a callback's state names (ModelCheckpoint's best and last) lies in the callback's own folder."""
+    named = _named_paths(callback)
+    if not named:
+        return
+    dirpath = callback.get("dirpath")
+    folder = Path(dirpath).resolve() if isinstance(dirpath, str) and dirpath else None
+    for field, path in named:
+        if folder is None or not isinstance(path, str) or not Path(path).resolve().is_relative_to(folder):
+            raise ValueError(
+                f"{where}: callbacks[{name!r}].{field}={path!r} lies outside the callback's dirpath={dirpath!r}; "
+                "refused, since resuming would let Lightning delete or overwrite it"
+            )
 
 
 def saved_config(state: dict, where: str) -> dict:
@@ -109,31 +120,40 @@ def _check_optimizer_states(state: dict, where: str) -> None:
     """What a resume restores the optimizer from: a non-empty list of states (Lightning resumes an empty one
     silently with a fresh optimizer), each with param groups whose lr is a finite number and per-parameter state
     of tensors, each as large as the parameter it belongs to."""
-    import math
-
     states = state.get("optimizer_states")
     if states is None or "loops" not in state:  # a checkpoint written without training state (nothing to resume)
         return
     if not states:
         raise ValueError(f"{where}: optimizer_states is empty, so a resume would restart the optimizer; give a "
                          "checkpoint written by andrea-train")  # fmt: skip
-    sizes = [tensor.numel() for tensor in state["state_dict"].values()]
+    sizes = {tensor.numel() for tensor in state["state_dict"].values()}
     for i, optimizer in enumerate(states):
-        groups = optimizer.get("param_groups") if isinstance(optimizer, dict) else None
-        if not isinstance(groups, list) or not isinstance(optimizer.get("state"), dict):
-            raise ValueError(f"{where}: optimizer_states[{i}] has no param_groups and state; give a checkpoint "
-                             "written by andrea-train")  # fmt: skip
-        for g, group in enumerate(groups):
-            lr = group.get("lr") if isinstance(group, dict) else None
-            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr):
-                raise ValueError(f"{where}: optimizer_states[{i}].param_groups[{g}].lr={lr!r} is not a finite "
-                                 "number; give a checkpoint written by andrea-train")  # fmt: skip
-        for key, per_parameter in optimizer["state"].items():
-            tensors = per_parameter.values() if isinstance(per_parameter, dict) else [None]
-            for tensor in tensors:
-                if not isinstance(tensor, torch.Tensor) or tensor.dim() and tensor.numel() not in sizes:
-                    raise ValueError(f"{where}: optimizer_states[{i}].state[{key}] does not fit any weight of the "
-                                     "model; give a checkpoint written by andrea-train")  # fmt: skip
+        _check_optimizer(optimizer, sizes, f"{where}: optimizer_states[{i}]")
+
+
+def _check_optimizer(optimizer: Any, sizes: set[int], where: str) -> None:
+    groups = optimizer.get("param_groups") if isinstance(optimizer, dict) else None
+    if not isinstance(groups, list) or not isinstance(optimizer.get("state"), dict):
+        raise ValueError(f"{where} has no param_groups and state; give a checkpoint written by andrea-train")
+    for g, group in enumerate(groups):
+        _check_learning_rate(group, f"{where}.param_groups[{g}]")
+    for key, per_parameter in optimizer["state"].items():
+        _check_state_tensors(per_parameter, sizes, f"{where}.state[{key}]")
+
+
+def _check_learning_rate(group: Any, where: str) -> None:
+    lr = group.get("lr") if isinstance(group, dict) else None
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr):
+        raise ValueError(f"{where}.lr={lr!r} is not a finite number; give a checkpoint written by andrea-train")
+
+
+def _check_state_tensors(per_parameter: Any, sizes: set[int], where: str) -> None:
+    """One parameter's optimizer state: tensors, each a scalar or as large as some weight of the model (the
+    restore checks each against its own weight's shape: andrea.train.lit.resume)."""
+    tensors = per_parameter.values() if isinstance(per_parameter, dict) else [None]
+    for tensor in tensors:
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() and tensor.numel() not in sizes:
+            raise ValueError(f"{where} does not fit any weight of the model; give a checkpoint written by andrea-train")
 
 
 def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Module, dict, str | None]:

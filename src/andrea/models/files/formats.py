@@ -47,9 +47,18 @@ def upgrade(config: Any, version: int, where: str, prefix: str) -> Any:
         return config
     config = copy.deepcopy(config)
     attention = config["attention"]
+    _upgrade_mechanism(attention, config.get("position"), version, where, prefix)
+    latent = attention.get("latent")
+    if isinstance(latent, dict) and "norm_eps" not in latent:  # format 1: torch's default eps
+        attention["latent"] = {**latent, "norm_eps": None}
+    return config
+
+
+def _upgrade_mechanism(attention: dict, position: Any, version: int, where: str, prefix: str) -> None:
+    """The mechanism of an older file with the settings that give its math today, or refused where none does."""
     mechanism = attention.get("mechanism")
     name = mechanism.get("name") if isinstance(mechanism, dict) else mechanism
-    if name == "diff" and config.get("position") == "rope":
+    if name == "diff" and position == "rope":
         raise ModelFileError(
             f"{where}: {prefix}.attention.mechanism=diff with {prefix}.position=rope was saved in format {version}, "
             "whose RoPE turned each head whole, mixing its two halves; no setting gives that math, so it is "
@@ -58,7 +67,3 @@ def upgrade(config: Any, version: int, where: str, prefix: str) -> Any:
     if name == "gated":  # format 1's gate had a bias whatever model.net.bias said
         settings = mechanism if isinstance(mechanism, dict) else {"name": "gated"}
         attention["mechanism"] = {"gate_bias": True, **settings}
-    latent = attention.get("latent")
-    if isinstance(latent, dict) and "norm_eps" not in latent:  # format 1: torch's default eps
-        attention["latent"] = {**latent, "norm_eps": None}
-    return config

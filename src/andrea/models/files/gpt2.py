@@ -85,26 +85,36 @@ def _read_config(config_json: Path) -> dict[str, Any]:
     return hf
 
 
-def net_config(config_json: Path, attention: dict[str, Any] | None = None) -> dict:
-    """GPT-2's config.json -> an andrea net config (GPT, bias, GPT-2's GELU, learned positions, causal)."""
-    hf = _read_config(config_json)
+def _sizes(hf: dict, config_json: Path) -> dict[str, int]:
     sizes: dict[str, int] = {}
     for key in ("vocab_size", "n_positions", "n_layer", "n_embd", "n_head"):
         value = hf.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise GPT2FileError(f"{config_json}: {key}={value!r} must be a positive integer")
         sizes[key] = value
+    return sizes
+
+
+def _check_standard_attention(hf: dict, config_json: Path) -> None:
+    """GPT-2's attention as andrea builds it: scaled by 1/sqrt(d), in its own dtype, the LM head tied."""
+    for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
+        if hf.get(flag):
+            raise GPT2FileError(f"{config_json}: {flag}=true changes GPT-2's attention; andrea loads the standard one")
+    if hf.get("scale_attn_weights") is False or hf.get("tie_word_embeddings") is False:
+        raise GPT2FileError(f"{config_json}: unscaled attention or an untied LM head is not GPT-2 as andrea builds it")
+
+
+def net_config(config_json: Path, attention: dict[str, Any] | None = None) -> dict:
+    """GPT-2's config.json -> an andrea net config (GPT, bias, GPT-2's GELU, learned positions, causal)."""
+    hf = _read_config(config_json)
+    sizes = _sizes(hf, config_json)
     activation = hf.get("activation_function", "gelu_new")
     if activation not in ACTIVATIONS:
         raise GPT2FileError(f"{config_json}: activation_function={activation!r} is not one of {', '.join(ACTIVATIONS)}")
     inner = hf.get("n_inner") or 4 * sizes["n_embd"]
     if not isinstance(inner, int) or inner % sizes["n_embd"]:
         raise GPT2FileError(f"{config_json}: n_inner={inner!r} must be a multiple of n_embd={sizes['n_embd']}")
-    for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
-        if hf.get(flag):
-            raise GPT2FileError(f"{config_json}: {flag}=true changes GPT-2's attention; andrea loads the standard one")
-    if hf.get("scale_attn_weights") is False or hf.get("tie_word_embeddings") is False:
-        raise GPT2FileError(f"{config_json}: unscaled attention or an untied LM head is not GPT-2 as andrea builds it")
+    _check_standard_attention(hf, config_json)
     return {
         "_target_": "andrea.models.gpt.GPT",
         "vocab_size": sizes["vocab_size"],
@@ -120,6 +130,23 @@ def net_config(config_json: Path, attention: dict[str, Any] | None = None) -> di
     }
 
 
+def _our_names(n_layer: int) -> dict[str, str]:
+    """GPT-2's tensor names -> andrea's."""
+    names = {"wte.weight": "embed.token.weight", "wpe.weight": "embed.position.weight"}
+    names |= {f"ln_f.{p}": f"ln_f.{p}" for p in ("weight", "bias")}
+    for i in range(n_layer):
+        names |= {
+            f"h.{i}.{theirs}.{p}": f"blocks.{i}.{ours}.{p}" for ours, theirs in LAYER_NAMES for p in ("weight", "bias")
+        }
+    return names
+
+
+def _as_linear(name: str, tensor: Tensor) -> Tensor:
+    """A GPT-2 tensor in nn.Linear's layout: its Conv1D weights (c_attn, c_proj, c_fc) transposed, float32."""
+    conv1d = name.endswith(".weight") and any(k in name for k in ("c_attn", "c_proj", "c_fc"))
+    return (tensor.t() if conv1d else tensor).float().contiguous()
+
+
 def state_dict(path: Path, n_layer: int) -> dict[str, Tensor]:
     """GPT-2's tensors under andrea's names (Conv1D weights transposed to nn.Linear's layout)."""
     try:
@@ -129,20 +156,14 @@ def state_dict(path: Path, n_layer: int) -> dict[str, Tensor]:
     except (SafetensorError, OSError) as err:
         raise GPT2FileError(f"{path} is not a readable safetensors file ({err})") from None
     mapped: dict[str, Tensor] = {}
-    names = {"wte.weight": "embed.token.weight", "wpe.weight": "embed.position.weight"}
-    names |= {f"ln_f.{p}": f"ln_f.{p}" for p in ("weight", "bias")}
-    for i in range(n_layer):
-        for ours, theirs in LAYER_NAMES:
-            for p in ("weight", "bias"):
-                names[f"h.{i}.{theirs}.{p}"] = f"blocks.{i}.{ours}.{p}"
+    names = _our_names(n_layer)
     tied = tensors.pop("lm_head.weight", None)
     for name, tensor in tensors.items():
         if IGNORED.fullmatch(name):
             continue
         if name not in names:
             raise GPT2FileError(f"{path}: tensor {name!r} is not part of GPT-2 (config n_layer={n_layer})")
-        conv1d = name.endswith(".weight") and any(k in name for k in ("c_attn", "c_proj", "c_fc"))
-        mapped[names[name]] = (tensor.t() if conv1d else tensor).float().contiguous()
+        mapped[names[name]] = _as_linear(name, tensor)
     missing = sorted(set(names) - set(tensors))
     if missing:
         raise GPT2FileError(f"{path}: GPT-2's {missing[0]} is missing ({len(missing)} tensors in all)")

@@ -30,12 +30,12 @@ from typing import Any
 
 from torch import nn
 
+from andrea.models.files.schema_masks import mask_terms
 from andrea.models.settings import NET
-from andrea.utils.rules import POSITIVE, first_problem
+from andrea.utils.rules import PLAIN, POSITIVE, first_problem
 
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
 ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mechanism", "mask", "latent")
-PLAIN = (str, int, float, bool, type(None))
 POSITIVE_INT = POSITIVE[0]  # the value rules of andrea.utils.rules, for a file's fields as for a config's
 
 
@@ -124,8 +124,6 @@ def _check_values(fields: dict[str, Any], refuse: Callable[[str, str], ModelFile
 def _parse_attention(
     attention: Any, refuse: Callable[[str, str], ModelFileError], build_backend: bool
 ) -> tuple[dict, int]:
-    from andrea.attention import backend_registry, get_backend
-
     if not isinstance(attention, dict):
         raise refuse(".attention", f"is a {type(attention).__name__}, not a mapping")
     for key in attention:
@@ -135,6 +133,16 @@ def _parse_attention(
         raise refuse(".attention.n_head", f"={attention.get('n_head')!r} must be a positive integer")
     if attention.get("n_kv_head") is not None and not POSITIVE_INT(attention["n_kv_head"]):
         raise refuse(".attention.n_kv_head", f"={attention['n_kv_head']!r} must be a positive integer")
+    _check_backend(attention, refuse, build_backend)
+    _check_mechanism(attention.get("mechanism"), refuse)
+    _check_latent(attention.get("latent"), refuse)
+    return attention, mask_terms(attention.get("mask"), refuse)
+
+
+def _check_backend(attention: dict, refuse: Callable[[str, str], ModelFileError], build_backend: bool) -> None:
+    """A registered backend with plain options it declares, each checked by the backend itself (nothing run)."""
+    from andrea.attention import backend_registry, get_backend
+
     backend = attention.get("backend", "sdpa")
     if not isinstance(backend, str) or backend not in backend_registry.names():
         raise refuse(
@@ -143,16 +151,13 @@ def _parse_attention(
     options = attention.get("backend_options") or {}
     if not isinstance(options, dict) or not all(isinstance(v, PLAIN) for v in options.values()):
         raise refuse(".attention.backend_options", "must map option names to plain values")
-    try:  # the options the backend declares, each checked by the backend itself (nothing is run)
+    try:
         if build_backend:
             get_backend(backend, **options)
     except ValueError as err:
         raise refuse(
             ".attention.backend_options", f"are not options of {backend} ({str(err).splitlines()[0]})"
         ) from None
-    _check_mechanism(attention.get("mechanism"), refuse)
-    _check_latent(attention.get("latent"), refuse)
-    return attention, _mask_terms(attention.get("mask"), refuse)
 
 
 def _check_latent(latent: Any, refuse: Callable[[str, str], ModelFileError]) -> None:
@@ -181,62 +186,6 @@ def _check_mechanism(mechanism: Any, refuse: Callable[[str, str], ModelFileError
             raise refuse(f".attention.mechanism.{key}", f"is not a setting of mechanism {name}")
         if not isinstance(value, PLAIN):
             raise refuse(f".attention.mechanism.{key}", f"is a {type(value).__name__}, not a plain value")
-
-
-def _mask_terms(mask: Any, refuse: Callable[[str, str], ModelFileError]) -> int:
-    """How many masks `mask` combines, refusing anything but registered masks with plain fields."""
-    from andrea.attention import parse_mask
-
-    if mask is None:
-        return 0
-    if isinstance(mask, str):
-        try:
-            parse_mask(mask)  # registered names, literal values, & and |: nothing is evaluated
-        except ValueError as err:
-            raise refuse(".attention.mask", f"cannot be read ({str(err).splitlines()[0]})") from None
-        return mask.count("&") + mask.count("|") + 1
-    if not isinstance(mask, dict):
-        raise refuse(".attention.mask", f"is a {type(mask).__name__}, not a mask")
-    _mask_name(mask, refuse)
-    for key, value in mask.items():
-        if key not in ("name", "_target_") and not isinstance(value, PLAIN):
-            raise refuse(f".attention.mask.{key}", f"is a {type(value).__name__}, not a plain value")
-    return 1
-
-
-def _mask_name(mask: dict, refuse: Callable[[str, str], ModelFileError]) -> str:
-    """The registry name a mask config gives: `name` (conf/mask/ writes it), or, in files written before,
-    the `_target_` class path of a registered mask."""
-    from andrea.attention import mask_registry
-
-    if "_target_" in mask or "name" not in mask:  # a class path: what a file of an older andrea holds
-        names = mask_targets()
-        if mask.get("_target_") not in names:
-            registered = ", ".join(sorted(set(names.values())))
-            problem = f"={mask.get('_target_')!r} is not a registered mask ({registered})"
-            raise refuse(".attention.mask._target_", problem)
-        return names[mask["_target_"]]
-    if mask["name"] not in mask_registry.names():
-        registered = ", ".join(mask_registry.names())
-        raise refuse(".attention.mask.name", f"={mask['name']!r} is not a registered mask ({registered})")
-    return str(mask["name"])
-
-
-def mask_targets() -> dict[str, str]:
-    """Every dotted class path that names a registered mask -> its registry name.
-
-    A built-in mask answers to `andrea.attention.<Class>` (what conf/mask/ wrote before it named masks) and to its
-    module path; a plugin's to its entry point's `module.Class`."""
-    from andrea.attention import mask_registry
-
-    paths = {}
-    for name, spec in mask_registry.builtins.items():
-        module, _, cls = spec.partition(":")
-        paths.update({f"{module}.{cls}": name, f"andrea.attention.{cls}": name, f"andrea.attention.masks.{cls}": name})
-    for name, entry_point in mask_registry._discover().items():
-        module, _, cls = entry_point.value.partition(":")
-        paths[f"{module}.{cls}"] = name
-    return paths
 
 
 def tokenizer_name(name: object, where: str, key: str) -> str | None:

@@ -78,16 +78,21 @@ class RunRecord(L.Callback):
 
     def _how_it_ended(self, attempt: dict[str, Any]) -> str:
         """The end of an attempt its checkpoint did not see: the result it left beside the checkpoint."""
-        result = Path(self.ckpt_path).parent.parent / RESULT_FILE if self.ckpt_path else None
-        try:
-            left = RunResult.read(result) if result is not None and result.is_file() else None
-        except ValueError:
-            left = None
+        left = _result_beside(self.ckpt_path)
         if left is not None and left.status == "completed" and left.global_step == attempt["last_step"]:
             return "finished"
         if left is not None and left.status in ("failed", "killed"):
             return left.status
         return "preempted" if slurm.restart_count() else "unknown"
+
+
+def _result_beside(ckpt_path: str | None) -> RunResult | None:
+    """The result.json of the run dir a checkpoint lies in (<run dir>/checkpoints/<file>), if it holds one."""
+    result = Path(ckpt_path).parent.parent / RESULT_FILE if ckpt_path else None
+    try:
+        return RunResult.read(result) if result is not None and result.is_file() else None
+    except ValueError:
+        return None
 
 
 def _listed(value: Any) -> list:
@@ -101,11 +106,18 @@ def _attempt(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or set(value) != set(FIELDS):
         raise ValueError(f"a run record's attempt must have the keys {', '.join(FIELDS)}: {str(value)[:100]}")
     steps = [value[k] for k in ("attempt", "start_step", "last_step")]
-    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps):
+    if not all(_count(s) for s in steps):
         raise ValueError(f"a run record's attempt has steps that are not whole numbers >= 0: {steps}")
-    wall = value["wall_s"]
-    if not isinstance(wall, (int, float)) or isinstance(wall, bool) or not 0 <= wall < float("inf"):
-        raise ValueError(f"a run record's attempt has wall_s={wall!r}, not a finite number of seconds")
+    if not _seconds(value["wall_s"]):
+        raise ValueError(f"a run record's attempt has wall_s={value['wall_s']!r}, not a finite number of seconds")
     if value["ended"] is not None and value["ended"] not in ENDS:
         raise ValueError(f"a run record's attempt ended {value['ended']!r}, not one of {', '.join(ENDS)}")
     return {k: value[k] for k in FIELDS}
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _seconds(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")

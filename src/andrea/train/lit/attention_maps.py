@@ -16,12 +16,10 @@ schedule=log (the default): each gap doubles, never below `every_n_steps` (0, 50
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import lightning as L
-import numpy as np
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities.types import STEP_OUTPUT
@@ -32,35 +30,15 @@ from andrea.lens import verdict as verdicts
 from andrea.lens.circuit import traced_verdict
 from andrea.lens.head_roles import HEAD_ROLES, first_token_mass
 from andrea.lens.heads import head_name
-from andrea.lens.viz import MAPS_DIR, map_file, save_attention_grid
-from andrea.models.network import allowed_of, heads_shape, network
+from andrea.lens.viz import MAPS_DIR
+from andrea.models.network import heads_shape, network
 from andrea.train.lit import role_history
 from andrea.train.lit.dashboard import grouped_charts, grouped_layout, log_image
+from andrea.train.lit.map_probe import Drawn, Probe, draw, probe_job
 from andrea.train.maps_settings import check_settings
 
 if TYPE_CHECKING:
     from andrea.train.lit.module import LanguageModelModule
-
-
-@dataclass
-class Probe:
-    """What the training thread hands the worker: the drawn row's weights and how to draw them."""
-
-    step: int
-    maps: dict[int, np.ndarray]  # layer -> (H, T, T) weights of the drawn row (the window's)
-    start: int  # the window's first position
-    tokens: list[str] | None  # the drawn row's decoded tokens (text data)
-    masks: list[str]  # each layer's mask name
-    mechanism: str  # the network's mechanism (its label)
-    meaning: str  # what its weights are
-    signed: bool  # whether a weight can be negative (a red-white-blue scale)
-    hidden: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> (T, T) True where the mask hides a key
-
-
-@dataclass
-class Drawn:  # what the worker hands back: the step and its PNGs
-    step: int
-    pngs: list[tuple[int, Path]] = field(default_factory=list)  # (layer, path)
 
 
 class AttentionMaps(L.Callback):
@@ -172,12 +150,8 @@ class AttentionMaps(L.Callback):
         if step == self.last_step or not trainer.is_global_zero:
             return
         self.next_step = self.next_record(step)
-        if not always and len([f for f in self._pending if not f.done()]) >= self.max_pending:
-            self.skipped += 1
-            self._skipped_step = step
+        if not self._room(step, always):
             return
-        if step == self._skipped_step:
-            self.skipped -= 1  # skipped at its last batch, recorded after all at the end of training
         self.last_step = step
         probe = trainer.datamodule.probe_batch(self.probe_rows)  # type: ignore[attr-defined]  # Lightning sets it
         input_ids = probe["input_ids"].to(pl_module.device)
@@ -196,19 +170,21 @@ class AttentionMaps(L.Callback):
         pl_module.train(was_training)
         tokenizer = getattr(trainer.datamodule, "tokenizer", None)  # type: ignore[attr-defined]  # text data only
         row_ids = input_ids[self.row].tolist()
-        tokens = [tokenizer.decode([i]).replace("\n", "⏎") for i in row_ids] if tokenizer is not None else None
-        start = max(0, weights[0].shape[-1] - self.window) if self.window else 0
-        layers = range(len(weights)) if self.layers is None else self.layers
-        maps = {layer: weights[layer][self.row, :, start:, start:].float().cpu().numpy() for layer in layers}
-        masks = [layer.mask.name for layer in net.attention]
-        allowed = allowed_of(net, weights[0].shape[-1])  # None: a mask of the batch's, not drawn
-        hidden = {} if allowed is None else {layer: (~allowed[layer][start:, start:]).numpy() for layer in layers}
-        job = Probe(
-            step, maps, start, tokens, masks, mechanism.label, mechanism.weights_meaning, mechanism.signed, hidden
-        )
+        job = probe_job(net, weights, row_ids, self.row, tokenizer, step, self.window, self.layers)
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="andrea-maps")
         self._pending.append(self._worker.submit(self._draw, job))
+
+    def _room(self, step: int, always: bool) -> bool:
+        """Whether the worker has room for a record at `step` (always: the last one waits for it); a record
+        skipped is counted, unless it comes after all at the end of training."""
+        if not always and len([f for f in self._pending if not f.done()]) >= self.max_pending:
+            self.skipped += 1
+            self._skipped_step = step
+            return False
+        if step == self._skipped_step:
+            self.skipped -= 1  # skipped at its last batch, recorded after all at the end of training
+        return True
 
     def _score(
         self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int, normalised: bool
@@ -235,18 +211,8 @@ class AttentionMaps(L.Callback):
         return scores
 
     def _draw(self, job: Probe) -> Drawn:
-        """On the worker: a PNG per chosen layer (numpy and Pillow: no torch op off the training thread)."""
-        drawn = Drawn(job.step)
         assert self.out_dir is not None  # set in setup(), before any training hook
-        for layer, shown in job.maps.items():
-            title = f"layer {layer} · step {job.step} · {job.masks[layer]} · {job.mechanism} · probe row {self.row}"
-            path = self.out_dir / map_file(layer, job.step)
-            save_attention_grid(
-                shown, path, title, self.scale, job.start, job.tokens, signed=job.signed, subtitle=job.meaning,
-                masked=job.hidden.get(layer),
-            )  # fmt: skip
-            drawn.pngs.append((layer, path))
-        return drawn
+        return draw(job, self.out_dir, self.row, self.scale)
 
     def deliver(self, trainer: L.Trainer, wait: bool = False) -> None:
         """Hand every finished map (all of them, with wait) to the loggers, in step order."""

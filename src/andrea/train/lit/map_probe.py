@@ -1,0 +1,74 @@
+"""What AttentionMaps hands its drawing worker and gets back: a record's weights as numpy arrays with how to draw
+them (`probe_job`, on the training thread), and the PNGs drawn from them (`draw`, on the worker: numpy and Pillow
+only, no torch op off the training thread)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import Tensor
+
+from andrea.lens.grid_png import save_attention_grid
+from andrea.lens.viz import map_file
+from andrea.models.network import Network, allowed_of
+
+
+@dataclass
+class Probe:
+    """What the training thread hands the worker: the drawn row's weights and how to draw them."""
+
+    step: int
+    maps: dict[int, np.ndarray]  # layer -> (H, T, T) weights of the drawn row (the window's)
+    start: int  # the window's first position
+    tokens: list[str] | None  # the drawn row's decoded tokens (text data)
+    masks: list[str]  # each layer's mask name
+    mechanism: str  # the network's mechanism (its label)
+    meaning: str  # what its weights are
+    signed: bool  # whether a weight can be negative (a red-white-blue scale)
+    hidden: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> (T, T) True where the mask hides a key
+
+
+@dataclass
+class Drawn:  # what the worker hands back: the step and its PNGs
+    step: int
+    pngs: list[tuple[int, Path]] = field(default_factory=list)  # (layer, path)
+
+
+def probe_job(
+    net: Network,
+    weights: list[Tensor],
+    row_ids: list[int],
+    row: int,
+    tokenizer: Any,
+    step: int,
+    window: int | None,
+    layers: list[int] | None,
+) -> Probe:
+    """Row `row`'s maps, of `weights` one (B, H, T, T) per layer, as the worker draws them: the chosen layers, the
+    last `window` positions, the row's tokens (text data), the cells each layer's mask hides."""
+    mechanism = net.attention[0].mechanism  # every layer has the same kind
+    tokens = [tokenizer.decode([i]).replace("\n", "⏎") for i in row_ids] if tokenizer is not None else None
+    start = max(0, weights[0].shape[-1] - window) if window else 0
+    chosen = range(len(weights)) if layers is None else layers
+    maps = {layer: weights[layer][row, :, start:, start:].float().cpu().numpy() for layer in chosen}
+    allowed = allowed_of(net, weights[0].shape[-1])  # None: a mask of the batch's, not drawn
+    hidden = {} if allowed is None else {layer: (~allowed[layer][start:, start:]).numpy() for layer in chosen}
+    masks = [layer.mask.name for layer in net.attention]
+    return Probe(step, maps, start, tokens, masks, mechanism.label, mechanism.weights_meaning, mechanism.signed, hidden)
+
+
+def draw(job: Probe, out_dir: Path, row: int, scale: str) -> Drawn:
+    """A PNG per chosen layer in `out_dir`."""
+    drawn = Drawn(job.step)
+    for layer, shown in job.maps.items():
+        title = f"layer {layer} · step {job.step} · {job.masks[layer]} · {job.mechanism} · probe row {row}"
+        path = out_dir / map_file(layer, job.step)
+        save_attention_grid(
+            shown, path, title, scale, job.start, job.tokens, signed=job.signed, subtitle=job.meaning,
+            masked=job.hidden.get(layer),
+        )  # fmt: skip
+        drawn.pngs.append((layer, path))
+    return drawn
