@@ -93,7 +93,8 @@ def test_a_two_task_job_trains_as_one_process_with_the_whole_batch(slurm_env, tm
     one = unbroken(tmp_path / "one", *run, "data.batch_size=32")  # 2 tasks x 16 = 32 per step
     assert one.keys() == two.keys() and len(one) == 2 * 512 // 32
     assert max(abs(float(one[s]) - float(two[s])) / abs(float(one[s])) for s in one) < TOLERANCE
-    logs = sorted((tmp_path / "sweep" / ".submitit").glob("*/*_log.err"))
+    # the tasks' output (submitit's logs) and the job's log (Hydra's, where a multirun job's INFO lines go)
+    logs = [*(tmp_path / "sweep" / ".submitit").glob("*/*_log.err"), *(tmp_path / "sweep" / "0").glob("*.log")]
     ranks = {m for log in logs for m in re.findall(r"GLOBAL_RANK: (\d), MEMBER: \d/2", log.read_text())}
     assert ranks == {"0", "1"}  # Lightning took the ranks from SLURM's environment: two tasks, one job
 
