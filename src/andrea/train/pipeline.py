@@ -20,6 +20,7 @@ from andrea.train.checks_files import nothing_left
 from andrea.train.config import Parts, validate
 from andrea.train.hydra_run import is_multirun, job_log, task_overrides
 from andrea.train.lit.attempts import RunRecord, ended_by
+from andrea.train.lit.dashboards import dashboard
 from andrea.train.lit.module import NonFiniteLossError
 from andrea.train.lit.progress import progress_callbacks
 from andrea.train.lit.resume import LAST, RESTORE_ERRORS, RestoreWatch, ResumeData, StopOnSignal, time_limit_ignored
@@ -173,11 +174,5 @@ def _interrupted(stop: StopOnSignal, record: RunRecord, trainer: L.Trainer, run_
 
 def _finish_loggers(loggers: list, status: str) -> None:
     """Close every logger run, so the next job in this process starts a run of its own."""
-    from lightning.pytorch.loggers import WandbLogger
-
     for logger in loggers:
-        logger.finalize(status)
-    if any(isinstance(logger, WandbLogger) for logger in loggers):
-        import wandb
-
-        wandb.finish(exit_code=0 if status == "success" else 1)
+        dashboard(logger).finish(status)

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import lightning as L
 import torch
-from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 from torch import Tensor, nn
 
@@ -33,7 +32,7 @@ from andrea.lens.heads import head_name
 from andrea.lens.viz import MAPS_DIR
 from andrea.models.network import heads_shape, network
 from andrea.train.lit import role_history
-from andrea.train.lit.dashboard import grouped_charts, grouped_layout, log_image
+from andrea.train.lit.dashboards import dashboard
 from andrea.train.lit.map_probe import Drawn, Probe, draw, probe_job
 from andrea.train.maps_settings import check_settings
 
@@ -100,8 +99,7 @@ class AttentionMaps(L.Callback):
             pattern = _pattern(trainer)
             roles = list(dict.fromkeys([*HEAD_ROLES, *_task_roles(pattern)]))
             for logger in trainer.loggers:
-                if isinstance(logger, TensorBoardLogger):
-                    logger.experiment.add_custom_scalars(grouped_layout(roles, n_layer))
+                dashboard(logger).layout(roles, n_layer)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.next_step = trainer.global_step  # a resumed run records where it starts
@@ -126,9 +124,9 @@ class AttentionMaps(L.Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """wandb: one chart per role and layer, every head a line, from every record of the run."""
         self.deliver(trainer, wait=True)
-        for logger in trainer.loggers:
-            if isinstance(logger, WandbLogger) and trainer.is_global_zero and self.history:
-                logger.experiment.log(grouped_charts(self.history))
+        if trainer.is_global_zero:
+            for logger in trainer.loggers:
+                dashboard(logger).role_charts(self.history)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self.deliver(trainer, wait=True)
@@ -221,7 +219,7 @@ class AttentionMaps(L.Callback):
             for layer, path in drawn.pngs:
                 self.written.append(str(path))
                 for logger in trainer.loggers:
-                    log_image(logger, f"attention/layer{layer}", path, drawn.step)
+                    dashboard(logger).image(f"attention/layer{layer}", path, drawn.step)
 
 
 def _pattern(trainer: L.Trainer) -> Pattern | None:

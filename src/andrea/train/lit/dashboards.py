@@ -1,0 +1,116 @@
+"""What andrea sends a dashboard beyond Lightning's own scalars, one small adapter per logger:
+
+    layout(roles, n_layer)   how the head-role scalars are grouped (TensorBoard's custom-scalar layout)
+    image(key, path, step)   an attention map's PNG
+    role_charts(history)     the head-role scores of every record as charts (wandb's line series, at the end)
+    finish(status)           the logger's run closed, so the next job in this process starts its own
+
+`dashboard(logger)` gives a logger its adapter: wandb, TensorBoard, and for any other logger (CSV, a user's) the
+base one, which sends nothing beyond the scalars. A new logger is one adapter in ADAPTERS.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
+
+from andrea.lens.heads import parse_head
+
+History = list[tuple[int, dict[str, float]]]  # (step, {heads/<role>/L<l>H<h>: score}) per record
+
+
+class Dashboard:
+    """A logger that shows scalars only (CSV, a logger andrea does not know)."""
+
+    def __init__(self, logger: Logger) -> None:
+        self.logger = logger
+
+    def layout(self, roles: list[str], n_layer: int) -> None:
+        """How the head-role scalars are grouped, where the dashboard groups them."""
+
+    def image(self, key: str, path: Path, step: int) -> None:
+        """An attention map's PNG, where the dashboard shows images."""
+
+    def role_charts(self, history: History) -> None:
+        """Every record's head-role scores as charts, where the dashboard draws its own."""
+
+    def finish(self, status: str) -> None:
+        self.logger.finalize(status)
+
+
+class TensorBoardDashboard(Dashboard):
+    logger: TensorBoardLogger
+
+    def layout(self, roles: list[str], n_layer: int) -> None:
+        """A "head roles" category, one multi-line chart per role and layer whose lines are that layer's heads."""
+        self.logger.experiment.add_custom_scalars(grouped_layout(roles, n_layer))
+
+    def image(self, key: str, path: Path, step: int) -> None:
+        from matplotlib.image import imread
+
+        image = imread(path)[..., :3]  # (H, W, 3) floats in [0, 1]
+        self.logger.experiment.add_image(key, image, global_step=step, dataformats="HWC")
+
+
+class WandbDashboard(Dashboard):
+    logger: WandbLogger
+
+    def image(self, key: str, path: Path, step: int) -> None:
+        self.logger.log_image(key=key, images=[str(path)], step=step)
+
+    def role_charts(self, history: History) -> None:
+        if history:
+            self.logger.experiment.log(grouped_charts(history))
+
+    def finish(self, status: str) -> None:
+        import wandb
+
+        super().finish(status)
+        wandb.finish(exit_code=0 if status == "success" else 1)
+
+
+ADAPTERS: dict[type[Logger], type[Dashboard]] = {TensorBoardLogger: TensorBoardDashboard, WandbLogger: WandbDashboard}
+
+
+def dashboard(logger: Logger) -> Dashboard:
+    """The logger's adapter: its class's, or its nearest base class's, else the scalars-only one."""
+    adapter = next((ADAPTERS[cls] for cls in type(logger).__mro__ if cls in ADAPTERS), Dashboard)
+    return adapter(logger)
+
+
+def grouped_layout(roles: list[str], n_layer: int) -> dict:
+    """TensorBoard's custom-scalar layout: a "head roles" category, one multi-line chart per role and
+    layer whose lines are that layer's heads (tags heads/<role>/L<l>H<h>)."""
+    charts = {
+        f"{role} · layer {layer}": ["Multiline", [rf"heads/{role}/L{layer}H\d+$"]]
+        for role in roles
+        for layer in range(n_layer)
+    }
+    return {"head roles": charts}
+
+
+def grouped_charts(history: History) -> dict[str, Any]:
+    """wandb line-series charts, key head_roles/<role>_L<l>: x = the step, a line per head."""
+    import wandb
+
+    charts = {}
+    for (role, layer), heads in sorted(_series(history).items()):
+        steps = sorted({step for points in heads.values() for step, _ in points})
+        ys = [[dict(points).get(step, float("nan")) for step in steps] for _, points in sorted(heads.items())]
+        keys = [f"H{h}" for h in sorted(heads)]
+        title = f"{role} · layer {layer}"
+        charts[f"head_roles/{role}_L{layer}"] = wandb.plot.line_series(steps, ys, keys=keys, title=title, xname="step")
+    return charts
+
+
+def _series(history: History) -> dict[tuple[str, int], dict[int, list[tuple[int, float]]]]:
+    """(role, layer) -> head -> its (step, score) points."""
+    series: dict[tuple[str, int], dict[int, list[tuple[int, float]]]] = {}
+    for step, scores in history:
+        for key, value in scores.items():
+            _, role, head = key.split("/")
+            layer, h = parse_head(head)
+            series.setdefault((role, layer), {}).setdefault(h, []).append((step, value))
+    return series
