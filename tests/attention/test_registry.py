@@ -218,7 +218,15 @@ def test_one_way_in_new_keywords_reach_only_the_backends_that_name_them():
         def forward(self, q, k, v, *, mask, scale, need_weights, score_mod=None):  # type: ignore[override]
             return EagerBackend().forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights)
 
+    class NoStar(AttentionBackend):  # its arguments named without `*`: still given by keyword
+        name = "no_star"
+
+        def forward(self, q, k, v, mask=None, scale=None, need_weights=False):  # type: ignore[override]
+            assert mask is not None and scale is not None, "the mask and the scale must reach it"
+            return EagerBackend().forward(q, k, v, mask=mask, scale=scale, need_weights=need_weights)
+
     q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
+    torch.testing.assert_close(NoStar()(q, k, v, Causal())[0], EagerBackend()(q, k, v, Causal())[0])
     out, _ = Open()(q, k, v, Causal(), layer_hint=3)
     old, _ = Old()(q, k, v, Causal(), layer_hint=3)  # a keyword it does not name never reaches it
     assert seen == [["layer_hint"]]

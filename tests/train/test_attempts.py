@@ -56,6 +56,14 @@ def test_a_resumed_run_reports_every_attempt_joined(tmp_path):
     assert written["attempts"] == second.attempts and len(written["curves"]["train"]) == 12
 
 
+def test_steps_read_for_a_checkpoint_are_in_it_whatever_the_logging_interval(tmp_path):
+    """Steps are read every log_every_n_steps; a checkpoint reads the ones since first, and keeps them."""
+    last = f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}"
+    run(tmp_path, "trainer.max_epochs=2", "trainer.log_every_n_steps=3")  # saved at step 8, read at 3 and 6
+    second = run(tmp_path, "trainer.max_epochs=3", "trainer.log_every_n_steps=3", last)
+    assert second.curves is not None and steps(second.curves["train"]) == list(range(1, 13))  # 7 and 8 too
+
+
 def test_steps_trained_past_the_checkpoint_count_once_from_the_later_attempt(tmp_path):
     with pytest.raises(RuntimeError, match="died"):
         run(tmp_path, "trainer.max_epochs=2", die_at=6)  # saved at step 4, trained 5 and 6, died

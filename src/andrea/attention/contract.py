@@ -98,7 +98,8 @@ class AttentionBackend(ABC):
                 "implement forward(q, k, v, *, mask, scale, need_weights, **kwargs) instead (andrea.attention.contract)"
             )
         parameters = inspect.signature(cls.forward).parameters.values()
-        named = frozenset(p.name for p in parameters if p.kind is p.KEYWORD_ONLY)
+        keyword = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        named = frozenset(p.name for i, p in enumerate(parameters) if i > 3 and p.kind in keyword)  # past self, q, k, v
         cls._keywords = None if any(p.kind is p.VAR_KEYWORD for p in parameters) else named
 
     def __call__(

@@ -22,6 +22,9 @@ from andrea.train.slurm import SEEN, JobEnd, Sighting, end_from, job_end, scontr
 RESULT_GRACE_S = 15  # a result written as the job ended may reach a shared file system late
 
 
+SILENT: dict[str, bool] = {}  # job id -> whether the controller's last word on it was no answer
+
+
 class GaveUp(TimeoutError):
     """A sweep's wait for its jobs ran past hydra.launcher.wait_limit_min."""
 
@@ -37,7 +40,7 @@ def wait_for(job: Any, deadline: float | None = None, poll_s: float = 1.0, ask_e
             asked = time.monotonic()
             record = scontrol_record(job_id)
             if (record is None) != silent:  # the controller stopped answering, or answers again
-                silent = record is None
+                silent = SILENT[job_id] = record is None
                 said = "does not answer; still waiting for" if silent else "answers again about"
                 print(f"hydra/launcher=slurm: the SLURM controller {said} job {job_id}", file=sys.stderr, flush=True)
             end = end_from(job_id, record)
@@ -59,8 +62,11 @@ def _late_results(results: list[Path], poll_s: float, end: JobEnd) -> JobEnd | N
 
 def unsettled_line(job_ids: list[str], limit_min: float) -> str:
     """The one line of a sweep that gave up waiting: each job still unsettled, with its last known state."""
-    for job_id in job_ids:
-        job_end(job_id)  # one more look: a job the controller answers for now shows its present state
+    if not any(
+        SILENT.get(job_id) for job_id in job_ids
+    ):  # one more look (each up to a minute: not while the controller is silent)
+        for job_id in job_ids:
+            job_end(job_id)
     jobs = "; ".join(f"job {job_id} {SEEN.get(job_id, Sighting())}" for job_id in job_ids)
     return (
         f"hydra/launcher=slurm gave up waiting after hydra.launcher.wait_limit_min={limit_min:g} minutes for "

@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_internals import job_error, quiet
 from andrea.train.hydra_run import is_multirun, job_log
+from andrea.train.slurm import added_overrides
 from andrea.utils.csv_cells import write_rows
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
@@ -195,7 +196,9 @@ class SweepSummary(Callback):
             return
         if job_return.status == JobStatus.FAILED:
             error = job_error(job_return)
-            job_failed(Path(config.hydra.runtime.output_dir), job_return.overrides or [], error, None)
+            added = added_overrides()  # a requeued attempt's ckpt_path: not the user's
+            overrides = [o for o in job_return.overrides or [] if o not in added]
+            job_failed(Path(config.hydra.runtime.output_dir), overrides, error, None)
             mark_failed(error, config.hydra.sweep.dir)
             quiet(job_return)  # the sweep's one line names it, not Hydra's "Error executing job" before that
         write_summary(config.hydra.sweep.dir)

@@ -161,14 +161,14 @@ if LocalLauncher is not None:
             assert self.config is not None  # set up by Hydra before it was pickled
             setup_globals()  # the `now` resolver of the sweep dir, as the plugin's own __call__ does next
             run_dir = Path(str(self.config.hydra.sweep.dir)) / str(job_num)
-            if slurm.TIME_LIMIT_SIGNAL is not None:  # submitit's handler requeues even a finished job
-                signal.signal(slurm.TIME_LIMIT_SIGNAL, slurm.outside_training(run_dir))
-            if slurm.restart_count():  # requeued: the earlier attempt may still be exiting, writing last.ckpt
-                wait_until_free(run_dir, REQUEUE_WAIT_S)
-            overrides = slurm.resume_overrides(list(sweep_overrides), run_dir)
             try:
+                if slurm.TIME_LIMIT_SIGNAL is not None:  # submitit's handler requeues even a finished job
+                    signal.signal(slurm.TIME_LIMIT_SIGNAL, slurm.outside_training(run_dir))
+                if slurm.restart_count():  # requeued: the earlier attempt may still be exiting, writing last.ckpt
+                    wait_until_free(run_dir, REQUEUE_WAIT_S)
+                overrides = slurm.resume_overrides(list(sweep_overrides), run_dir)
                 return super().__call__(overrides, job_dir_key, job_num, job_id, singleton_state)
-            except SystemExit as stop:  # andrea-train stopped on a signal, with last.ckpt saved
+            except SystemExit as stop:  # stopped on a signal (with last.ckpt saved, once training began)
                 if self._requeue_after(stop.code):
                     slurm.requeue_this_job()
                 raise

@@ -233,8 +233,8 @@ def time_limit_ignored() -> Iterator[None]:
     previous = signal.signal(TIME_LIMIT_SIGNAL, too_late)
     try:
         yield
-    finally:
-        signal.signal(TIME_LIMIT_SIGNAL, previous)
+    finally:  # None: a handler installed outside Python, which Python cannot put back
+        signal.signal(TIME_LIMIT_SIGNAL, signal.SIG_DFL if previous is None else previous)
 
 
 def too_late(signum: int, frame: FrameType | None) -> None:

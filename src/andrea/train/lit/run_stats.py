@@ -71,6 +71,15 @@ class RunStats(L.Callback):
         self.train_curve = _curve(state_dict["train_curve"], "train_curve")
         self.val_curve = _curve(state_dict["val_curve"], "val_curve")
 
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        """The checkpoint's copy of these numbers with the steps read for it too: a checkpoint is written after
+        this callback's batch-end hook, and the steps' numbers it reads first (LastCheckpoint) would otherwise
+        come after its state was taken, a gap in a resumed run's curve."""
+        self._flush(trainer, pl_module)
+        callbacks = checkpoint.get("callbacks")
+        if isinstance(callbacks, dict) and self.state_key in callbacks:
+            callbacks[self.state_key] = self.state_dict()
+
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
