@@ -127,8 +127,8 @@ def test_stop_leaves_no_daemon_and_no_state_behind(slurm_env):
 
 @pytest.mark.slow(reason="restarts the local cluster's daemons, ~10 s")
 def test_restart_keeps_the_queue_running_jobs_and_job_ids(slurm_env):
-    held = slurm(slurm_env, "sbatch", "--parsable", "--hold", "--wrap", "sleep 1").strip()
-    running = slurm(slurm_env, "sbatch", "--parsable", "--wrap", "sleep 120").strip()
+    held = slurm(slurm_env, "sbatch", "--parsable", "--output=/dev/null", "--hold", "--wrap", "sleep 1").strip()
+    running = slurm(slurm_env, "sbatch", "--parsable", "--output=/dev/null", "--wrap", "sleep 120").strip()
     try:
         deadline = time.monotonic() + 60
         while "RUNNING" not in slurm(slurm_env, "squeue", "-h", "-j", running, "-o", "%T"):
@@ -137,7 +137,7 @@ def test_restart_keeps_the_queue_running_jobs_and_job_ids(slurm_env):
         subprocess.run([str(CLUSTER), "restart"], check=True, capture_output=True, timeout=180)
         queue = dict(line.split() for line in slurm(slurm_env, "squeue", "-h", "-o", "%i %T").splitlines())
         assert queue == {held: "PENDING", running: "RUNNING"}  # the queue and the running job, as they were
-        after = slurm(slurm_env, "sbatch", "--parsable", "--hold", "--wrap", "sleep 1").strip()
+        after = slurm(slurm_env, "sbatch", "--parsable", "--output=/dev/null", "--hold", "--wrap", "sleep 1").strip()
         assert int(after) == int(running) + 1  # job ids go on
     finally:
         subprocess.run(["scancel", "--partition=andrea"], env=slurm_env, check=False)
