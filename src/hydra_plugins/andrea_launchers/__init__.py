@@ -74,14 +74,14 @@ class _Settled:
     def state(self) -> str:
         return str(self.job.state)
 
-    def died(self, what: str, exit_code: int | None | str, replace_own_report: bool = False) -> list[JobReturn]:
-        """The job's `killed` row (unless it reported its own end, failed or interrupted, and that is kept); a job
-        ended before it started (cancelled while pending) says so, and names no log: it wrote none."""
+    def died(self, what: str, exit_code: int | None | str, replaced: RunResult | None = None) -> list[JobReturn]:
+        """The job's `killed` row, unless it reported its own end (failed or interrupted) and that is not the
+        `replaced` report (whose attempts the row keeps); a job ended before it started (cancelled while pending)
+        says so, and names no log: it wrote none."""
         log = Path(self.job.paths.stderr)
         error = JobDied(f"{what}; its log: {log}" if log.exists() else f"{what}; it never started (it wrote no log)")
-        if replace_own_report or not (self.run_dir / RESULT_FILE).exists():
-            own = RunResult.read(self.run_dir / RESULT_FILE) if (self.run_dir / RESULT_FILE).exists() else None
-            attempts = own.attempts if own is not None else []  # the run's record so far, kept in the killed row
+        if replaced is not None or not (self.run_dir / RESULT_FILE).exists():
+            attempts = replaced.attempts if replaced is not None else []  # the run's record so far
             job_failed(
                 self.run_dir, self.overrides, error, exit_code, status="killed", log=str(log) if log.exists() else "",
                 attempts=attempts,
@@ -105,7 +105,7 @@ class _SettledBySlurm(_Settled):
         saved = f" after saving {own.checkpoint} at step {own.global_step}" if own and own.checkpoint else ""
         what = f"the scheduler ended job {self.job.job_id}: {end}{saved}"
         code = "" if end.exit_code is None else end.exit_code  # blank: unknown
-        return self.died(what, code, replace_own_report=own is not None and own.status == "interrupted")
+        return self.died(what, code, replaced=own if own is not None and own.status == "interrupted" else None)
 
 
 class _KeepEveryJob(_Launcher):
