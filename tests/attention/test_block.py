@@ -11,6 +11,7 @@ from andrea.attention import (
     UnsupportedAttentionError,
     get_backend,
 )
+from andrea.attention.heads import FusedQKV
 
 from .helpers import BACKENDS, make_qkv
 
@@ -42,7 +43,7 @@ def test_bad_inputs():
 def test_backend_refuses_before_any_tensor_work():
     block = MultiHeadSelfAttention(32, 4, backend="flex")
     calls = []
-    block.qkv.register_forward_hook(lambda *args: calls.append(1))
+    _fused(block).register_forward_hook(lambda *args: calls.append(1))
     with pytest.raises(UnsupportedAttentionError, match="no backward on CPU"):
         block(torch.randn(1, 4, 32))  # parameters require grad: this is training
     assert calls == []
@@ -127,3 +128,9 @@ def test_no_mask_and_public_softmax_leaves_its_input():
 def test_a_typo_d_position_is_refused_not_ignored():
     with pytest.raises(ValueError, match="position='rotary' is not one of learned, rope, alibi, none"):
         MultiHeadSelfAttention(32, 4, position="rotary")
+
+
+def _fused(block: MultiHeadSelfAttention) -> FusedQKV:
+    """The block's fused W_Q, W_K, W_V (every block here has one: none is latent)."""
+    assert block.qkv is not None
+    return block.qkv

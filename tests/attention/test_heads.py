@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from andrea.attention import HeadConfig, MultiHeadSelfAttention, gqa, mha, mqa
+from andrea.attention.heads import FusedQKV
 
 
 def test_kinds():
@@ -42,7 +43,7 @@ def test_mha_fused_weight_is_the_stack_of_wq_wk_wv():
     block = MultiHeadSelfAttention(16, 4, backend="eager")
     w_q, w_k, w_v = block.per_head_weights()
     x = torch.randn(5, 16)
-    q_full = x @ block.qkv.weight[:16].T  # the W_Q slice of the fused projection
+    q_full = x @ _fused(block).weight[:16].T  # the W_Q slice of the fused projection
     for h in range(4):
         torch.testing.assert_close(x @ w_q[h], q_full[:, h * 4 : (h + 1) * 4])
 
@@ -51,7 +52,7 @@ def test_load_per_head_weights_changes_the_block():
     block = MultiHeadSelfAttention(16, 4, 2, backend="eager")
     w_q, w_k, w_v = (torch.zeros_like(w) for w in block.per_head_weights())
     block.load_per_head_weights(w_q, w_k, w_v)
-    assert block.qkv.weight.abs().sum() == 0
+    assert _fused(block).weight.abs().sum() == 0
     with pytest.raises(ValueError, match="expected 4/2/2"):
         block.load_per_head_weights(w_q, w_q, w_v)
 
@@ -67,5 +68,11 @@ def test_andrea_120m_attention_parameter_count():
 
 def test_gqa_shrinks_only_the_kv_projection():
     block = MultiHeadSelfAttention(768, 12, 4, backend="sdpa", bias=True)
-    assert block.qkv.weight.shape == ((12 + 2 * 4) * 64, 768)
+    assert _fused(block).weight.shape == ((12 + 2 * 4) * 64, 768)
     assert sum(p.numel() for p in block.parameters()) == (768 + 2 * 256) * 768 + 768 * 768 + (768 + 512) + 768
+
+
+def _fused(block: MultiHeadSelfAttention) -> FusedQKV:
+    """The block's fused W_Q, W_K, W_V (every block here has one: none is latent)."""
+    assert block.qkv is not None
+    return block.qkv

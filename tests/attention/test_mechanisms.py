@@ -154,8 +154,8 @@ def test_qknorm_normalises_before_rope(backend, position):
         return t / t.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt() * gain
 
     q, k = rms(q, block.mechanism.q_norm.weight), rms(k, block.mechanism.k_norm.weight)
-    if block.rope is not None:
-        q, k = block.rope(q), block.rope(k)
+    if block.qkv.rope is not None:
+        q, k = block.qkv.rope(q), block.qkv.rope(k)
     z = _causal_softmax(q @ k.transpose(-2, -1) / math.sqrt(8)) @ v
     torch.testing.assert_close(block(x)[0], _out(block, z))
 
@@ -195,7 +195,7 @@ def test_diff_with_rope_rotates_each_half_as_a_head_of_its_own(backend):
     block = _block("diff", backend, position="rope")
     seen: dict[str, torch.Tensor] = {}
     for name in ("hook_q", "hook_k", "hook_rot_q", "hook_rot_k"):
-        getattr(block, name).add(lambda x, point, name=name: seen.__setitem__(name, x.transpose(1, 2)))
+        block.hook_points()[name].add(lambda x, point, name=name: seen.__setitem__(name, x.transpose(1, 2)))
     x = torch.randn(1, 1, D).expand(2, T, D)  # one token at every position
     _, w = block(x, return_weights=True)
     assert seen["hook_rot_q"].shape == (2, H, T, 8)  # (B, H, T, d) as (B, T, H, d) for the hooks, halves side by side
@@ -275,3 +275,32 @@ def test_a_refusal_advises_only_backends_that_run_the_whole_call():
     plain = MultiHeadSelfAttention(D, H, backend="triton", max_context=16)
     with pytest.raises(UnsupportedAttentionError, match="use attention backend .*sdpa"):
         plain(torch.randn(1, T, D))  # softmax: sdpa runs it
+
+
+def test_a_mechanism_sees_the_layers_input_before_the_scores():
+    """A mechanism's `project` gets the layer's input x (B, T, D) with q and k, before any score: a gate computed
+    from x (the Forgetting Transformer's) can act on the scores. Here the keys are scaled by sigmoid(x·w) per
+    token, and the weights are the softmax of those scores, as written out by hand."""
+    from andrea.attention.mechanisms.softmax import Softmax
+
+    class KeyGate(Softmax):
+        name = "key_gate"
+
+        def __init__(self, **sizes):
+            super().__init__(**sizes)
+            self.w = torch.nn.Parameter(torch.randn(self.d_model))
+
+        def project(self, q, k, x):
+            return q, k * torch.sigmoid(x @ self.w)[:, None, :, None]  # (B, 1, T, 1): one gate per key token
+
+    torch.manual_seed(0)
+    block = MultiHeadSelfAttention(D, H, backend="eager", mechanism=KeyGate(**_sizes()), max_context=16)
+    x = torch.randn(2, T, D)
+    q, k, v = _heads(block, x)
+    k = k * torch.sigmoid(x @ block.mechanism.w)[:, None, :, None]
+    z = _causal_softmax(q @ k.transpose(-2, -1) / math.sqrt(D // H)) @ v
+    torch.testing.assert_close(block(x)[0], _out(block, z))
+
+
+def _sizes():
+    return dict(n_head=H, head_dim=D // H, d_model=D, max_context=16)

@@ -11,9 +11,9 @@ import torch
 from torch import Tensor, nn
 
 from andrea.attention.contract import AttentionBackend
-from andrea.attention.heads import HeadConfig
-from andrea.attention.hook_points import HookPoint
-from andrea.attention.kv_cache import KVCache, LatentCache
+from andrea.attention.heads import FusedQKV, HeadConfig
+from andrea.attention.hook_points import HookPoint, Points
+from andrea.attention.kv_cache import KVCache
 from andrea.attention.latent import LatentAttention, check_latent, latent_settings
 from andrea.attention.masks import Mask, PrecomputedMask
 from andrea.attention.mechanisms import Mechanism
@@ -85,7 +85,7 @@ class MultiHeadSelfAttention(nn.Module):
         self.mask = as_mask(mask)
         if position not in POSITIONS:  # a typo would silently mean "no position" otherwise
             raise ValueError(f"position={position!r} is not one of {', '.join(POSITIONS)}")
-        self.score_mod = ALiBi(n_head) if position == "alibi" else None
+        self.position, self.score_mod = position, ALiBi(n_head) if position == "alibi" else None
         sizes = dict(n_head=n_head, head_dim=self.head_dim, d_model=d_model, max_context=max_context)
         place = dict(layer=layer, n_layer=n_layer, projection_bias=bias)
         self.mechanism: Mechanism = as_mechanism(mechanism, sizes | place)
@@ -94,28 +94,32 @@ class MultiHeadSelfAttention(nn.Module):
         self.backend.checked(self.mask, self.mechanism, self.score_mod, device=None, needs_grad=False,
                              head_dim=self.head_dim)  # fmt: skip
         # RoPE rotates each head, or each of the heads a mechanism's head holds (differential attention's halves)
-        self.rope = Rotary(self.head_dim, parts=self.mechanism.rope_parts) if position == "rope" else None
-
+        rope = Rotary(self.head_dim, parts=self.mechanism.rope_parts) if position == "rope" else None
+        # the heads' inputs, one of two parts with the same calls (FusedQKV): W_Q, W_K, W_V fused, or latent
+        # attention's projections, with RoPE on their decoupled part only
+        self.qkv: FusedQKV | None = None
         self.latent: LatentAttention | None = None
         if latent is None:
-            self.qkv = nn.Linear(d_model, self.heads.qkv_features(self.head_dim), bias=bias)  # W_Q, W_K, W_V fused
-        else:  # its own projections, with RoPE on their decoupled part only
-            settings = latent_settings(latent)
+            self.qkv = FusedQKV(d_model, self.heads, self.head_dim, bias, rope)
+        else:
             self.latent = LatentAttention(
-                d_model, n_head, self.head_dim, **settings, rope=self.rope is not None, bias=bias
+                d_model, n_head, self.head_dim, **latent_settings(latent), rope=rope is not None, bias=bias
             )
-            self.rope = None
             check_latent(self.heads, self.backend, self.mechanism)
         self.proj = nn.Linear(d_model, d_model, bias=bias)  # W_O: mixes the heads
         self.dropout = nn.Dropout(dropout)
-        self.hook_q, self.hook_k, self.hook_v = HookPoint("hook_q"), HookPoint("hook_k"), HookPoint("hook_v")
-        self.hook_rot_q, self.hook_rot_k = HookPoint("hook_rot_q"), HookPoint("hook_rot_k")
-        self.hook_attn_scores, self.hook_pattern = HookPoint("hook_attn_scores"), HookPoint("hook_pattern")
-        self.hook_z = HookPoint("hook_z")
+        self.points = Points(POINTS)
         if not self.mask.batch_dependent:
             # (1, 1, L, L) True = attend; not a parameter, not saved in checkpoints, moves with .to()
             dense = self.mask.dense(max_context, max_context, num_heads=n_head)
             self.register_buffer("mask_buffer", dense, persistent=False)
+
+    @property
+    def inputs(self) -> FusedQKV | LatentAttention:
+        """The part that turns x into the heads' queries, keys and values."""
+        inputs = self.qkv or self.latent
+        assert inputs is not None  # the constructor sets one
+        return inputs
 
     def forward(
         self, x: Tensor, mask: Mask | None = None, return_weights: bool = False, cache: KVCache | None = None
@@ -133,10 +137,12 @@ class MultiHeadSelfAttention(nn.Module):
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.proj.weight.requires_grad)
         self.backend.checked(full_mask, self.mechanism, self.score_mod, device=x.device, needs_grad=needs_grad)
 
-        q, k, v = self._qkv(x, cache)  # (B, H, T, d), (B, H_kv, S, d) x2: S counts the cached tokens too
-        scale, mechanism = self.latent.scale if self.latent else self.mechanism.scale(), self.mechanism
+        start = 0 if cache is None else cache.next_position  # absolute position of x's first token
+        # (B, H, T, d), (B, H_kv, S, d) x2: S counts the cached tokens too
+        q, k, v = self.inputs.project(x, start, cache, self.points, self.mechanism)
+        scale, mechanism = self.inputs.scale or self.mechanism.scale(), self.mechanism
         weights: Tensor | None
-        if self.hook_attn_scores.fns or self.hook_pattern.fns:
+        if self.points["hook_attn_scores"].fns or self.points["hook_pattern"].fns:
             y, weights = self._attention_in_the_open(q, k, v, full_mask, scale)
         else:
             y, weights = self.backend(
@@ -145,10 +151,9 @@ class MultiHeadSelfAttention(nn.Module):
             )  # fmt: skip
         if cache is not None:
             cache.trim()
-            if self.latent is not None:
-                y = self.latent.unabsorb(y)  # (B, H, T, r) -> (B, H, T, d)
+        y = self.inputs.finish(y, cache)  # (B, H, T, d): latent attention's absorbed form up-projected
         y = self.mechanism.combine(y, x)  # (B, H, T, d): e.g. the output gate, differential attention's norm
-        y = self.hook_z(y.transpose(1, 2))  # (B, T, H, d): what W_O reads, where ablations act
+        y = self.points["hook_z"](y.transpose(1, 2))  # (B, T, H, d): what W_O reads, where ablations act
         y = y.contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
         y = self.dropout(self.proj(y))  # (B, T, D)
         return y, weights if return_weights else None
@@ -170,41 +175,18 @@ class MultiHeadSelfAttention(nn.Module):
             B, H, T, S = scores.shape
             allowed = dense_allowed(mask, B, H, T, S, device=q.device)  # (B|1, H|1, T, S) or None
             shown = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
-            shown = self.hook_attn_scores(shown)
+            shown = self.points["hook_attn_scores"](shown)
             weights = self.mechanism.normalise(shown.clone(), allowed, mask.attends_self)  # normalise may write
         else:  # two maps (differential attention): only the weights have one (B, H, T, S) form
             weights = self.mechanism.weights(q, k, mask, scale, self.score_mod)
-        weights = self.hook_pattern(weights)  # (B, H, T, S)
+        weights = self.points["hook_pattern"](weights)  # (B, H, T, S)
         return weighted_values(weights, v), weights
 
     def hook_points(self) -> dict[str, HookPoint]:
         """This block's hook points by name, those its configuration has (RoPE's, scores where the mechanism
         forms one score map); a network lists them under `blocks.<layer>.attn.`."""
-        skip = set() if self.rope is not None else {"hook_rot_q", "hook_rot_k"}
-        if not self.mechanism.has_scores:
-            skip.add("hook_attn_scores")
-        return {name: getattr(self, name) for name in POINTS if name not in skip}
-
-    def _qkv(self, x: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor, Tensor]:
-        """x (B, T, D) -> q, k, v for the backend: positions applied, the cache extended with the new tokens.
-        Latent attention: the expanded form, or with a cache the absorbed one (andrea.attention.latent)."""
-        start = 0 if cache is None else cache.next_position  # absolute position of x's first token
-        if self.latent is not None:
-            q_c, q_r = self.latent.queries(x, start)  # (B, H, T, d), (B, H, T, d_R)
-            latent = self.latent.latent(x, start)  # (B, 1, T, r + d_R)
-            if cache is None:
-                q, k, v = self.latent.expand(q_c, q_r, latent)  # (B, H, T, d + d_R) x2, (B, H, T, d)
-                return self.hook_q.heads(q), self.hook_k.heads(k), self.hook_v.heads(v)
-            latent, _ = cache.extend(latent, latent)
-            return self.latent.absorb(q_c, q_r, latent)  # (B, H, T, r + d_R), (B, 1, S, r + d_R), (B, 1, S, r)
-        q, k, v = self.heads.split_qkv(self.qkv(x), self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2
-        q, k, v = self.hook_q.heads(q), self.hook_k.heads(k), self.hook_v.heads(v)
-        q, k = self.mechanism.project(q, k)  # e.g. QK-norm, before positions
-        if self.rope is not None:
-            q, k = self.hook_rot_q.heads(self.rope(q, start)), self.hook_rot_k.heads(self.rope(k, start))
-        if cache is not None:
-            k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
-        return q, k, v
+        skip = self.inputs.skipped_points() | (set() if self.mechanism.has_scores else {"hook_attn_scores"})
+        return {name: point for name, point in self.points.items() if name not in skip}
 
     def _mask(self) -> Mask:
         if hasattr(self, "mask_buffer"):
@@ -213,13 +195,10 @@ class MultiHeadSelfAttention(nn.Module):
 
     def per_head_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         """W_Q^h (H, D, d), W_K^h and W_V^h (H_kv, D, d): the per-head view of the fused projection."""
-        if self.latent is not None:
-            raise ValueError("heads=mla has no per-head W_K, W_V: its keys and values come from a shared latent")
-        return self.heads.unfuse(self.qkv.weight.detach(), self.head_dim)
+        return self.inputs.per_head_weights()
 
-    @torch.no_grad()
     def load_per_head_weights(self, w_q: Tensor, w_k: Tensor, w_v: Tensor) -> None:
-        self.qkv.weight.copy_(self.heads.fuse(w_q, w_k, w_v))
+        self.inputs.load_per_head_weights(w_q, w_k, w_v)
 
     def extra_repr(self) -> str:
         h = self.heads
@@ -227,23 +206,21 @@ class MultiHeadSelfAttention(nn.Module):
             f"d_model={self.d_model}, n_head={h.n_head}, n_kv_head={h.n_kv_head} ({self.head_kind}), "
             f"backend={self.backend.name}, mask={self.mask.name}, max_context={self.max_context}, "
             f"mechanism={self.mechanism.name}"
-            + (", rope" if self.rope is not None else ", alibi" if self.score_mod is not None else "")
+            + (", rope" if self.position == "rope" else ", alibi" if self.position == "alibi" else "")
         )
 
     def new_cache(self) -> KVCache:
         """An empty cache for this layer, bounded when the mask's look-back is."""
-        if self.latent is not None:
-            return LatentCache(self.latent.kv_rank, self.mask.max_lookback)
-        return KVCache(self.mask.max_lookback)
+        return self.inputs.new_cache(self.mask.max_lookback)
 
     @property
     def head_kind(self) -> str:
         """mha, gqa, mqa, or mla (latent attention)."""
-        return "mla" if self.latent else self.heads.kind
+        return self.inputs.kind
 
     def cache_width(self) -> int:
         """Numbers the KV cache keeps per token for this layer: 2·H_kv·d, or latent attention's r + d_R."""
-        return self.latent.cache_width() if self.latent else 2 * self.heads.n_kv_head * self.head_dim
+        return self.inputs.cache_width()
 
 
 # hook points of a block, in the order a forward pass reaches them

@@ -10,10 +10,19 @@ the fused weight, transposed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+from andrea.attention.kv_cache import KVCache
+
+if TYPE_CHECKING:
+    from andrea.attention.hook_points import HookPoint
+    from andrea.attention.mechanisms import Mechanism
+    from andrea.attention.positions import Rotary
 
 
 @dataclass(frozen=True)
@@ -101,3 +110,58 @@ def gqa(n_head: int, n_kv_head: int) -> HeadConfig:
 def mqa(n_head: int) -> HeadConfig:
     """Multi-query attention: all query heads share one key/value head."""
     return HeadConfig(n_head, 1)
+
+
+class FusedQKV(nn.Linear):
+    """The inputs of MHA, GQA and MQA heads: W_Q, W_K, W_V as one Linear (the layout above), the mechanism's
+    projection (QK-norm) and RoPE. Latent attention's inputs (andrea.attention.latent) answer the same calls:
+
+        project(x, start, cache, points, mechanism) -> q (B, H, T, d), k, v (B, H_kv, S, d)
+        finish(z, cache) -> z          the heads' outputs (B, H, T, d) as W_O reads them
+        scale, kind, cache_width(), new_cache(max_lookback), skipped_points()
+    """
+
+    scale = None  # the mechanism's (or the contract's 1/sqrt(d))
+
+    def __init__(self, d_model: int, heads: HeadConfig, head_dim: int, bias: bool, rope: Rotary | None) -> None:
+        super().__init__(d_model, heads.qkv_features(head_dim), bias=bias)
+        self.heads, self.head_dim, self.rope = heads, head_dim, rope
+
+    @property
+    def kind(self) -> str:
+        return self.heads.kind
+
+    def project(
+        self, x: Tensor, start: int, cache: KVCache | None, points: Mapping[str, HookPoint], mechanism: Mechanism
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, D) at positions start.. -> q (B, H, T, d), k and v (B, H_kv, S, d), S counting the cached
+        tokens too; each passes its hook point as the projection gives it, q and k again after RoPE."""
+        q, k, v = self.heads.split_qkv(self(x), self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2
+        q, k, v = points["hook_q"].heads(q), points["hook_k"].heads(k), points["hook_v"].heads(v)
+        q, k = mechanism.project(q, k, x)  # e.g. QK-norm, before positions
+        if self.rope is not None:
+            q, k = points["hook_rot_q"].heads(self.rope(q, start)), points["hook_rot_k"].heads(self.rope(k, start))
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
+        return q, k, v
+
+    def finish(self, z: Tensor, cache: KVCache | None) -> Tensor:
+        return z
+
+    def cache_width(self) -> int:
+        """Numbers the KV cache keeps per token: 2·H_kv·d."""
+        return 2 * self.heads.n_kv_head * self.head_dim
+
+    def new_cache(self, max_lookback: int | None) -> KVCache:
+        return KVCache(max_lookback)
+
+    def skipped_points(self) -> set[str]:
+        return set() if self.rope is not None else {"hook_rot_q", "hook_rot_k"}
+
+    def per_head_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        """W_Q^h (H, D, d), W_K^h and W_V^h (H_kv, D, d): the per-head view of the fused weight."""
+        return self.heads.unfuse(self.weight.detach(), self.head_dim)
+
+    @torch.no_grad()
+    def load_per_head_weights(self, w_q: Tensor, w_k: Tensor, w_v: Tensor) -> None:
+        self.weight.copy_(self.heads.fuse(w_q, w_k, w_v))

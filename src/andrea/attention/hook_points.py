@@ -11,7 +11,7 @@ each network lists its own points, with their names, in `hook_points()` (docs/le
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from torch import Tensor
 
@@ -56,6 +56,13 @@ class HookPoint:
         copy = HookPoint(self.name)  # a copied network edits its activations as this one does (an ablation)
         copy.fns = list(self.fns)
         return copy
+
+
+class Points(dict[str, HookPoint]):
+    """A part's hook points by name, each name written once: `Points(NAMES)["hook_q"](x)`."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        super().__init__((name, HookPoint(name)) for name in names)
 
 
 def prefixed(points: dict[str, HookPoint], prefix: str) -> dict[str, HookPoint]:

@@ -27,6 +27,8 @@ from torch import Tensor, nn
 from andrea.attention.advice import _alternatives
 from andrea.attention.contract import AttentionBackend, UnsupportedAttentionError
 from andrea.attention.heads import HeadConfig
+from andrea.attention.hook_points import HookPoint
+from andrea.attention.kv_cache import KVCache, LatentCache
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import Rotary
 from andrea.utils.rules import POSITIVE, enforce, first_problem, integer, number, optional
@@ -130,6 +132,38 @@ class LatentAttention(nn.Module):
         """(B, H, T, r) outputs over the latent -> (B, H, T, d): W_UV^h applied after the weighted sum."""
         w_uv = self.kv_up.weight[self.n_head * self.head_dim :].view(self.n_head, self.head_dim, self.kv_rank)
         return z @ w_uv.transpose(1, 2)  # (B, H, T, r) @ (H, r, d)
+
+    kind = "mla"
+
+    def project(
+        self, x: Tensor, start: int, cache: KVCache | None, points: Mapping[str, HookPoint], mechanism: Mechanism
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, D) at positions start.. -> q, k, v for the backend (FusedQKV's call): the expanded form, seen
+        by hook_q/k/v, or with a cache the absorbed one. `mechanism` is one that leaves q and k (check_latent)."""
+        q_c, q_r = self.queries(x, start)  # (B, H, T, d), (B, H, T, d_R)
+        latent = self.latent(x, start)  # (B, 1, T, r + d_R)
+        if cache is None:
+            q, k, v = self.expand(q_c, q_r, latent)  # (B, H, T, d + d_R) x2, (B, H, T, d)
+            return points["hook_q"].heads(q), points["hook_k"].heads(k), points["hook_v"].heads(v)
+        latent, _ = cache.extend(latent, latent)
+        return self.absorb(q_c, q_r, latent)  # (B, H, T, r + d_R), (B, 1, S, r + d_R), (B, 1, S, r)
+
+    def finish(self, z: Tensor, cache: KVCache | None) -> Tensor:
+        """The heads' outputs as W_O reads them: (B, H, T, d), up-projected from the absorbed form's r."""
+        return z if cache is None else self.unabsorb(z)
+
+    def new_cache(self, max_lookback: int | None) -> KVCache:
+        return LatentCache(self.kv_rank, max_lookback)
+
+    @staticmethod
+    def skipped_points() -> set[str]:
+        return {"hook_rot_q", "hook_rot_k"}  # RoPE turns only the decoupled part, inside the projections
+
+    def per_head_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        raise ValueError("heads=mla has no per-head W_K, W_V: its keys and values come from a shared latent")
+
+    def load_per_head_weights(self, w_q: Tensor, w_k: Tensor, w_v: Tensor) -> None:
+        self.per_head_weights()
 
     def extra_repr(self) -> str:
         return f"kv_rank={self.kv_rank}, rope_dim={self.rope_dim}, q_rank={self.q_down and self.q_down.out_features}"

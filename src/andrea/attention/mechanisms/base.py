@@ -5,7 +5,8 @@ decides WHAT: softmax, sigmoid, a sink logit in the denominator, soft-capped sco
 subtracted, ... Each mechanism is one small nn.Module per attention layer (its parameters, if any,
 are the layer's), with up to four parts:
 
-    project(q, k)         -> q, k         before positions (RoPE) are applied: QK-norm normalises here
+    project(q, k, x)      -> q, k         before positions (RoPE) are applied, given the layer's input x:
+                                           QK-norm normalises here
     weights(q, k, mask, scale, score_mod)  the dense (B, H, T, S) map, all heads at once: what `eager`
                                            runs and what a probe shows for backends that never form it
     reference(q, k, v, mask, scale, score_mod) -> out, weights
@@ -71,8 +72,9 @@ class Mechanism(nn.Module):
         self.n_head, self.head_dim, self.d_model, self.max_context = n_head, head_dim, d_model, max_context
         self.layer, self.n_layer, self.projection_bias = layer, n_layer, projection_bias
 
-    def project(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-        """q (B, H, T, d), k (B, H_kv, S, d) as they leave the projection, before RoPE."""
+    def project(self, q: Tensor, k: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+        """q (B, H, T, d), k (B, H_kv, T, d) as they leave the projection, before RoPE, given the layer's input
+        x (B, T, D): where a mechanism that depends on x (a gate computed from it) sees it before any score."""
         return q, k
 
     def scale(self) -> float | None:

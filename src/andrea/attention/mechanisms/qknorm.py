@@ -28,7 +28,7 @@ class QKNorm(Softmax):
         self.q_norm = nn.RMSNorm(self.head_dim, eps=eps)
         self.k_norm = nn.RMSNorm(self.head_dim, eps=eps)
 
-    def project(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+    def project(self, q: Tensor, k: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
         return self.q_norm(q), self.k_norm(k)  # (B, H, T, d), (B, H_kv, S, d): each head's d channels
 
     def extra_repr(self) -> str:
