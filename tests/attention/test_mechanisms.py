@@ -294,10 +294,11 @@ def test_a_mechanism_sees_the_layers_input_before_the_scores():
             return q, k * torch.sigmoid(x @ self.w)[:, None, :, None]  # (B, 1, T, 1): one gate per key token
 
     torch.manual_seed(0)
-    block = MultiHeadSelfAttention(D, H, backend="eager", mechanism=KeyGate(**_sizes()), max_context=16)
+    gate = KeyGate(**_sizes())
+    block = MultiHeadSelfAttention(D, H, backend="eager", mechanism=gate, max_context=16)
     x = torch.randn(2, T, D)
     q, k, v = _heads(block, x)
-    k = k * torch.sigmoid(x @ block.mechanism.w)[:, None, :, None]
+    k = k * torch.sigmoid(x @ gate.w)[:, None, :, None]
     z = _causal_softmax(q @ k.transpose(-2, -1) / math.sqrt(D // H)) @ v
     torch.testing.assert_close(block(x)[0], _out(block, z))
 

@@ -67,7 +67,7 @@ def test_gpt2_initialisation():
     assert model.embed.token.weight.std().item() == pytest.approx(0.02, rel=0.05)
     assert model._blocks()[0].mlp.fc.weight.std().item() == pytest.approx(0.02, rel=0.05)
     residual = 0.02 / math.sqrt(2 * 8)
-    assert model._blocks()[3].attention.proj.weight.std().item() == pytest.approx(residual, rel=0.05)
+    assert model._blocks()[3].mixer.proj.weight.std().item() == pytest.approx(residual, rel=0.05)
     assert model._blocks()[3].mlp.proj.weight.std().item() == pytest.approx(residual, rel=0.05)
 
 

@@ -346,3 +346,29 @@ def test_a_latent_attention_model_file_round_trips_and_its_sizes_are_checked(tmp
     ]:
         with pytest.raises(net_config.ModelFileError, match=message):
             net_config.parse(config | {"attention": attention | {"latent": latent}}, "f", "net")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"layout": ["attention", "os.system"]}, "net.layout names 'os.system', which is not a token mixer; use"),
+        (
+            {"layout": ["attention"] * 3},
+            "net.layout has 3 names, which does not divide net.n_layer=2; give 1 or 2 names",
+        ),
+        ({"mixer": {"name": "mean"}}, "net.mixer={'name': 'mean'} is not a token mixer: give mixer=<name>, one of"),
+        ({"mixer": {"name": "attention", "f": [1]}}, "net.mixer must be a mapping of a mixer's name and its settings"),
+    ],
+)
+def test_a_file_s_mixer_and_layout_are_registered_names(change, message):
+    """A file names each layer's mixer from the registry, nothing else; a layout that cannot fill the layers
+    is refused before anything is built (andrea.mixers.layers)."""
+    config = {"_target_": "andrea.models.toy.ToyModel", "vocab_size": 16, "max_context": 8, "n_layer": 2,
+              "attention": {"n_head": 2}}  # fmt: skip
+    net = network(
+        build(net_config.parse(config | {"mixer": {"name": "attention"}, "layout": ["attention"]}, "f", "net"))
+    )
+    assert len(net.mixers) == 2
+    with pytest.raises(net_config.ModelFileError) as err:
+        net_config.parse(config | change, "f", "net")
+    assert message in str(err.value) and "\n" not in str(err.value)

@@ -279,6 +279,15 @@ REJECTED = [
         ["mechanism=softcap", "+mechanism.capp=1"],
         "mechanism.capp is not a setting of mechanism softcap (it takes cap) (did you mean mechanism.cap?)",
     ),
+    (
+        ["model.net.layout=[attention,attention,attention]"],
+        "model.net.layout has 3 names, which does not divide model.net.n_layer=1; give 1 name",
+    ),
+    (["model.net.layout=[gla]"], "model.net.layout names 'gla', which is not a token mixer; use attention"),
+    (
+        ["+mixer.window=2"],
+        "mixer.window is not a setting of mixer; drop the override, or check its spelling",
+    ),
 ]
 
 
@@ -289,7 +298,7 @@ DEFAULT_REFUSALS = {
     "mask=sliding_window mask.window=0", "data=lookback data.k=32", "position=rope heads.n_head=32",
     "+trainer.max_epoch=3", "model.optimizer.lr=nan", "++model.net.d_modl=64", "model.net.d_model=100000",
     "mechanism=sigmoid attention=sdpa", "mechanism=softcap +mechanism.capp=1", "mechanism=qknorm mechanism.eps=abc",
-    "+model.optimizer.betas=[0.9,1.0]",
+    "+model.optimizer.betas=[0.9,1.0]", "model.net.layout=[attention,attention,attention]",
 }  # fmt: skip
 REFUSALS = [
     pytest.param(o, m, id=" ".join(o), marks=() if " ".join(o) in DEFAULT_REFUSALS else pytest.mark.slow)

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from andrea.attention.contract import AttentionBackend
 from andrea.attention.heads import FusedQKV, HeadConfig
 from andrea.attention.hook_points import HookPoint, Points
-from andrea.attention.kv_cache import KVCache
+from andrea.attention.kv_cache import CacheSize, KVCache
 from andrea.attention.latent import LatentAttention, check_latent, latent_settings
 from andrea.attention.masks import Mask, PrecomputedMask
 from andrea.attention.mechanisms import Mechanism
@@ -221,6 +221,10 @@ class MultiHeadSelfAttention(nn.Module):
     def cache_width(self) -> int:
         """Numbers the KV cache keeps per token for this layer: 2·H_kv·d, or latent attention's r + d_R."""
         return self.inputs.cache_width()
+
+    def cache_size(self) -> CacheSize:
+        """What this layer's cache keeps for a sequence (the token-mixer interface, andrea.mixers.base)."""
+        return CacheSize(self.cache_width(), max_tokens=self.mask.max_lookback)
 
 
 # hook points of a block, in the order a forward pass reaches them

@@ -19,7 +19,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from andrea.attention.kv_cache import KVCache
+from andrea.attention.block import MultiHeadSelfAttention
+from andrea.mixers import MixerCache
 from andrea.models.network import Network, network
 
 
@@ -50,7 +51,7 @@ def check_cacheable(model: nn.Module, prompt_len: int, total_len: int) -> None:
     values as first computed, so no earlier token may attend to one that comes after the prompt."""
     net = network(model)
     length = min(total_len, net.max_context)
-    for attention in net.attention:
+    for attention in (mixer for mixer in net.mixers if isinstance(mixer, MultiHeadSelfAttention)):
         allowed = attention.mask.dense(length, length)[0, :].any(dim=0)  # (L, L) over heads
         later = torch.ones(length, length, dtype=torch.bool).triu(1)  # key after query
         later[:, :prompt_len] = False  # keys inside the prompt are all present at the prefill
@@ -75,7 +76,7 @@ def stream(
 
     A cache the model's masks cannot serve is refused here, when called, not at the first step."""
     net = network(model)
-    cache = net.new_cache() if use_cache and len(net.attention) > 0 else None
+    cache = net.new_cache() if use_cache and len(net.mixers) > 0 else None
     if cache is not None:
         check_cacheable(model, idx.shape[1], idx.shape[1] + max_new_tokens)
     return _steps(net, idx, max_new_tokens, cache, (temperature, top_k, top_p, generator))
@@ -85,7 +86,7 @@ def _steps(
     model: Network,
     idx: Tensor,
     max_new_tokens: int,
-    cache: list[KVCache] | None,
+    cache: list[MixerCache] | None,
     sampling: tuple[float, int | None, float | None, torch.Generator | None],
 ) -> Iterator[tuple[Tensor, Tensor]]:
     context = model.max_context

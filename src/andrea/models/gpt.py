@@ -26,11 +26,11 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from andrea.attention import MultiHeadSelfAttention
-from andrea.attention.block import shared_parts
 from andrea.attention.hook_points import HookPoint, prefixed
-from andrea.attention.kv_cache import KVCache
+from andrea.mixers import MixerCache, TokenMixer, build_mixers, layer_kinds
 from andrea.models.embedding import Embeddings
 from andrea.models.layer_norm import LayerNorm
+from andrea.models.network import attention_layers
 from andrea.models.settings import ACTIVATIONS, NET
 from andrea.utils.rules import enforce
 
@@ -52,23 +52,21 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: attention, then MLP, each with a residual connection."""
+    """Pre-norm transformer block: the token mixer (attention, or andrea.mixers' others), then the MLP, each
+    with a residual connection. The mixer sits at `attention` whatever its kind (its parameters' names)."""
 
     def __init__(
         self,
         d_model: int,
-        max_context: int,
+        mixer: nn.Module,
         mlp_ratio: int,
         dropout: float,
-        attention: dict[str, Any],
         bias: bool = False,
         activation: str = "gelu",
     ) -> None:
         super().__init__()
         self.ln_1 = LayerNorm(d_model, bias=bias)
-        self.attention = MultiHeadSelfAttention(
-            d_model, max_context=max_context, dropout=dropout, bias=bias, **attention
-        )
+        self.attention = mixer
         self.ln_2 = LayerNorm(d_model, bias=bias)
         self.mlp = MLP(d_model, mlp_ratio, dropout, bias, activation)
         self.hook_resid_pre, self.hook_attn_out = HookPoint("hook_resid_pre"), HookPoint("hook_attn_out")
@@ -76,13 +74,17 @@ class Block(nn.Module):
         self.hook_resid_post = HookPoint("hook_resid_post")
 
     def forward(
-        self, x: Tensor, return_weights: bool = False, cache: KVCache | None = None
+        self, x: Tensor, return_weights: bool = False, cache: MixerCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
         x = self.hook_resid_pre(x)  # (B, T, D)
-        y, weights = self.attention(self.ln_1(x), return_weights=return_weights, cache=cache)  # (B, T, D), (B, H, T, S)
+        y, weights = self.mixer(self.ln_1(x), return_weights=return_weights, cache=cache)  # (B, T, D), (B, H, T, S)
         x = self.hook_resid_mid(x + self.hook_attn_out(y))
         x = self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln_2(x))))
         return x, weights
+
+    @property
+    def mixer(self) -> TokenMixer:
+        return cast(TokenMixer, self.attention)
 
     def hook_points(self) -> dict[str, HookPoint]:
         """The block's residual stream and sublayer outputs (B, T, D), its LayerNorms' under `ln1.` and `ln2.`
@@ -92,7 +94,7 @@ class Block(nn.Module):
         return (
             {"hook_resid_pre": self.hook_resid_pre}
             | prefixed(self.ln_1.hook_points(), "ln1.")
-            | prefixed(self.attention.hook_points(), "attn.")
+            | prefixed(self.mixer.hook_points(), "attn.")
             | {"hook_attn_out": self.hook_attn_out, "hook_resid_mid": self.hook_resid_mid}
             | prefixed(self.ln_2.hook_points(), "ln2.")
             | mlp
@@ -110,6 +112,8 @@ class GPT(nn.Module):
         n_layer: int = 12,
         d_model: int = 768,
         attention: dict[str, Any] | None = None,
+        mixer: dict[str, Any] | None = None,
+        layout: list[str] | None = None,
         mlp_ratio: int = 4,
         dropout: float = 0.0,
         position: str = "learned",
@@ -121,23 +125,21 @@ class GPT(nn.Module):
         settings |= dict(d_model=d_model, mlp_ratio=mlp_ratio, dropout=dropout, position=position)
         enforce(NET, settings | dict(bias=bias, activation=activation), "model.net.")
         attention = {"n_head": 12, "backend": "sdpa", "mask": "causal", **(attention or {}), "position": position}
-        attention = shared_parts(attention)  # one backend and one mask for every layer
-        self.vocab_size, self.max_context, self.n_layer = vocab_size, max_context, n_layer
+        kinds = layer_kinds(layout, n_layer, mixer)
+        mixers = build_mixers(
+            kinds, attention, mixer, d_model=d_model, max_context=max_context, dropout=dropout, bias=bias
+        )
+        self.vocab_size, self.max_context, self.n_layer, self.d_model = vocab_size, max_context, n_layer, d_model
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(
-            Block(
-                d_model, max_context, mlp_ratio, dropout, attention | {"layer": i, "n_layer": n_layer}, bias, activation
-            )
-            for i in range(n_layer)
-        )
+        self.blocks = nn.ModuleList(Block(d_model, layer, mlp_ratio, dropout, bias, activation) for layer in mixers)
         self.ln_f = LayerNorm(d_model, bias=bias)  # its points: ln_final.hook_scale, ln_final.hook_normalized
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.embed.token.weight  # tied: one (V, D) matrix reads and writes tokens
         self.embed.sparse_grad = True  # the head's dense (V, D) gradient takes the lookup's T rows
         self.apply(self._init_weights)
         for block in self._blocks():
-            for residual_out in (block.attention.proj.weight, block.mlp.proj.weight):
+            for residual_out in (block.mixer.proj.weight, block.mlp.proj.weight):
                 nn.init.normal_(residual_out, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
 
     @staticmethod
@@ -152,9 +154,14 @@ class GPT(nn.Module):
         return cast(list[Block], list(self.blocks))
 
     @property
+    def mixers(self) -> list[TokenMixer]:
+        """Every layer's token mixer, first to last."""
+        return [block.mixer for block in self._blocks()]
+
+    @property
     def attention(self) -> list[MultiHeadSelfAttention]:
-        """The attention block of every layer (what the dashboard callbacks read)."""
-        return [block.attention for block in self._blocks()]
+        """Every layer's attention, for the tools that read heads (andrea.models.network.attention_layers)."""
+        return attention_layers(self.mixers)
 
     def num_parameters(self, exclude_positions: bool = False) -> int:
         """Parameters, counted once (the tied embedding is one matrix)."""
@@ -166,15 +173,14 @@ class GPT(nn.Module):
     def flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token (forward + backward), nanoGPT's estimate: 6·N + 12·L·H·d·T,
         N the parameters without position embeddings (PaLM appendix B)."""
-        attention = self._blocks()[0].attention
-        return 6 * self.num_parameters(exclude_positions=True) + 12 * self.n_layer * attention.d_model * seq_len
+        return 6 * self.num_parameters(exclude_positions=True) + 12 * self.n_layer * self.d_model * seq_len
 
-    def new_cache(self) -> list[KVCache]:
-        """An empty KV cache, one per layer, for `forward(..., cache=)`."""
-        return [block.attention.new_cache() for block in self._blocks()]
+    def new_cache(self) -> list[MixerCache]:
+        """An empty cache, one per layer, for `forward(..., cache=)`."""
+        return [mixer.new_cache() for mixer in self.mixers]
 
     def forward(
-        self, idx: Tensor, return_weights: bool = False, cache: list[KVCache] | None = None
+        self, idx: Tensor, return_weights: bool = False, cache: list[MixerCache] | None = None
     ) -> tuple[Tensor, list[Tensor]]:
         """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, S) weight tensor per layer.
 

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from torch import Tensor, nn
 
+from andrea.attention.block import MultiHeadSelfAttention
+
 if TYPE_CHECKING:
-    from andrea.attention import MultiHeadSelfAttention
     from andrea.attention.hook_points import HookPoint
-    from andrea.attention.kv_cache import KVCache
+    from andrea.mixers import MixerCache, TokenMixer
 
 
 class Network(Protocol):
@@ -22,21 +23,37 @@ class Network(Protocol):
     max_context: int
 
     @property
-    def attention(self) -> Sequence[MultiHeadSelfAttention]:
-        """The attention layers, first to last (GPT: a list, ToyModel: its nn.ModuleList)."""
+    def mixers(self) -> Sequence[TokenMixer]:
+        """Every layer's token mixer, first to last (andrea.mixers.base)."""
         ...
 
-    def new_cache(self) -> list[KVCache]: ...
+    @property
+    def attention(self) -> Sequence[MultiHeadSelfAttention]:
+        """Every layer's attention, first to last, for the tools that read heads (`attention_layers`)."""
+        ...
+
+    def new_cache(self) -> list[MixerCache]: ...
 
     def hook_points(self) -> dict[str, HookPoint]:
         """Every activation the lens can read or edit, by its name (docs/lens.md), in forward order."""
         ...
 
     def __call__(
-        self, idx: Tensor, return_weights: bool = False, cache: list[KVCache] | None = None
+        self, idx: Tensor, return_weights: bool = False, cache: list[MixerCache] | None = None
     ) -> tuple[Tensor, list[Tensor]]:
         """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, S) weight tensor per layer."""
         ...
+
+
+def attention_layers(mixers: Sequence[object]) -> list[MultiHeadSelfAttention]:
+    """The layers' mixers as attention, for a tool that reads heads; a layer with another mixer is refused."""
+    for layer, mixer in enumerate(mixers):
+        if not isinstance(mixer, MultiHeadSelfAttention):
+            raise ValueError(
+                f"layer {layer} mixes tokens with {type(mixer).__name__}, not attention: this reads attention "
+                "heads in every layer; use a network whose model.net.layout is attention throughout"
+            )
+    return cast(list[MultiHeadSelfAttention], list(mixers))
 
 
 def heads_shape(net: Network) -> tuple[int, int]:

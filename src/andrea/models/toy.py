@@ -13,10 +13,8 @@ from typing import Any, cast
 
 from torch import Tensor, nn
 
-from andrea.attention import MultiHeadSelfAttention
-from andrea.attention.block import shared_parts
 from andrea.attention.hook_points import HookPoint, prefixed
-from andrea.attention.kv_cache import KVCache
+from andrea.mixers import MixerCache, TokenMixer, build_mixers, layer_kinds
 from andrea.models.embedding import Embeddings
 from andrea.models.layer_norm import LayerNorm
 from andrea.models.settings import NET
@@ -34,21 +32,20 @@ class ToyModel(nn.Module):
         n_layer: int = 1,
         attention: dict[str, Any] | None = None,
         position: str = "learned",
+        mixer: dict[str, Any] | None = None,
+        layout: list[str] | None = None,
     ) -> None:
         super().__init__()
         settings = dict(vocab_size=vocab_size, max_context=max_context, d_model=d_model, n_layer=n_layer)
         enforce(NET, settings | {"position": position}, "model.net.")
         self.vocab_size, self.max_context = vocab_size, max_context
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
-        blocks = [] if attention is None else range(n_layer)
-        shared = {} if attention is None else shared_parts(attention)  # one backend and one mask for every layer
+        kinds = [] if attention is None else layer_kinds(layout, n_layer, mixer)  # no layers when attention is None
+        blocks = range(len(kinds))
         self.norms = nn.ModuleList(LayerNorm(d_model) for _ in blocks)
-        self.attention = nn.ModuleList(
-            MultiHeadSelfAttention(
-                d_model, max_context=max_context, **shared, position=position, layer=i, n_layer=n_layer
-            )
-            for i in blocks  # none when attention is None
-        )
+        mixers = build_mixers(kinds, {**(attention or {}), "position": position}, mixer, d_model=d_model,
+                              max_context=max_context)  # fmt: skip
+        self.attention = nn.ModuleList(mixers)  # each layer's mixer, attention or another (its parameters' names)
         self.final_norm = LayerNorm(d_model)  # its points: ln_final.hook_scale, ln_final.hook_normalized
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         # each layer's residual stream before and after it, and what its attention adds (B, T, D)
@@ -60,16 +57,17 @@ class ToyModel(nn.Module):
     def n_layer(self) -> int:
         return len(self.attention)
 
-    def _layers(self) -> list[MultiHeadSelfAttention]:
-        """self.attention, typed: an nn.ModuleList yields plain Modules, this one holds attention layers only."""
-        return cast(list[MultiHeadSelfAttention], list(self.attention))
+    @property
+    def mixers(self) -> list[TokenMixer]:
+        """Every layer's token mixer, first to last (self.attention, typed: an nn.ModuleList yields Modules)."""
+        return cast(list[TokenMixer], list(self.attention))
 
-    def new_cache(self) -> list[KVCache]:
-        """An empty KV cache, one per layer, for `forward(..., cache=)`."""
-        return [attention.new_cache() for attention in self._layers()]
+    def new_cache(self) -> list[MixerCache]:
+        """An empty cache, one per layer, for `forward(..., cache=)`."""
+        return [mixer.new_cache() for mixer in self.mixers]
 
     def forward(
-        self, idx: Tensor, return_weights: bool = False, cache: list[KVCache] | None = None
+        self, idx: Tensor, return_weights: bool = False, cache: list[MixerCache] | None = None
     ) -> tuple[Tensor, list[Tensor]]:
         """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, S) weight tensor per layer.
 
@@ -77,10 +75,10 @@ class ToyModel(nn.Module):
         start = 0 if cache is None or not cache else cache[0].next_position
         x = self.embed(idx, start)  # (B, T, D)
         weights = []
-        for i, (norm, attention) in enumerate(zip(self.norms, self.attention, strict=True)):
+        for i, (norm, mixer) in enumerate(zip(self.norms, self.mixers, strict=True)):
             layer_cache = None if cache is None else cache[i]
             x = self.hook_resid_pre[i](x)
-            y, w = attention(norm(x), return_weights=return_weights, cache=layer_cache)  # (B, T, D), (B, H, T, S)
+            y, w = mixer(norm(x), return_weights=return_weights, cache=layer_cache)  # (B, T, D), (B, H, T, S)
             if w is not None:
                 weights.append(w)
             x = self.hook_resid_post[i](x + self.hook_attn_out[i](y))  # residual
@@ -89,10 +87,10 @@ class ToyModel(nn.Module):
     def hook_points(self) -> dict[str, HookPoint]:
         """Every hook point by its name (docs/lens.md): a layer is `blocks.<i>.`, as in the GPT, without an MLP."""
         points = dict(self.embed.hook_points())
-        for i, attention in enumerate(self._layers()):
+        for i, mixer in enumerate(self.mixers):
             norm = cast(LayerNorm, self.norms[i])
             layer = {"hook_resid_pre": self.hook_resid_pre[i]} | prefixed(norm.hook_points(), "ln1.")
-            layer |= prefixed(attention.hook_points(), "attn.")
+            layer |= prefixed(mixer.hook_points(), "attn.")
             layer |= {"hook_attn_out": self.hook_attn_out[i], "hook_resid_post": self.hook_resid_post[i]}
             points |= prefixed(layer, f"blocks.{i}.")
         return points | prefixed(self.final_norm.hook_points(), "ln_final.")

@@ -16,6 +16,16 @@ from typing import Any
 Rule = tuple[Callable[[Any], bool], str]  # a test of a value, and what it must be in words
 
 
+class SettingError(ValueError):
+    """A setting refused: `key` (as its owner names it, e.g. "model.net.layout") and `problem`, which reads on
+    from the key ("=3 must be ..." or "has 3 names, ..."). A caller that shows the key otherwise (a model
+    file's prefix) reads the two parts, never the message."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}{'' if problem.startswith('=') else ' '}{problem}")
+        self.key, self.problem = key, problem
+
+
 def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

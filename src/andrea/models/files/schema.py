@@ -32,7 +32,7 @@ from torch import nn
 
 from andrea.models.files.schema_masks import mask_terms
 from andrea.models.settings import NET
-from andrea.utils.rules import PLAIN, POSITIVE, first_problem
+from andrea.utils.rules import PLAIN, POSITIVE, SettingError, first_problem
 
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
 ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mechanism", "mask", "latent")
@@ -89,6 +89,7 @@ def parse(config: Any, where: str, prefix: str, build_backend: bool = True) -> N
         raise refuse("._target_", f"={target!r} is not one of andrea's models ({', '.join(sorted(MODELS))})")
     fields = _fields(config, target, refuse)
     _check_values(fields, refuse)
+    _check_mixers(fields, refuse, prefix)
     attention, terms = None, 0
     if fields.get("attention") is not None:
         attention, terms = _parse_attention(fields["attention"], refuse, build_backend)
@@ -119,6 +120,20 @@ def _check_values(fields: dict[str, Any], refuse: Callable[[str, str], ModelFile
     if problem:
         key, _, rest = problem.partition("=")
         raise refuse(f".{key}", f"={rest}")
+
+
+def _check_mixers(fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError], prefix: str) -> None:
+    """Each layer's mixer (andrea.mixers.layers): a registered one's name with plain settings, and a layout of
+    registered names dividing n_layer."""
+    from andrea.mixers.layers import layer_kinds
+
+    mixer = fields.get("mixer")
+    if mixer is not None and not (isinstance(mixer, dict) and all(isinstance(v, PLAIN) for v in mixer.values())):
+        raise refuse(".mixer", "must be a mapping of a mixer's name and its settings as plain values")
+    try:
+        layer_kinds(fields.get("layout"), fields["n_layer"], mixer, key=f"{prefix}.")
+    except SettingError as err:
+        raise refuse(err.key.removeprefix(prefix), err.problem) from None
 
 
 def _parse_attention(
