@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException
 from hydra.types import RunMode
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from andrea.train.config import ConfigError, validate
 from tests.compose import compose_train, group_options
@@ -385,3 +385,21 @@ def test_warmup_cosine_schedule():
     assert rates[60] == pytest.approx(0.1 + 0.9 * 0.5) and rates[115] == pytest.approx(0.1)
     with pytest.raises(ValueError, match="model.scheduler.warmup_steps=10 must be >= 0 and below model.scheduler.max"):
         warmup_cosine(optimizer, warmup_steps=10, max_steps=5)
+
+
+@pytest.mark.parametrize(
+    "node, key, message",
+    [
+        ("model.net", "d_modl", "model.net.d_modl is not a setting of ToyModel (did you mean model.net.d_model?)"),
+        ("data", "seq_lenn", "data.seq_lenn is not a setting of RepetitionDataModule (did you mean data.seq_len?)"),
+        ("model.optimizer", "learning_rate", "model.optimizer.learning_rate is not a setting of AdamW; drop"),
+    ],
+)
+def test_a_key_its_class_does_not_take_is_refused_from_the_class_s_signature(node, key, message, tmp_path):
+    """A key written into a config (an experiment file, a user's own), not added by an override: the class's
+    signature says it takes no such setting, before any constructor is called with it."""
+    cfg = compose_train(tmp_path, [])
+    with open_dict(cfg):
+        OmegaConf.select(cfg, node)[key] = 1
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(cfg)

@@ -31,7 +31,7 @@ from andrea.attention.hook_points import HookPoint
 from andrea.attention.kv_cache import KVCache, LatentCache
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import Rotary
-from andrea.utils.rules import POSITIVE, enforce, first_problem, integer, number, optional
+from andrea.utils.rules import POSITIVE, enforce, integer, number, optional, problem_of
 
 SETTINGS = {
     "kv_rank": POSITIVE,
@@ -177,11 +177,8 @@ def settings_problem(latent: Any) -> tuple[str, str] | None:
     for key in latent:
         if key not in SETTINGS:
             return f".{key}", f"is not a setting of latent attention ({', '.join(SETTINGS)})"
-    problem = first_problem(SETTINGS, latent)
-    if problem:
-        key, _, rest = problem.partition("=")
-        return f".{key}", f"={rest}"
-    return None
+    problem = problem_of(SETTINGS, latent, ".")
+    return None if problem is None else (problem.key, problem.problem)
 
 
 def latent_settings(latent: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from andrea.lens.interventions import parse_heads
 from andrea.train.checks_files import apply_init_from, check_checkpoint
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
-from andrea.train.keys import check_added_keys, check_ranges
+from andrea.train.keys import check_added_keys, check_ranges, check_targets
 from andrea.train.maps_settings import check_settings as check_maps
 
 if TYPE_CHECKING:
@@ -33,16 +33,10 @@ def check_config(cfg: DictConfig) -> Estimate | None:
     `init_from` (GPT-2 weights to fine-tune), model.net first becomes the network those weights need."""
     apply_init_from(cfg)
     _check_model(cfg)
-    for key in ("trainer.max_epochs", "trainer.max_steps"):
-        if _get(cfg, key) == 0 and not isinstance(_get(cfg, key), bool):
-            raise ConfigError(f"{key}=0 trains nothing; give a positive number (-1 for no limit on max_steps)")
-    _refuse(check_added_keys(cfg, task_overrides()) or check_ranges(cfg))
+    _check_keys_and_values(cfg)
     estimate = _validate_memory(cfg)
     _validate_trainer(cfg)
     check_checkpoint(cfg)
-    mode = _get(cfg, "logger.wandb.mode")
-    if mode is not None and mode not in ("online", "offline", "disabled"):
-        raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
     if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
         _validate_attention(cfg)
     _validate_ablate(cfg)
@@ -52,6 +46,17 @@ def check_config(cfg: DictConfig) -> Estimate | None:
     _refuse(check_maps(maps) if isinstance(maps, DictConfig) else None)
     _validate_distributed(cfg)
     return estimate
+
+
+def _check_keys_and_values(cfg: DictConfig) -> None:
+    """Every key is one its node takes, and every documented value is in its range."""
+    for key in ("trainer.max_epochs", "trainer.max_steps"):
+        if _get(cfg, key) == 0 and not isinstance(_get(cfg, key), bool):
+            raise ConfigError(f"{key}=0 trains nothing; give a positive number (-1 for no limit on max_steps)")
+    _refuse(check_added_keys(cfg, task_overrides()) or check_targets(cfg) or check_ranges(cfg))
+    mode = _get(cfg, "logger.wandb.mode")
+    if mode is not None and mode not in ("online", "offline", "disabled"):
+        raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
 
 
 def _refuse(problem: str | None) -> None:

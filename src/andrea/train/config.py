@@ -9,7 +9,6 @@ written; andrea.train.pipeline trains the very parts `validate` returns.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,18 +97,11 @@ def _check_attention(cfg: DictConfig, net: Any, seq_len: int) -> None:
 
 
 def _constructor_message(err: InstantiationException) -> str:
-    """The one line to show for a constructor that refused its config."""
+    """The one line to show for a constructor that refused its config (its keys were checked against its
+    signature before, andrea.train.keys.check_targets: what is left is the constructor's own refusal)."""
     cause = err.__cause__
-    if isinstance(cause, (ValueError, OSError)):  # the zoo's own messages name the key already
-        return (
-            cause.args[0]
-            if isinstance(cause, OSError) and cause.args and isinstance(cause.args[0], str)
-            else str(cause)
-        ).splitlines()[0]
-    unknown = re.search(r"unexpected keyword argument '(\w+)'", str(cause))
-    node = re.search(r"full_key: ([\w.]+)", str(err))
-    target = re.search(r"target '([\w.]+)'", str(err))
-    if unknown and node:
-        where = target.group(1).rsplit(".", 1)[-1] if target else "its target"
-        return f"{node.group(1)}.{unknown.group(1)} is not a setting of {where}; drop the override"
+    if isinstance(cause, OSError) and cause.args and isinstance(cause.args[0], str):
+        return cause.args[0].splitlines()[0]
+    if isinstance(cause, ValueError):  # the zoo's own messages name the key already
+        return str(cause).splitlines()[0]
     return " ".join(str(err).split())

@@ -3,6 +3,9 @@
 added keys   `+key=value` appends any key, typos included (Hydra does not check). A key
              that the class of its node does not take (or, for a node without a
              `_target_`, that the node did not have) is refused with the closest valid one.
+typed nodes  every node under `model` and `data` with a `_target_` holds only what its class's
+             signature takes (a key written into a config file, not only one added), so no
+             constructor is called with a keyword it does not know.
 numbers      every number README documents has a type and a range (RANGES); a value
              outside it (`nan`, `abc`, an empty string, `1e9` epochs) is refused.
 """
@@ -91,6 +94,42 @@ def check_added_keys(cfg: DictConfig, overrides: list[str]) -> str | None:
         if problem:
             return problem
     return None
+
+
+def check_targets(cfg: DictConfig, roots: tuple[str, ...] = ("data", "model")) -> str | None:
+    """The first key of a `_target_` node under `roots` that its class does not take, with the closest one."""
+    for root in roots:
+        node = OmegaConf.select(cfg, root)
+        problem = _foreign_key(node, root) if isinstance(node, DictConfig) else None
+        if problem:
+            return problem
+    return None
+
+
+def _foreign_key(node: DictConfig, key: str) -> str | None:
+    """The first key of `node` or a node under it that its `_target_`'s signature does not take."""
+    problem = _unaccepted(node, key)
+    children = [node._get_node(leaf) for leaf in map(str, node)]
+    for child in children:
+        if problem is None and isinstance(child, DictConfig) and _is_set(child):
+            problem = _foreign_key(child, str(child._get_full_key(None)))
+    return problem
+
+
+def _unaccepted(node: DictConfig, key: str) -> str | None:
+    """The first key of `node` that the signature of its `_target_` does not take (None: none, or no target)."""
+    target = None if OmegaConf.is_missing(node, "_target_") else node.get("_target_")
+    accepted, owner = _signature_keys(target) if isinstance(target, str) else (None, key)
+    extra = [leaf for leaf in map(str, node) if accepted is not None and leaf not in (*accepted, *HYDRA_KEYWORDS)]
+    if not extra or accepted is None:
+        return None
+    match = difflib.get_close_matches(extra[0], accepted, n=1, cutoff=0.6)
+    hint = f" (did you mean {key}.{match[0]}?)" if match else ""
+    return f"{key}.{extra[0]} is not a setting of {owner}{hint}; drop the override"
+
+
+def _is_set(node: DictConfig) -> bool:
+    return not node._is_missing() and not node._is_none()
 
 
 def _adds_a_key(override: Any) -> bool:

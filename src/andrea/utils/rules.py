@@ -103,20 +103,26 @@ PLAIN = (str, int, float, bool, type(None))  # the values a file's settings may 
 BOOLEAN: Rule = ((lambda v: isinstance(v, bool)), "true or false")
 
 
-def first_problem(rules: Mapping[str, Rule], values: Mapping[str, Any], prefix: str = "") -> str | None:
-    """The first of `values` that breaks its rule, as "<prefix><key>=<value> must be <words>" (None: all
-    fine). A key `values` lacks is not checked: its owner's default applies."""
+def problem_of(rules: Mapping[str, Rule], values: Mapping[str, Any], prefix: str = "") -> SettingError | None:
+    """The first of `values` that breaks its rule, as SettingError("<prefix><key>", "=<value> must be
+    <words>") (None: all fine). A key `values` lacks is not checked: its owner's default applies."""
     for key, (test, words) in rules.items():
         if key in values and not test(values[key]):
-            return f"{prefix}{key}={values[key]!r} must be {words}"
+            return SettingError(f"{prefix}{key}", f"={values[key]!r} must be {words}")
     return None
 
 
+def first_problem(rules: Mapping[str, Rule], values: Mapping[str, Any], prefix: str = "") -> str | None:
+    """`problem_of`'s line, or None."""
+    problem = problem_of(rules, values, prefix)
+    return None if problem is None else str(problem)
+
+
 def enforce(rules: Mapping[str, Rule], values: Mapping[str, Any], prefix: str = "") -> None:
-    """Raise ValueError with `first_problem`'s line, if any: what a constructor calls on its own arguments."""
-    problem = first_problem(rules, values, prefix)
+    """Raise `problem_of`'s SettingError, if any: what a constructor calls on its own arguments."""
+    problem = problem_of(rules, values, prefix)
     if problem:
-        raise ValueError(problem)
+        raise problem
 
 
 def prefixed(prefix: str, rules: Mapping[str, Rule], leave: tuple[str, ...] = ()) -> dict[str, Rule]:

@@ -32,7 +32,7 @@ from torch import nn
 
 from andrea.models.files.schema_masks import mask_terms
 from andrea.models.settings import NET
-from andrea.utils.rules import PLAIN, POSITIVE, SettingError, first_problem
+from andrea.utils.rules import PLAIN, POSITIVE, SettingError, problem_of
 
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
 ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mechanism", "mask", "latent")
@@ -116,10 +116,9 @@ def _fields(config: dict, target: str, refuse: Callable[[str, str], ModelFileErr
 
 def _check_values(fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError]) -> None:
     """The value of each plain setting (andrea.models.settings.NET): sizes, dropout, bias, activation, position."""
-    problem = first_problem(NET, fields)
+    problem = problem_of(NET, fields, ".")
     if problem:
-        key, _, rest = problem.partition("=")
-        raise refuse(f".{key}", f"={rest}")
+        raise refuse(problem.key, problem.problem)
 
 
 def _check_mixers(fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError], prefix: str) -> None:
