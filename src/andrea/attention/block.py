@@ -4,23 +4,25 @@ config and in-attention position scheme (RoPE, ALiBi), with an optional KV cache
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from andrea.attention.contract import AttentionBackend
-from andrea.attention.heads import FusedQKV, HeadConfig
+from andrea.attention.heads import FusedQKV
 from andrea.attention.hook_points import HookPoint, Points
 from andrea.attention.kv_cache import CacheSize, KVCache
-from andrea.attention.latent import LatentAttention, check_latent, latent_settings
+from andrea.attention.latent import LatentAttention, check_latent
 from andrea.attention.masks import Mask, PrecomputedMask
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.mechanisms.base import dense_allowed, dense_scores
-from andrea.attention.positions import POSITIONS, ALiBi, Rotary
+from andrea.attention.positions import ALiBi, Rotary
 from andrea.attention.registry import as_backend, as_mask, as_mechanism
 from andrea.attention.shapes import weighted_values
+from andrea.attention.spec import CONFIG_KEYS, AttentionSpec
+
+# how the block's refusals name its settings: a config's keys, but the network's own by their argument names
+BLOCK_KEYS = CONFIG_KEYS | {key: key for key in ("d_model", "max_context", "position")}
 
 
 def shared_parts(attention: dict[str, Any]) -> dict[str, Any]:
@@ -28,8 +30,8 @@ def shared_parts(attention: dict[str, Any]) -> dict[str, Any]:
     (a backend name and its `backend_options` become the backend; a mask expression, the Mask). The
     mechanism stays a spec: each layer builds its own, with its own parameters."""
     parts = dict(attention)
-    parts["backend"] = as_backend(parts.get("backend", "sdpa"), parts.pop("backend_options", None))
-    parts["mask"] = as_mask(parts.get("mask", "causal"))
+    parts["backend"] = as_backend(parts.get("backend", AttentionSpec.backend), parts.pop("backend_options", None))
+    parts["mask"] = as_mask(parts.get("mask", AttentionSpec.mask))
     return parts
 
 
@@ -59,60 +61,49 @@ class MultiHeadSelfAttention(nn.Module):
     mask_buffer: Tensor  # (1, H or 1, L, L), registered only for a mask that does not depend on the batch
 
     def __init__(
-        self,
-        d_model: int,
-        n_head: int,
-        n_kv_head: int | None = None,
-        backend: str | AttentionBackend = "sdpa",
-        mask: Mask | str | Mapping[str, Any] | None = "causal",
-        max_context: int = 1024,
-        bias: bool = False,
-        dropout: float = 0.0,
-        backend_options: dict[str, Any] | None = None,
-        position: str = "none",
-        mechanism: str | Mapping[str, Any] | Mechanism | None = None,
-        layer: int = 0,
-        n_layer: int = 1,
-        latent: Mapping[str, Any] | None = None,
-    ) -> None:
+        self, d_model: int, n_head: int, n_kv_head: int | None = None, *, layer: int = 0, n_layer: int = 1,
+        **settings: Any,
+    ) -> None:  # fmt: skip
+        """`settings`: the rest of an AttentionSpec's (backend, mask, mechanism, position, latent, backend_options,
+        max_context, bias, dropout), each with the spec's default; `layer` of `n_layer` places the block."""
         super().__init__()
-        self.heads = HeadConfig(n_head, n_head if n_kv_head is None else n_kv_head)
-        self.d_model, self.head_dim = d_model, self.heads.head_dim(d_model)
-        if not isinstance(max_context, int) or max_context <= 0:
-            raise ValueError(f"max_context={max_context!r} must be a positive integer")
-        self.max_context = max_context
-        self.backend = as_backend(backend, backend_options)
-        self.mask = as_mask(mask)
-        if position not in POSITIONS:  # a typo would silently mean "no position" otherwise
-            raise ValueError(f"position={position!r} is not one of {', '.join(POSITIONS)}")
-        self.position, self.score_mod = position, ALiBi(n_head) if position == "alibi" else None
-        sizes = dict(n_head=n_head, head_dim=self.head_dim, d_model=d_model, max_context=max_context)
-        place = dict(layer=layer, n_layer=n_layer, projection_bias=bias)
-        self.mechanism: Mechanism = as_mechanism(mechanism, sizes | place)
+        spec = AttentionSpec.read(dict(settings, d_model=d_model, n_head=n_head, n_kv_head=n_kv_head), BLOCK_KEYS)
+        self.spec = spec.checked(BLOCK_KEYS)
+        self.heads, self.d_model, self.max_context = spec.heads, d_model, spec.max_context
+        self.head_dim = d_model // n_head
+        self.backend, self.mask = as_backend(spec.backend, spec.backend_options), as_mask(spec.mask)
+        self.position, self.score_mod = spec.position, ALiBi(n_head) if spec.position == "alibi" else None
+        sizes = dict(n_head=n_head, head_dim=self.head_dim, d_model=d_model, max_context=spec.max_context)
+        place = dict(layer=layer, n_layer=n_layer, projection_bias=spec.bias)
+        self.mechanism: Mechanism = as_mechanism(spec.mechanism, sizes | place)
         # Refuse an impossible backend/mask/position/mechanism combination now, not at the first batch; what
         # depends on the device (a GPU-only kernel) is checked in forward, where the device is known.
         self.backend.checked(self.mask, self.mechanism, self.score_mod, device=None, needs_grad=False,
                              head_dim=self.head_dim)  # fmt: skip
-        # RoPE rotates each head, or each of the heads a mechanism's head holds (differential attention's halves)
-        rope = Rotary(self.head_dim, parts=self.mechanism.rope_parts) if position == "rope" else None
-        # the heads' inputs, one of two parts with the same calls (FusedQKV): W_Q, W_K, W_V fused, or latent
-        # attention's projections, with RoPE on their decoupled part only
-        self.qkv: FusedQKV | None = None
-        self.latent: LatentAttention | None = None
-        if latent is None:
-            self.qkv = FusedQKV(d_model, self.heads, self.head_dim, bias, rope)
-        else:
-            self.latent = LatentAttention(
-                d_model, n_head, self.head_dim, **latent_settings(latent), rope=rope is not None, bias=bias
-            )
-            check_latent(self.heads, self.backend, self.mechanism)
-        self.proj = nn.Linear(d_model, d_model, bias=bias)  # W_O: mixes the heads
-        self.dropout = nn.Dropout(dropout)
+        self._inputs(spec)
+        self.proj = nn.Linear(d_model, d_model, bias=spec.bias)  # W_O: mixes the heads
+        self.dropout = nn.Dropout(spec.dropout)
         self.points = Points(POINTS)
         if not self.mask.batch_dependent:
             # (1, 1, L, L) True = attend; not a parameter, not saved in checkpoints, moves with .to()
-            dense = self.mask.dense(max_context, max_context, num_heads=n_head)
+            dense = self.mask.dense(spec.max_context, spec.max_context, num_heads=n_head)
             self.register_buffer("mask_buffer", dense, persistent=False)
+
+    def _inputs(self, spec: AttentionSpec) -> None:
+        """The heads' inputs, one of two parts with the same calls (FusedQKV): W_Q, W_K, W_V fused, or latent
+        attention's projections. RoPE rotates each head, or each of the heads a mechanism's head holds
+        (differential attention's halves); latent attention turns only its decoupled part."""
+        rope = Rotary(self.head_dim, parts=self.mechanism.rope_parts) if spec.position == "rope" else None
+        self.qkv: FusedQKV | None = None
+        self.latent: LatentAttention | None = None
+        if spec.latent is None:
+            self.qkv = FusedQKV(spec.d_model, self.heads, self.head_dim, spec.bias, rope)
+            return
+        settings = {str(key): value for key, value in spec.latent.items()}
+        self.latent = LatentAttention(
+            spec.d_model, spec.n_head, self.head_dim, **settings, rope=rope is not None, bias=spec.bias
+        )
+        check_latent(self.heads, self.backend, self.mechanism)
 
     @property
     def inputs(self) -> FusedQKV | LatentAttention:

@@ -12,17 +12,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
 from andrea.attention.kv_cache import KVCache
+from andrea.utils.rules import SettingError
 
 if TYPE_CHECKING:
     from andrea.attention.hook_points import HookPoint
     from andrea.attention.mechanisms import Mechanism
     from andrea.attention.positions import Rotary
+
+
+def heads_problem(
+    n_head: Any, n_kv_head: Any, head_key: str = "heads.n_head", kv_key: str = "heads.n_kv_head"
+) -> SettingError | None:
+    """What is wrong with n_head query heads sharing n_kv_head key/value heads (None: nothing), keyed as named."""
+    for key, value in ((head_key, n_head), (kv_key, n_kv_head)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            return SettingError(key, f"={value!r} must be a positive integer")
+    if n_head % n_kv_head != 0:
+        divisors = [d for d in range(1, n_head + 1) if n_head % d == 0]
+        return SettingError(
+            kv_key,
+            f"={n_kv_head} does not divide {head_key}={n_head}; choose one of {divisors} ({n_head} = MHA, 1 = MQA)",
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -31,26 +48,27 @@ class HeadConfig:
     n_kv_head: int
 
     def __post_init__(self) -> None:
-        for key, value in (("n_head", self.n_head), ("n_kv_head", self.n_kv_head)):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"heads.{key}={value!r} must be a positive integer")
-        if self.n_head % self.n_kv_head != 0:
-            divisors = [d for d in range(1, self.n_head + 1) if self.n_head % d == 0]
-            raise ValueError(
-                f"heads.n_kv_head={self.n_kv_head} does not divide heads.n_head={self.n_head}; "
-                f"choose one of {divisors} ({self.n_head} = MHA, 1 = MQA)"
-            )
+        problem = heads_problem(self.n_head, self.n_kv_head)
+        if problem:
+            raise problem
 
     def head_dim(self, d_model: int, key: str = "d_model") -> int:
         """d_model // n_head, refusing a width the heads do not split evenly."""
+        problem = self.width_problem(d_model, key)
+        if problem:
+            raise problem
+        return d_model // self.n_head
+
+    def width_problem(self, d_model: Any, key: str = "d_model") -> SettingError | None:
+        """What is wrong with a width of d_model for these heads (None: it splits evenly)."""
         if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model <= 0:
-            raise ValueError(f"{key}={d_model!r} must be a positive integer")
+            return SettingError(key, f"={d_model!r} must be a positive integer")
         if d_model % self.n_head:
             divisors = [h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]
-            raise ValueError(
-                f"{key}={d_model} is not divisible by heads.n_head={self.n_head}; choose n_head among {divisors}"
+            return SettingError(
+                key, f"={d_model} is not divisible by heads.n_head={self.n_head}; choose n_head among {divisors}"
             )
-        return d_model // self.n_head
+        return None
 
     @property
     def kind(self) -> str:

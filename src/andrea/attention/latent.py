@@ -181,15 +181,6 @@ def settings_problem(latent: Any) -> tuple[str, str] | None:
     return None if problem is None else (problem.key, problem.problem)
 
 
-def latent_settings(latent: Any) -> dict[str, Any]:
-    """A block's `latent` setting as keywords for LatentAttention, refused in one line if it is wrong."""
-    problem = settings_problem(latent)
-    if problem:
-        key, text = problem
-        raise ValueError(f"heads.latent{key}{'' if text.startswith('=') else ' '}{text}")
-    return {str(key): value for key, value in latent.items()}
-
-
 def check_latent(heads: HeadConfig, backend: AttentionBackend, mechanism: Mechanism) -> None:
     """Refuse what latent attention cannot run with: grouped heads, a backend whose values must have the
     queries' size, a mechanism that changes q and k itself (QK-norm, differential attention)."""

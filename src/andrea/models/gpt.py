@@ -124,7 +124,7 @@ class GPT(nn.Module):
         settings: dict[str, Any] = dict(vocab_size=vocab_size, max_context=max_context, n_layer=n_layer)
         settings |= dict(d_model=d_model, mlp_ratio=mlp_ratio, dropout=dropout, position=position)
         enforce(NET, settings | dict(bias=bias, activation=activation), "model.net.")
-        attention = {"n_head": 12, "backend": "sdpa", "mask": "causal", **(attention or {}), "position": position}
+        attention = {"n_head": 12, **(attention or {}), "position": position}  # GPT-2 small's 12 heads by default
         kinds = layer_kinds(layout, n_layer, mixer)
         mixers = build_mixers(
             kinds, attention, mixer, d_model=d_model, max_context=max_context, dropout=dropout, bias=bias

@@ -62,7 +62,7 @@ def training(spec: NetSpec, batch_size: int, seq_len: int, probe_rows: int = 0) 
     n, f = parameters(spec), spec.fields
     d_model, n_layer = f["d_model"], f["n_layer"] if spec.attention else 0
     per_layer = (16 if spec.is_gpt else 6) * d_model
-    if spec.attention and spec.attention.get("backend") in MATERIALISING_BACKENDS:
+    if spec.layer and spec.layer.backend in MATERIALISING_BACKENDS:
         per_layer += 2 * spec.n_head * seq_len
     per_token = n_layer * per_layer + 3 * f["vocab_size"] + 2 * d_model
     probe = n_layer * probe_rows * spec.n_head * seq_len * seq_len
@@ -157,8 +157,8 @@ def _projection_parameters(spec: NetSpec, head_dim: int) -> int:
 
     from andrea.attention.latent import LatentAttention
 
-    assert spec.attention is not None
-    d_model, latent = spec.fields["d_model"], spec.attention.get("latent")
+    assert spec.layer is not None
+    d_model, latent = spec.fields["d_model"], spec.layer.latent
     if latent is None:
         return d_model * (spec.n_head + 2 * spec.n_kv_head) * head_dim
     rope = spec.fields.get("position") == "rope"
@@ -179,12 +179,12 @@ def _mechanism_parameters(spec: NetSpec, sizes: dict[str, int]) -> int:
 
     from andrea.attention.registry import as_mechanism
 
-    assert spec.attention is not None
+    assert spec.layer is not None
     sizes = sizes | dict(max_context=spec.fields["max_context"], n_layer=spec.fields["n_layer"])
     sizes |= dict(projection_bias=bool(spec.fields.get("bias")))
     try:
         with torch.device("meta"):
-            mechanism = as_mechanism(spec.attention.get("mechanism"), sizes)
+            mechanism = as_mechanism(spec.layer.mechanism, sizes)
     except ValueError:  # a setting the network refuses by name when it builds: nothing to count yet
         return 0
     return sum(p.numel() for p in mechanism.parameters())

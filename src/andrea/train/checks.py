@@ -10,13 +10,14 @@ import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from andrea.attention import HeadConfig, backend_registry
+from andrea.attention.spec import NETWORK, AttentionSpec
 from andrea.lens.interventions import parse_heads
 from andrea.train.checks_files import apply_init_from, check_checkpoint
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.train.keys import check_added_keys, check_ranges, check_targets
 from andrea.train.maps_settings import check_settings as check_maps
+from andrea.utils.rules import SettingError
 
 if TYPE_CHECKING:
     from andrea.models.files.schema import NetSpec
@@ -197,10 +198,12 @@ def _check_precision(cfg: DictConfig) -> None:
 
 
 def _validate_attention(cfg: DictConfig) -> None:
-    """The names and numbers the network's attention is built from; the backend and the mask check
-    themselves when the network builds them (andrea.train.config)."""
-    heads = HeadConfig(cfg.heads.n_head, cfg.heads.n_kv_head)  # heads.n_kv_head must divide heads.n_head
-    heads.head_dim(_get(cfg, "model.net.d_model"), key="model.net.d_model")
-    name = cfg.attention.backend
-    if name not in backend_registry.names():
-        raise ConfigError(f"attention.backend={name!r} is unknown; available: {', '.join(backend_registry.names())}")
+    """The network's attention read into its AttentionSpec and checked by it, before anything is built (the
+    backend, the mechanism and the mask check their own values when the network builds them)."""
+    net = OmegaConf.to_container(cfg.model.net, resolve=True)
+    assert isinstance(net, dict)  # model.net is a mapping (_check_model)
+    sizes = {key: net[key] for key in NETWORK if key in net}
+    try:
+        AttentionSpec.read({**net["attention"], **sizes}).checked()
+    except SettingError as err:
+        raise ConfigError(str(err)) from None

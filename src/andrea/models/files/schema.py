@@ -30,12 +30,13 @@ from typing import Any
 
 from torch import nn
 
+from andrea.attention.spec import CONFIG_KEYS, NETWORK, AttentionSpec
 from andrea.models.files.schema_masks import mask_terms
 from andrea.models.settings import NET
 from andrea.utils.rules import PLAIN, POSITIVE, SettingError, problem_of
 
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
-ATTENTION_FIELDS = ("n_head", "n_kv_head", "backend", "backend_options", "mechanism", "mask", "latent")
+ATTENTION_FIELDS = AttentionSpec.settings()  # n_head, n_kv_head, backend, backend_options, mechanism, mask, latent
 POSITIVE_INT = POSITIVE[0]  # the value rules of andrea.utils.rules, for a file's fields as for a config's
 
 
@@ -51,6 +52,7 @@ class NetSpec:
     fields: dict[str, Any]  # vocab_size, max_context, d_model, n_layer, ...: the file's, else the defaults
     attention: dict[str, Any] | None  # n_head, n_kv_head, backend, backend_options, mask (still plain)
     mask_terms: int  # how many masks the mask combines (each is materialised once when the model is built)
+    layer: AttentionSpec | None = None  # the attention layers' spec, read from `attention` and the sizes
 
     @property
     def is_gpt(self) -> bool:
@@ -58,13 +60,11 @@ class NetSpec:
 
     @property
     def n_head(self) -> int:
-        return self.attention["n_head"] if self.attention else 0
+        return self.layer.n_head if self.layer else 0
 
     @property
     def n_kv_head(self) -> int:
-        if not self.attention:
-            return 0
-        return self.attention.get("n_kv_head") or self.attention["n_head"]
+        return self.layer.kv_heads if self.layer else 0
 
 
 def model_class(target: str) -> type[nn.Module]:
@@ -90,12 +90,12 @@ def parse(config: Any, where: str, prefix: str, build_backend: bool = True) -> N
     fields = _fields(config, target, refuse)
     _check_values(fields, refuse)
     _check_mixers(fields, refuse, prefix)
-    attention, terms = None, 0
+    attention, terms, layer = None, 0, None
     if fields.get("attention") is not None:
-        attention, terms = _parse_attention(fields["attention"], refuse, build_backend)
+        attention, terms, layer = _parse_attention(fields, refuse, prefix, build_backend)
     elif target.endswith(".GPT"):
         raise refuse(".attention", "is missing")
-    return NetSpec(target, fields, attention, terms)
+    return NetSpec(target, fields, attention, terms, layer)
 
 
 def _fields(config: dict, target: str, refuse: Callable[[str, str], ModelFileError]) -> dict[str, Any]:
@@ -136,32 +136,31 @@ def _check_mixers(fields: dict[str, Any], refuse: Callable[[str, str], ModelFile
 
 
 def _parse_attention(
-    attention: Any, refuse: Callable[[str, str], ModelFileError], build_backend: bool
-) -> tuple[dict, int]:
+    fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError], prefix: str, build_backend: bool
+) -> tuple[dict, int, AttentionSpec]:
+    """The file's attention read into an AttentionSpec with the network's sizes, and checked by it."""
+    attention = fields["attention"]
     if not isinstance(attention, dict):
         raise refuse(".attention", f"is a {type(attention).__name__}, not a mapping")
     for key in attention:
         if key not in ATTENTION_FIELDS:
             raise refuse(f".attention.{key}", f"is not an attention setting ({', '.join(ATTENTION_FIELDS)})")
-    if not POSITIVE_INT(attention.get("n_head")):
-        raise refuse(".attention.n_head", f"={attention.get('n_head')!r} must be a positive integer")
-    if attention.get("n_kv_head") is not None and not POSITIVE_INT(attention["n_kv_head"]):
-        raise refuse(".attention.n_kv_head", f"={attention['n_kv_head']!r} must be a positive integer")
+    names = {name: f"{prefix}.{name if name in NETWORK else f'attention.{name}'}" for name in CONFIG_KEYS}
+    try:
+        sizes = {key: fields[key] for key in NETWORK if key in fields}
+        layer = AttentionSpec.read({**attention, **sizes}, names).checked(names)
+    except SettingError as err:
+        raise refuse(err.key.removeprefix(prefix), err.problem) from None
     _check_backend(attention, refuse, build_backend)
     _check_mechanism(attention.get("mechanism"), refuse)
-    _check_latent(attention.get("latent"), refuse)
-    return attention, mask_terms(attention.get("mask"), refuse)
+    return attention, mask_terms(attention.get("mask"), refuse), layer
 
 
 def _check_backend(attention: dict, refuse: Callable[[str, str], ModelFileError], build_backend: bool) -> None:
-    """A registered backend with plain options it declares, each checked by the backend itself (nothing run)."""
-    from andrea.attention import backend_registry, get_backend
+    """A registered backend's plain options, each checked by the backend itself (nothing run)."""
+    from andrea.attention import get_backend
 
-    backend = attention.get("backend", "sdpa")
-    if not isinstance(backend, str) or backend not in backend_registry.names():
-        raise refuse(
-            ".attention.backend", f"={backend!r} is not a registered backend ({', '.join(backend_registry.names())})"
-        )
+    backend = attention.get("backend", AttentionSpec.backend)
     options = attention.get("backend_options") or {}
     if not isinstance(options, dict) or not all(isinstance(v, PLAIN) for v in options.values()):
         raise refuse(".attention.backend_options", "must map option names to plain values")
@@ -172,14 +171,6 @@ def _check_backend(attention: dict, refuse: Callable[[str, str], ModelFileError]
         raise refuse(
             ".attention.backend_options", f"are not options of {backend} ({str(err).splitlines()[0]})"
         ) from None
-
-
-def _check_latent(latent: Any, refuse: Callable[[str, str], ModelFileError]) -> None:
-    """heads=mla's sizes, plain integers (andrea.attention.latent.SETTINGS)."""
-    from andrea.attention.latent import settings_problem
-
-    if latent is not None and (problem := settings_problem(latent)):
-        raise refuse(f".attention.latent{problem[0]}", problem[1])
 
 
 def _check_mechanism(mechanism: Any, refuse: Callable[[str, str], ModelFileError]) -> None:

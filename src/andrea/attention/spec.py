@@ -1,0 +1,120 @@
+"""What an attention layer is, written once: each setting with its default and its rule (AttentionSpec).
+
+The Hydra config (train.yaml's `attention_block`, as model.net.attention), a model file's `attention` and
+MultiHeadSelfAttention's keywords are each read into one spec; the spec checks itself, naming each setting
+the way its reader names it (`heads.n_kv_head` in a config, `<file>: andrea_net_config.attention.n_kv_head`
+in a file), and the block is built from it.
+
+    d_model, max_context, bias, dropout       the network's: its width, context, biases and dropout
+    n_head, n_kv_head                         query heads, and key/value heads (None: as many, MHA)
+    backend, backend_options                  a registered backend's name (or one built) and its options
+    mechanism                                 None (softmax), a registered name, or {name, its settings}
+    mask                                      an expression, {name, fields}, a Mask, or None (no mask)
+    latent                                    heads=mla's sizes (andrea.attention.latent), or None
+    position                                  rope or alibi act inside the layer; learned and none outside
+
+Values a part owns (a mask's window, a mechanism's eps, a backend's options) are checked by that part when
+the block builds it; the spec checks the names and the numbers the block itself needs.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+
+from andrea.attention.heads import HeadConfig, heads_problem
+from andrea.attention.positions import POSITIONS
+from andrea.utils.rules import SettingError
+
+if TYPE_CHECKING:
+    from andrea.attention.contract import AttentionBackend
+    from andrea.attention.masks import Mask
+    from andrea.attention.mechanisms import Mechanism
+
+# how a config names each setting (train.yaml joins the groups into model.net.attention)
+CONFIG_KEYS = {
+    "d_model": "model.net.d_model", "max_context": "model.net.max_context", "bias": "model.net.bias",
+    "dropout": "model.net.dropout", "n_head": "heads.n_head", "n_kv_head": "heads.n_kv_head",
+    "backend": "attention.backend", "backend_options": "attention.options", "mechanism": "mechanism",
+    "mask": "mask", "latent": "heads.latent", "position": "position.kind",
+}  # fmt: skip
+
+
+NETWORK = ("d_model", "max_context", "bias", "dropout", "position")  # what the network gives each layer
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    d_model: int
+    n_head: int
+    n_kv_head: int | None = None
+    backend: str | AttentionBackend = "sdpa"
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+    mechanism: str | Mapping[str, Any] | Mechanism | None = None
+    mask: str | Mapping[str, Any] | Mask | None = "causal"
+    latent: Mapping[str, Any] | None = None
+    position: str = "none"
+    max_context: int = 1024
+    bias: bool = False
+    dropout: float = 0.0
+
+    @classmethod
+    def read(cls, settings: Mapping[str, Any], names: Mapping[str, str] = CONFIG_KEYS) -> AttentionSpec:
+        """A spec from a mapping of its settings (a config node, a file's attention and the network's sizes);
+        a key it has no setting for is refused with the closest one. A null backend_options is none."""
+        known = [f.name for f in fields(cls)]
+        for key in settings:
+            if key not in known:
+                match = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+                hint = f" (did you mean {match[0]}?)" if match else ""
+                raise SettingError(str(key), f"is not an attention setting{hint}")
+        if "n_head" not in settings:
+            raise SettingError(names.get("n_head", "n_head"), "is missing")
+        return cls(**{**settings, "backend_options": settings.get("backend_options") or {}})
+
+    def checked(self, names: Mapping[str, str] = CONFIG_KEYS) -> AttentionSpec:
+        """The spec itself, once every rule holds; else the first SettingError, keyed as `names` names it."""
+        problem = (
+            heads_problem(self.n_head, self.kv_heads, names["n_head"], names["n_kv_head"])
+            or self._size_problem(names)
+            or self._name_problem(names)
+        )
+        if problem:
+            raise problem
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        """n_kv_head, or n_head where it is None (MHA)."""
+        return self.n_head if self.n_kv_head is None else self.n_kv_head
+
+    @property
+    def heads(self) -> HeadConfig:
+        return HeadConfig(self.n_head, self.kv_heads)
+
+    def with_(self, **changes: Any) -> AttentionSpec:
+        return replace(self, **changes)
+
+    @classmethod
+    def settings(cls) -> tuple[str, ...]:
+        """What model.net.attention (and a model file's `attention`) holds: every setting but the network's."""
+        return tuple(f.name for f in fields(cls) if f.name not in NETWORK)
+
+    def _size_problem(self, names: Mapping[str, str]) -> SettingError | None:
+        if not isinstance(self.max_context, int) or isinstance(self.max_context, bool) or self.max_context <= 0:
+            return SettingError(names["max_context"], f"={self.max_context!r} must be a positive integer")
+        return self.heads.width_problem(self.d_model, names["d_model"])
+
+    def _name_problem(self, names: Mapping[str, str]) -> SettingError | None:
+        from andrea.attention.latent import settings_problem
+        from andrea.attention.registry import backend_registry
+
+        if isinstance(self.backend, str) and self.backend not in backend_registry.names():
+            available = ", ".join(backend_registry.names())
+            return SettingError(names["backend"], f"={self.backend!r} is unknown; available: {available}")
+        if self.position not in POSITIONS:  # a typo would silently mean "no position" otherwise
+            return SettingError(names["position"], f"={self.position!r} is not one of {', '.join(POSITIONS)}")
+        problem = None if self.latent is None else settings_problem(self.latent)
+        return None if problem is None else SettingError(names["latent"] + problem[0], problem[1])
