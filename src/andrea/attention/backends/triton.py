@@ -29,13 +29,8 @@ import torch
 from torch import Tensor
 
 from andrea.attention.advice import _alternatives
-from andrea.attention.backends.triton_ops import (
-    INTERPRETER,
-    _language_interpreted,
-    _mask_inputs,
-    attention_op,
-    interpreter_on,
-)
+from andrea.attention.backends.loading import INTERPRETER, _language_interpreted, interpreter_on
+from andrea.attention.backends.triton_ops import _mask_inputs, attention_op
 from andrea.attention.backends.triton_tiles import FLOAT32_MAX_HEAD_DIM
 from andrea.attention.contract import AttentionBackend, Capabilities, UnsupportedAttentionError
 from andrea.attention.masks import Mask

@@ -1,61 +1,22 @@
 """triton's kernels as torch operators: `andrea::triton_attention` and its backward, with shape-only fake versions
 and autograd registered (torch.compile traces a model through attention as one node each), the inputs a mask and
 a score bias become for them, and their launch grid. The kernels themselves: andrea.attention.backends.flash_kernels,
-compiled for a GPU or run under Triton's interpreter for CPU tensors (`kernels`)."""
+compiled for a GPU or run under Triton's interpreter for CPU tensors (andrea.attention.backends.loading)."""
 
 from __future__ import annotations
 
 import functools
-import importlib.util
-import os
-from types import ModuleType
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from andrea.attention.backends.loading import kernels
 from andrea.attention.backends.triton_tiles import _block_d, _tiles_for
 from andrea.attention.contract import UnsupportedAttentionError
 from andrea.attention.masks import Mask, MaskParams
 from andrea.attention.positions import ALiBi, ScoreMod
 from andrea.attention.positions.alibi import alibi_slopes
-
-INTERPRETER = "TRITON_INTERPRET"  # =1: CPU tensors run the kernels under Triton's interpreter
-
-
-def interpreter_on() -> bool:
-    """Whether CPU tensors may run the kernels under Triton's interpreter now (the variable is read per call)."""
-    return os.environ.get(INTERPRETER) == "1"
-
-
-def _language_interpreted() -> bool:
-    """Whether Triton's own library functions (tl.zeros, tl.sum, ...) were defined for the interpreter: Triton
-    decides that once, when it is first imported, from the same variable."""
-    import triton.language as tl
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return isinstance(tl.zeros, InterpretedFunction)
-
-
-@functools.cache
-def kernels(interpreted: bool) -> ModuleType:
-    """flash_kernels compiled for a GPU, or the same source under Triton's interpreter (for CPU tensors):
-    Triton decides between the two when a module's kernels are defined, so each is its own module object."""
-    spec = importlib.util.find_spec("andrea.attention.backends.flash_kernels")
-    assert spec is not None and spec.loader is not None
-    if not interpreted:
-        return importlib.import_module(spec.name)
-    module = importlib.util.module_from_spec(spec)
-    before = os.environ.get(INTERPRETER)
-    os.environ[INTERPRETER] = "1"
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        if before is None:
-            del os.environ[INTERPRETER]
-        else:
-            os.environ[INTERPRETER] = before
-    return module
 
 
 @functools.cache
