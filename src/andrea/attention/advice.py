@@ -35,7 +35,9 @@ _REQUEST: ContextVar[_Request | None] = ContextVar("andrea_attention_request", d
 
 
 @contextmanager
-def requested(mask: Mask | None, mechanism: Mechanism | None, score_mod: ScoreMod | None) -> Iterator[None]:
+def requested(
+    mask: Mask | None, mechanism: Mechanism | type[Mechanism] | None, score_mod: ScoreMod | None
+) -> Iterator[None]:
     """While a call is checked: the backends a refusal advises must run its mask, mechanism and score bias too."""
     kinds = None if mask is None else frozenset(mask.kinds)
     token = _REQUEST.set(_Request(kinds, None if mechanism is None else mechanism.kernel, score_mod is not None))

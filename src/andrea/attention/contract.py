@@ -134,10 +134,13 @@ class AttentionBackend(ABC):
         """The keywords this backend's forward names (every one, with **kwargs)."""
         return given if self._keywords is None else {k: v for k, v in given.items() if k in self._keywords}
 
-    def checked(self, mask: Mask | None, mechanism: Mechanism | None, score_mod: ScoreMod | None, **where: Any) -> None:
+    def checked(
+        self, mask: Mask | None, mechanism: Mechanism | type[Mechanism] | None, score_mod: ScoreMod | None, **where: Any
+    ) -> None:
         """`check` and `check_mechanism` for one call, a refusal advising only backends that run all of it (asked
         again under `requested` once refused: the path a call takes when it is accepted sets nothing, which
-        torch.compile traces through)."""
+        torch.compile traces through). A mechanism's class will do where no layer is built yet: what is checked
+        of it, its kernel and name, are the class's."""
         try:
             self.check(mask=mask, score_mod=score_mod, **where)
             self.check_mechanism(mechanism)
@@ -195,11 +198,11 @@ class AttentionBackend(ABC):
                 f"{_alternatives(lambda c: c.cpu)}, or run it on a GPU"
             )
 
-    def serves(self, mechanism: Mechanism | None) -> bool:
+    def serves(self, mechanism: Mechanism | type[Mechanism] | None) -> bool:
         kernels = self.capabilities.kernels
         return mechanism is None or kernels is None or mechanism.kernel in kernels
 
-    def check_mechanism(self, mechanism: Mechanism | None) -> None:
+    def check_mechanism(self, mechanism: Mechanism | type[Mechanism] | None) -> None:
         """Refuse a mechanism whose kernel this backend does not run, naming the backends that do."""
         if not self.serves(mechanism):
             assert mechanism is not None

@@ -4,6 +4,7 @@ builds the run's parts next). Every refusal is one line that names the config ke
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -13,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from andrea.attention.spec import NETWORK, AttentionSpec
 from andrea.lens.interventions import parse_heads
 from andrea.train.checks_files import apply_init_from, check_checkpoint
+from andrea.train.checks_parts import attention_parts, check_data
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.train.keys import check_added_keys, check_ranges, check_targets
@@ -28,10 +30,19 @@ def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
     return OmegaConf.select(cfg, key, default=default)
 
 
-def check_config(cfg: DictConfig) -> Estimate | None:
-    """What the config alone says: refuse an impossible one with a one-line ConfigError naming the key,
-    building nothing; returns the training memory it needs (None for a model andrea does not know). With
-    `init_from` (GPT-2 weights to fine-tune), model.net first becomes the network those weights need."""
+@dataclass
+class Checked:
+    """What the checks found: the training memory the run needs (None for a model andrea does not know), and
+    the attention parts every layer shares, built once and checked (None: the network builds its own)."""
+
+    memory: Estimate | None
+    attention: dict[str, Any] | None
+
+
+def check_config(cfg: DictConfig) -> Checked:
+    """Every check of a run, once, before anything is built: refuse an impossible config with a one-line
+    ConfigError naming the key. With `init_from` (GPT-2 weights to fine-tune), model.net first becomes the
+    network those weights need."""
     apply_init_from(cfg)
     _check_model(cfg)
     _check_keys_and_values(cfg)
@@ -46,7 +57,10 @@ def check_config(cfg: DictConfig) -> Estimate | None:
     maps = _get(cfg, "callbacks.attention_maps")
     _refuse(check_maps(maps) if isinstance(maps, DictConfig) else None)
     _validate_distributed(cfg)
-    return estimate
+    check_data(cfg)
+    attention = attention_parts(cfg, on_cpu(cfg))
+    check_accelerator(cfg)
+    return Checked(estimate, attention)
 
 
 def _check_keys_and_values(cfg: DictConfig) -> None:

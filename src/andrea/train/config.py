@@ -1,10 +1,11 @@
 """One validation step for a composed training config: a dry build.
 
-`validate(cfg)` checks what the config alone says (andrea.train.checks), then builds the run's parts,
-each once: the data module, then the LightningModule, whose network builds the attention backend and
-mask once for all its layers. What the parts must agree on is checked on the built objects. Every
-refusal is a ConfigError of one line that names the key and the fix, raised before any file is
-written; andrea.train.pipeline trains the very parts `validate` returns.
+Compose, check, build, fit: `validate(cfg)` runs every check once, in andrea.train.checks, before anything is
+built (what the data and the network must agree on included: the checks build the attention backend and mask
+every layer shares, and check them against the data's length and the training device), then builds the run's
+parts once each: the data module, then the LightningModule, whose network takes the checked backend and mask.
+Every refusal is a ConfigError of one line that names the key and the fix, raised before any file is written;
+andrea.train.pipeline trains the very parts `validate` returns.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from andrea.attention import UnsupportedAttentionError
 from andrea.models.memory import Estimate
-from andrea.train.checks import check_accelerator, check_config, on_cpu
+from andrea.train.checks import check_config
 from andrea.train.errors import ConfigError
 
 __all__ = ["ConfigError", "Parts", "validate"]
@@ -36,15 +36,16 @@ class Parts:
 
 
 def validate(cfg: DictConfig) -> Parts:
-    """Refuse an impossible config with a one-line ConfigError naming the key; else the run's parts."""
+    """Refuse an impossible config with a one-line ConfigError naming the key; else the run's parts: checked
+    once (andrea.train.checks), then built once, the network from the attention parts the checks built."""
     try:
-        memory = check_config(cfg)
+        checked = check_config(cfg)
         L.seed_everything(cfg.seed, workers=True, verbose=False)  # the network's first weights follow the seed
         datamodule = instantiate(cfg.data)  # checks data.* itself; builds no tensors yet
-        _check_data(cfg, datamodule)
-        module = instantiate(cfg.model)  # the network, its backend and mask check their own settings
-        _check_attention(cfg, module.net, datamodule.seq_len)
-        check_accelerator(cfg)
+        if checked.attention is None:
+            module = instantiate(cfg.model)  # a user's network, or none with attention: it checks itself
+        else:  # andrea's network, on the backend and mask the checks built and checked
+            module = instantiate(cfg.model, net=instantiate(cfg.model.net, _partial_=True)(attention=checked.attention))
     except ConfigError:
         raise
     except InstantiationException as err:  # Hydra wraps what the constructor raised
@@ -56,44 +57,7 @@ def validate(cfg: DictConfig) -> Parts:
         raise ConfigError(str(err).splitlines()[0]) from None
     module.net_config = OmegaConf.to_container(cfg.model.net, resolve=True)  # for checkpoints and export
     module.tokenizer = cfg.data.get("tokenizer")  # text data only; andrea-sample reads it back
-    return Parts(datamodule, module, memory)
-
-
-def _check_data(cfg: DictConfig, data: Any) -> None:
-    """What the data module and the network's config must agree on, before the network is built."""
-    net_vocab = OmegaConf.select(cfg, "model.net.vocab_size")
-    if isinstance(net_vocab, int) and net_vocab < data.vocab_size:
-        raise ConfigError(
-            f"model.net.vocab_size={net_vocab} is smaller than the data's vocabulary ({data.vocab_size}): token ids "
-            f"up to {data.vocab_size - 1} would index past the embedding; drop the override"
-        )
-    max_context = OmegaConf.select(cfg, "model.net.max_context", default=data.seq_len)
-    if max_context < data.seq_len:
-        raise ConfigError(f"data.seq_len={data.seq_len} exceeds model.net.max_context={max_context}; raise max_context")
-    if data.num_train < data.batch_size:
-        raise ConfigError(
-            f"data.num_train={data.num_train} is smaller than data.batch_size={data.batch_size}: "
-            "not one full batch to train on; lower the batch size or make more rows"
-        )
-
-
-def _check_attention(cfg: DictConfig, net: Any, seq_len: int) -> None:
-    """The built network's mask against the data's context, and its backend on the device training will run on
-    (what holds on every device the blocks checked as they were built)."""
-    blocks = getattr(net, "attention", None) or []
-    if not blocks:  # the no-attention ablation, or a user's network of another shape
-        return
-    block = blocks[0]  # every layer shares one backend and one mask
-    if isinstance(seq_len, int):
-        block.mask.check_context(seq_len)
-    device = "cpu" if on_cpu(cfg) else "cuda"
-    try:
-        block.backend.check(
-            mask=block.mask, device=device, needs_grad=True, score_mod=block.score_mod, head_dim=block.head_dim
-        )
-    except UnsupportedAttentionError as err:
-        hint = " (trainer=gpu)" if device == "cpu" else ""
-        raise ConfigError(f"attention={block.backend.name}: {err}{hint}") from None
+    return Parts(datamodule, module, checked.memory)
 
 
 def _constructor_message(err: InstantiationException) -> str:

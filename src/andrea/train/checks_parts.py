@@ -1,0 +1,86 @@
+"""What the data and the network must agree on, checked from the config before either is built: the vocabulary,
+the context, a full batch of rows; and the attention parts every layer shares (the backend and the mask), built
+here once, checked against the data's length and the device training runs on, and handed to the network's build
+(andrea.train.config) so that nothing is built twice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from andrea.attention import UnsupportedAttentionError
+from andrea.attention.block import shared_parts
+from andrea.attention.positions import ALiBi
+from andrea.attention.registry import mechanism_registry
+from andrea.models.files.schema import MODELS
+from andrea.train.errors import ConfigError
+
+
+def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    return OmegaConf.select(cfg, key, default=default)
+
+
+def check_data(cfg: DictConfig) -> None:
+    """The network's vocabulary and context against the data's, and one full batch of rows to train on (a value
+    the config does not hold, as a user's own data module may not, is left to that module)."""
+    vocab, net_vocab = _ints(cfg, "data.vocab_size", "model.net.vocab_size")
+    if _below(net_vocab, vocab):
+        assert vocab is not None  # _below compares two numbers
+        raise ConfigError(
+            f"model.net.vocab_size={net_vocab} is smaller than the data's vocabulary ({vocab}): token ids "
+            f"up to {vocab - 1} would index past the embedding; drop the override"
+        )
+    seq_len, max_context = _ints(cfg, "data.seq_len", "model.net.max_context")
+    if _below(max_context, seq_len):
+        raise ConfigError(f"data.seq_len={seq_len} exceeds model.net.max_context={max_context}; raise max_context")
+    rows_key = "data.num_train" if _get(cfg, "data.num_train") is not None else "data.samples_per_epoch"
+    rows, batch = _ints(cfg, rows_key, "data.batch_size")
+    if _below(rows, batch):
+        raise ConfigError(
+            f"{rows_key}={rows} is smaller than data.batch_size={batch}: not one full batch to train on; "
+            "lower the batch size or make more rows"
+        )
+
+
+def _below(value: int | None, bound: int | None) -> bool:
+    return value is not None and bound is not None and value < bound
+
+
+def _ints(cfg: DictConfig, *keys: str) -> list[int | None]:
+    """Each key's value where the config holds an integer there, else None."""
+    values = [_get(cfg, key) for key in keys]
+    return [value if isinstance(value, int) and not isinstance(value, bool) else None for value in values]
+
+
+def attention_parts(cfg: DictConfig, on_cpu: bool) -> dict[str, Any] | None:
+    """model.net.attention with its backend and mask built once for every layer, each checked against the data's
+    length and the device; None for a network andrea does not build (a user's `_target_`) or without attention."""
+    net = _get(cfg, "model.net")
+    if net is None or net.get("_target_") not in MODELS or net.get("attention") is None:
+        return None
+    attention = OmegaConf.to_container(net.attention, resolve=True)
+    assert isinstance(attention, dict)  # the attention block is a mapping (checked by its spec before)
+    parts = shared_parts({str(key): value for key, value in attention.items()})
+    (seq_len,) = _ints(cfg, "data.seq_len")
+    if seq_len:
+        parts["mask"].check_context(seq_len)
+    _check_device(cfg, parts, on_cpu)
+    return parts
+
+
+def _check_device(cfg: DictConfig, parts: dict[str, Any], on_cpu: bool) -> None:
+    """The shared backend on the device training runs on, with the mask, the score bias and the heads' width."""
+    n_head, device = parts["n_head"], "cpu" if on_cpu else "cuda"
+    alibi = ALiBi(n_head) if _get(cfg, "model.net.position") == "alibi" else None
+    (d_model,) = _ints(cfg, "model.net.d_model")
+    backend, mechanism = parts["backend"], parts.get("mechanism")
+    name = "softmax" if mechanism is None else mechanism if isinstance(mechanism, str) else mechanism["name"]
+    call = (parts["mask"], mechanism_registry.load(name), alibi)
+    head_dim = d_model // n_head if d_model else None
+    try:  # what holds on every device first (as a layer checks itself when it is built), then training's device
+        backend.checked(*call, device=None, needs_grad=False, head_dim=head_dim)
+        backend.checked(*call, device=device, needs_grad=True, head_dim=head_dim)
+    except UnsupportedAttentionError as err:
+        hint = " (trainer=gpu)" if device == "cpu" else ""
+        raise ConfigError(f"attention={backend.name}: {err}{hint}") from None
