@@ -111,8 +111,8 @@ def test_the_end_of_an_earlier_attempt(tmp_path, monkeypatch):
         ({"attempts": "many"}, "not a list"),
         ({"attempts": [{"attempt": 1}]}, "must have the keys"),
         (attempt(ended="because"), "ended 'because'"),
-        ({"attempts": [{**attempt()["attempts"][0], "last_step": -1}]}, "whole numbers >= 0"),
-        ({"attempts": [{**attempt()["attempts"][0], "wall_s": float("nan")}]}, "wall_s=nan"),
+        ({"attempts": [{**attempt()["attempts"][0], "last_step": -1}]}, "last_step holds -1, not an integer >= 0"),
+        ({"attempts": [{**attempt()["attempts"][0], "wall_s": float("nan")}]}, "wall_s holds nan, not a finite number"),
     ],
 )
 def test_a_crafted_run_record_is_refused(state, named, tmp_path):

@@ -156,12 +156,15 @@ def test_resuming_a_finished_run_says_so_and_leaves_every_file_as_it_was(default
 def test_what_counts_as_nothing_left(default_run, tmp_path):
     """The checkpoint's own counters against the config's end: its steps reach trainer.max_steps, or its epochs
     (the last one finished) trainer.max_epochs; a run asked to go further goes on."""
-    from andrea.train.checks_files import nothing_left
+    from andrea.train.checks_files import check_checkpoint
     from tests.compose import compose_train
 
+    def nothing_left(overrides: list[str]) -> str | None:  # what the checks find, reading the checkpoint once
+        return check_checkpoint(compose_train(tmp_path, overrides))
+
     ckpt = f"ckpt_path={default_run[1] / 'checkpoints' / 'last.ckpt'}"
-    steps = nothing_left(compose_train(tmp_path, [ckpt, "trainer.max_steps=192", "trainer.max_epochs=10"]))
+    steps = nothing_left([ckpt, "trainer.max_steps=192", "trainer.max_epochs=10"])
     assert steps is not None and "(step 192 of trainer.max_steps=192)" in steps
-    assert nothing_left(compose_train(tmp_path, [ckpt, "trainer.max_steps=193", "trainer.max_epochs=10"])) is None
-    assert nothing_left(compose_train(tmp_path, [ckpt, "trainer.max_epochs=4"])) is None
-    assert nothing_left(compose_train(tmp_path, [])) is None  # no checkpoint: a new run
+    assert nothing_left([ckpt, "trainer.max_steps=193", "trainer.max_epochs=10"]) is None
+    assert nothing_left([ckpt, "trainer.max_epochs=4"]) is None
+    assert nothing_left([]) is None  # no checkpoint: a new run

@@ -47,17 +47,15 @@ def train_app(cfg: DictConfig) -> float | None:
 def _validated(cfg: DictConfig, job: ExitStack) -> Parts | None:
     """The run's parts, built once, and its run dir held until the job ends; a bad config refused before
     any file is written; None for a finished run resumed (nothing left to train: said, nothing written)."""
-    from andrea.train.checks_files import nothing_left
     from andrea.train.config import ConfigError, validate  # torch: imported once a job runs, not for --help
     from andrea.train.run_dir import REQUEUE_WAIT_S, DiskError, RunDirInUse, hold
     from andrea.train.slurm import restart_count
 
     try:
         parts = validate(cfg)
-        done = nothing_left(cfg)
-        if done is not None:  # a finished run resumed: said in one line, no file touched (not even the lock)
+        if parts.finished is not None:  # a finished run resumed: said in one line, no file touched (not the lock)
             discard_this_attempt()
-            print(f"{COMMAND}: {done}")
+            print(f"{COMMAND}: {parts.finished}")
             return None
         if is_rank_zero_process():  # the other processes of a DDP or SLURM run share its run dir
             # one live run per run dir, until this job ends; a requeued job's previous attempt may still be exiting

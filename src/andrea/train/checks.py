@@ -37,6 +37,7 @@ class Checked:
 
     memory: Estimate | None
     attention: dict[str, Any] | None
+    finished: str | None = None  # ckpt_path already holds the whole run: what to say instead of training
 
 
 def check_config(cfg: DictConfig) -> Checked:
@@ -48,7 +49,7 @@ def check_config(cfg: DictConfig) -> Checked:
     _check_keys_and_values(cfg)
     estimate = _validate_memory(cfg)
     _validate_trainer(cfg)
-    check_checkpoint(cfg)
+    finished = check_checkpoint(cfg)
     if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
         _validate_attention(cfg)
     _validate_ablate(cfg)
@@ -60,7 +61,7 @@ def check_config(cfg: DictConfig) -> Checked:
     check_data(cfg)
     attention = attention_parts(cfg, on_cpu(cfg))
     check_accelerator(cfg)
-    return Checked(estimate, attention)
+    return Checked(estimate, attention, finished)
 
 
 def _check_keys_and_values(cfg: DictConfig) -> None:

@@ -40,16 +40,18 @@ def apply_init_from(cfg: DictConfig) -> None:
         net.attention.n_kv_head = attention["n_head"]  # GPT-2 has a key/value head per query head
 
 
-def check_checkpoint(cfg: DictConfig) -> None:
-    """ckpt_path: a readable andrea-train checkpoint of this very model, loaded with no pickled code."""
+def check_checkpoint(cfg: DictConfig) -> str | None:
+    """ckpt_path: a readable andrea-train checkpoint of this very model, loaded (once) with no pickled code;
+    returns what to say instead of training when it already holds the whole run (`nothing_left`), else None."""
     from andrea.models.files import schema as net_config
     from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint, saved_config
 
     if cfg.get("ckpt_path") is None:
-        return
+        return None
     path = Path(cfg.ckpt_path)
     try:
-        saved = saved_config(read_checkpoint(path), f"ckpt_path={path}")  # an older file: with its math's settings
+        state = read_checkpoint(path)
+        saved = saved_config(state, f"ckpt_path={path}")  # an older file: with its math's settings
         net_config.parse(saved, f"ckpt_path={path}", CHECKPOINT_CONFIG_KEY)  # data only: nothing it names is built
     except (FileNotFoundError, ValueError) as err:
         raise ConfigError(str(err)) from None
@@ -61,18 +63,13 @@ def check_checkpoint(cfg: DictConfig) -> None:
             f"ckpt_path={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; "
             "resume with the overrides the run was started with"
         )
+    return nothing_left(cfg, path, state)
 
 
-def nothing_left(cfg: DictConfig) -> str | None:
-    """What to say instead of training when ckpt_path already holds the whole run the config asks for (its steps
-    reach trainer.max_steps, or its epochs trainer.max_epochs, the last one finished); None otherwise. Read from
-    the checkpoint's own counters, before anything is built or written."""
-    from andrea.models.files.checkpoint import read_checkpoint
-
-    if cfg.get("ckpt_path") is None:
-        return None
-    path = Path(cfg.ckpt_path)
-    state = read_checkpoint(path)  # checked by check_checkpoint already
+def nothing_left(cfg: DictConfig, path: Path, state: dict[str, Any]) -> str | None:
+    """What to say instead of training when the checkpoint `state` already holds the whole run the config asks for
+    (its steps reach trainer.max_steps, or its epochs trainer.max_epochs, the last one finished); None otherwise.
+    Read from the checkpoint's own counters, before anything is built or written."""
     step, max_steps, max_epochs = (
         int(state.get("global_step", 0)),
         cfg.trainer.get("max_steps"),

@@ -33,6 +33,7 @@ class Parts:
     datamodule: Any  # a LightningDataModule of andrea.data, or a user's `_target_`
     module: Any  # andrea.train.lit.LanguageModelModule, or a user's `_target_`
     memory: Estimate | None = None  # the training memory estimated before anything was built
+    finished: str | None = None  # ckpt_path already holds the whole run: what to say instead of training
 
 
 def validate(cfg: DictConfig) -> Parts:
@@ -57,7 +58,7 @@ def validate(cfg: DictConfig) -> Parts:
         raise ConfigError(str(err).splitlines()[0]) from None
     module.net_config = OmegaConf.to_container(cfg.model.net, resolve=True)  # for checkpoints and export
     module.tokenizer = cfg.data.get("tokenizer")  # text data only; andrea-sample reads it back
-    return Parts(datamodule, module, checked.memory)
+    return Parts(datamodule, module, checked.memory, checked.finished)
 
 
 def _constructor_message(err: InstantiationException) -> str:

@@ -16,7 +16,6 @@ from torch.nn import Module
 
 from andrea.data.sampler import ResumableTrainData
 from andrea.models.network import network
-from andrea.train.checks_files import nothing_left
 from andrea.train.config import Parts, validate
 from andrea.train.hydra_run import is_multirun, job_log, task_overrides
 from andrea.train.lit.attempts import RunRecord, ended_by
@@ -42,9 +41,10 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
     start = time.perf_counter()
     if parts is None:  # called from Python: andrea-train has said this before it holds the run dir
         parts = validate(cfg)
-        done = nothing_left(cfg)
-        if done is not None:  # a finished run resumed: said in one line; its result as it was, no file touched
-            print(done)
+        if (
+            parts.finished is not None
+        ):  # a finished run resumed: said in one line; its result as it was, no file touched
+            print(parts.finished)
             return _left_as_it_was(cfg)
     if cfg.get("init_from") and not cfg.get("ckpt_path"):  # fine-tuning: start from GPT-2's weights
         _load_init_from(parts.module.net, cfg.init_from)

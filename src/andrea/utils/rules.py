@@ -128,3 +128,18 @@ def enforce(rules: Mapping[str, Rule], values: Mapping[str, Any], prefix: str = 
 def prefixed(prefix: str, rules: Mapping[str, Rule], leave: tuple[str, ...] = ()) -> dict[str, Rule]:
     """`rules` under the config keys `<prefix><key>` (those in `leave` aside)."""
     return {prefix + key: rule for key, rule in rules.items() if key not in leave}
+
+
+def read_list(value: Any, what: str) -> list:
+    """A list read from a file (a checkpoint's record), or ValueError "<what> is a dict, not a list"."""
+    if not isinstance(value, list):
+        raise ValueError(f"{what} is {type(value).__name__}, not a list")
+    return value
+
+
+def read_value(value: Any, rule: Rule, what: str) -> Any:
+    """A plain value read from a file, checked by `rule`, or ValueError "<what> holds <value>, not <words>"."""
+    test, words = rule
+    if not test(value):
+        raise ValueError(f"{what} holds {str(value)[:60]}, not {words}")
+    return value

@@ -17,12 +17,14 @@ import lightning as L
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 
 from andrea.train import slurm
+from andrea.utils.rules import integer, number, read_list, read_value
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
 # Why an attempt ended: its run ran to the end, the time limit's warning stopped it, the scheduler took it
 # back (and ran it again), a person stopped it, it raised, its process died, or nobody can tell
 ENDS = ("finished", "time limit", "preempted", "cancelled", "failed", "killed", "unknown")
 FIELDS = ("attempt", "start_step", "last_step", "ended", "wall_s")
+STEP, SECONDS = integer(0), number(0.0)  # an attempt's steps and its wall time
 
 
 def ended_by(signum: int) -> str:
@@ -69,7 +71,7 @@ class RunRecord(L.Callback):
         return {"attempts": self.attempts(None if received is None else ended_by(received))}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        attempts = [_attempt(a) for a in _listed(state_dict.get("attempts"))]
+        attempts = [_attempt(a) for a in read_list(state_dict.get("attempts"), "the run record's attempts")]
         if attempts and attempts[-1]["ended"] is None:
             attempts[-1]["ended"] = self._how_it_ended(attempts[-1])
         elif attempts and attempts[-1]["ended"] == "cancelled" and slurm.restart_count():
@@ -95,29 +97,13 @@ def _result_beside(ckpt_path: str | None) -> RunResult | None:
         return None
 
 
-def _listed(value: Any) -> list:
-    if not isinstance(value, list):
-        raise ValueError(f"the run record's attempts are {type(value).__name__}, not a list")
-    return value
-
-
 def _attempt(value: Any) -> dict[str, Any]:
     """One attempt as plain values, checked: a crafted checkpoint cannot pose anything else as one."""
     if not isinstance(value, dict) or set(value) != set(FIELDS):
         raise ValueError(f"a run record's attempt must have the keys {', '.join(FIELDS)}: {str(value)[:100]}")
-    steps = [value[k] for k in ("attempt", "start_step", "last_step")]
-    if not all(_count(s) for s in steps):
-        raise ValueError(f"a run record's attempt has steps that are not whole numbers >= 0: {steps}")
-    if not _seconds(value["wall_s"]):
-        raise ValueError(f"a run record's attempt has wall_s={value['wall_s']!r}, not a finite number of seconds")
+    for key in ("attempt", "start_step", "last_step"):
+        read_value(value[key], STEP, f"a run record's attempt's {key}")
+    read_value(value["wall_s"], SECONDS, "a run record's attempt's wall_s")
     if value["ended"] is not None and value["ended"] not in ENDS:
         raise ValueError(f"a run record's attempt ended {value['ended']!r}, not one of {', '.join(ENDS)}")
     return {k: value[k] for k in FIELDS}
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _seconds(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")

@@ -11,6 +11,7 @@ from lightning.pytorch.utilities.types import STEP_OUTPUT
 
 from andrea.train.lit.step_metrics import StepMetrics
 from andrea.utils.devices import synchronize
+from andrea.utils.rules import integer, number, read_list, read_value
 
 
 class RunStats(L.Callback):
@@ -65,9 +66,10 @@ class RunStats(L.Callback):
         """The earlier attempts' numbers, checked as plain values (a crafted checkpoint poses nothing else)."""
         if not isinstance(state_dict, dict) or set(state_dict) != set(self.KEPT):
             raise ValueError(f"the run stats must have the keys {', '.join(self.KEPT)}")
-        self.tokens = _number(state_dict["tokens"], "tokens", int)
-        self.train_seconds = _number(state_dict["train_seconds"], "train_seconds")
-        self.step_rates = [_number(r, "step_rates") for r in _list(state_dict["step_rates"], "step_rates")]
+        self.tokens = read_value(state_dict["tokens"], integer(0), "the run stats' tokens")
+        self.train_seconds = float(read_value(state_dict["train_seconds"], number(0.0), "the run stats' train_seconds"))
+        rates = read_list(state_dict["step_rates"], "the run stats' step_rates")
+        self.step_rates = [float(read_value(r, number(0.0), "the run stats' step_rates")) for r in rates]
         self.train_curve = _curve(state_dict["train_curve"], "train_curve")
         self.val_curve = _curve(state_dict["val_curve"], "val_curve")
 
@@ -144,23 +146,10 @@ class RunStats(L.Callback):
         self.val_curve.append((trainer.global_step, float(loss)))
 
 
-def _list(value: Any, name: str) -> list:
-    if not isinstance(value, list):
-        raise ValueError(f"the run stats' {name} is {type(value).__name__}, not a list")
-    return value
-
-
-def _number(value: Any, name: str, kind: type = float) -> Any:
-    """A finite number >= 0 (a loss may be nan: see _curve)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-        raise ValueError(f"the run stats' {name} holds {value!r}, not a finite number >= 0")
-    return kind(value)
-
-
 def _curve(value: Any, name: str) -> list[tuple[int, float]]:
     """(step, loss) pairs, steps whole numbers in order; a loss is any float (a non-finite one is the run's)."""
     points = []
-    for point in _list(value, name):
+    for point in read_list(value, f"the run stats' {name}"):
         if not isinstance(point, (list, tuple)) or len(point) != 2:
             raise ValueError(f"the run stats' {name} holds {str(point)[:60]}, not a (step, loss) pair")
         step, loss = point
