@@ -1,0 +1,101 @@
+"""Gated linear attention, the recurrence under linear attention, retention, GLA and Mamba-2 (MIXERS.md):
+
+    S_t = diag(exp(g_t)) S_{t-1} + k_t v_tᵀ        S (K, V) per head; g_t <= 0 the log decay, per key channel
+    o_t = S_tᵀ (scale · q_t)                        (a scalar per head is the same decay on every channel)
+
+in three forms that compute the same function (docs/spec.md):
+
+    recurrent(q, k, v, g)   one token at a time from a fixed-size state: what generation runs
+    parallel(q, k, v, g)    the implied weights A_ij = Σ_c q_ic k_jc exp(G_ic - G_jc), j <= i (G = cumsum g),
+                            times V: a (T, T) matrix per head, the maps' weights
+    chunked(q, k, v, g)     the parallel form inside chunks of C tokens, the state carried across them:
+                            O(T·C·K + T·K·V), linear in T
+
+q, k (B, H, T, K), v (B, H, T, V), g (B, H, T, K) or (B, H, T) (one decay per head and token), the state
+(B, H, K, V). Decays stay in log space and their cumulative sums, like the state, are computed in float32 at
+least (float64 stays float64): a product of many decays is never formed outside an exponent of a difference
+that is at most 0.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+CHUNK = 64  # tokens per chunk of the chunked form
+
+
+def _prepared(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """q, k, v and the log decay in the working dtype (float32 at least), the decay (B, H, T, K) or (B, H, T, 1)."""
+    dtype = torch.promote_types(q.dtype, torch.float32)
+    if g is None:
+        g = q.new_zeros(q.shape[:3])
+    g = g if g.dim() == 4 else g.unsqueeze(-1)
+    return q.to(dtype), k.to(dtype), v.to(dtype), g.to(dtype)
+
+
+def _state(q: Tensor, v: Tensor, state: Tensor | None) -> Tensor:
+    B, H, _, K = q.shape
+    fresh = q.new_zeros(B, H, K, v.shape[-1])
+    return fresh if state is None else state.to(q.dtype)
+
+
+def recurrent(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None, scale: float = 1.0, state: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """The recurrence as written, token by token: (o (B, H, T, V), the final state (B, H, K, V))."""
+    q, k, v, g = _prepared(q, k, v, g)
+    S, out = _state(q, v, state), []
+    for t in range(q.shape[2]):
+        S = S * g[:, :, t].exp().unsqueeze(-1) + k[:, :, t].unsqueeze(-1) * v[:, :, t].unsqueeze(-2)  # (B, H, K, V)
+        out.append(torch.einsum("bhk,bhkv->bhv", q[:, :, t] * scale, S))
+    return torch.stack(out, dim=2), S
+
+
+def weights(q: Tensor, k: Tensor, g: Tensor | None = None, scale: float = 1.0) -> Tensor:
+    """The implied weights (B, H, T, T): A_ij = scale · Σ_c q_ic k_jc exp(G_ic - G_jc) for j <= i, else 0."""
+    q, k, _, g = _prepared(q, k, q, g)
+    G = g.cumsum(dim=2)  # (B, H, T, K|1)
+    T = q.shape[2]
+    later = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)  # key after query
+    gap = (G.unsqueeze(3) - G.unsqueeze(2)).masked_fill(later[..., None], float("-inf"))  # (B, H, T, T, K|1)
+    return torch.einsum("bhik,bhjk,bhijk->bhij", q * scale, k, gap.exp().expand(-1, -1, -1, -1, q.shape[-1]))
+
+
+def parallel(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None, scale: float = 1.0, state: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """The implied weights times V, plus what a given state adds, with the final state: the chunked form as
+    one chunk of T tokens."""
+    q, k, v, g = _prepared(q, k, v, g)
+    return _chunk(q, k, v, g, scale, _state(q, v, state))
+
+
+def chunked(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None, scale: float = 1.0, state: Tensor | None = None,
+    chunk: int = CHUNK,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """Chunks of `chunk` tokens (T padded inside to a multiple), each the parallel form from the state the chunks
+    before it left: (o (B, H, T, V), the final state)."""
+    q, k, v, g = _prepared(q, k, v, g)
+    T = q.shape[2]
+    pad = -T % chunk  # padded tokens: k = v = 0 and no decay, so they leave the state as it was
+    q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
+    S, out = _state(q, v, state), []
+    for start in range(0, T + pad, chunk):
+        part = slice(start, start + chunk)
+        o, S = _chunk(q[:, :, part], k[:, :, part], v[:, :, part], g[:, :, part], scale, S)
+        out.append(o)
+    return torch.cat(out, dim=2)[:, :, :T], S
+
+
+def _chunk(q: Tensor, k: Tensor, v: Tensor, g: Tensor, scale: float, S: Tensor) -> tuple[Tensor, Tensor]:
+    """One chunk from the state before it: the weights inside it times V, plus the decayed state read by the
+    queries; and the state after it. G, the cumulative log decay from the chunk's start, is <= 0."""
+    G = g.cumsum(dim=2)  # (B, H, C, K|1)
+    inside = weights(q, k, g, scale) @ v  # (B, H, C, V)
+    before = (q * scale * G.exp()) @ S  # the state, decayed to each query
+    last = G[:, :, -1:]  # (B, H, 1, K|1): the whole chunk's decay
+    carried = (k * (last - G).exp()).transpose(-2, -1) @ v  # Σ_j k_j exp(G_last - G_j) v_jᵀ: (B, H, K, V)
+    return inside + before, S * last.transpose(-2, -1).exp() + carried

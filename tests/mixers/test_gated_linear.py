@@ -1,0 +1,113 @@
+"""Gated linear attention's three forms (andrea.mixers.gated_linear) compute one function, and it is the one
+fla-core 0.6.0's pure-PyTorch references compute for linear attention, retention, GLA and Mamba-2's SSD (MIXERS.md).
+fla-core's naive files are loaded by path: importing `fla` loads every kernel (6 s) for functions that need none."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from andrea.mixers import gated_linear as gl
+
+B, H, T, K, V = 2, 3, 37, 8, 5
+
+
+def _naive(mixer: str) -> ModuleType:
+    spec = importlib.util.find_spec("fla")
+    assert spec is not None and spec.submodule_search_locations, "fla-core is in the dev extra"
+    path = Path(spec.submodule_search_locations[0]) / "ops" / mixer / "naive.py"
+    loader = importlib.util.spec_from_file_location(f"fla_naive_{mixer}", path)
+    assert loader is not None and loader.loader is not None
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    return module
+
+
+def _inputs(per_channel: bool, dtype=torch.float64):
+    torch.manual_seed(0)
+    q, k, v = (
+        torch.randn(B, H, T, K, dtype=dtype),
+        torch.randn(B, H, T, K, dtype=dtype),
+        torch.randn(B, H, T, V, dtype=dtype),
+    )
+    shape = (B, H, T, K) if per_channel else (B, H, T)
+    g = torch.nn.functional.logsigmoid(torch.randn(shape, dtype=dtype) + 2)  # decays in (0, 1), some near 1
+    return q, k, v, g
+
+
+@pytest.mark.parametrize("per_channel", [True, False], ids=["gate per key channel", "gate per head"])
+@pytest.mark.parametrize("form", ["parallel", "chunked"])
+def test_every_form_computes_the_recurrence(form, per_channel):
+    """From a given state, T = 37 (chunks of 16: the last one padded), float64: outputs and final states agree."""
+    q, k, v, g = _inputs(per_channel)
+    state = torch.randn(B, H, K, V, dtype=torch.float64)
+    o_ref, s_ref = gl.recurrent(q, k, v, g, scale=0.3, state=state)
+    if form == "parallel":
+        o, s = gl.parallel(q, k, v, g, scale=0.3, state=state)
+    else:
+        o, s = gl.chunked(q, k, v, g, scale=0.3, state=state, chunk=16)
+    torch.testing.assert_close(o, o_ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(s, s_ref, rtol=1e-10, atol=1e-10)
+
+
+def test_a_state_carries_a_sequence_across_calls():
+    """Prefill then decode: the first 30 tokens chunked, then 7 one at a time from its state, give the whole's."""
+    q, k, v, g = _inputs(True)
+    whole, _ = gl.chunked(q, k, v, g)
+    first, state = gl.chunked(q[:, :, :30], k[:, :, :30], v[:, :, :30], g[:, :, :30])
+    steps = []
+    for t in range(30, T):
+        o, state = gl.recurrent(
+            q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1], g[:, :, t : t + 1], state=state
+        )
+        steps.append(o)
+    torch.testing.assert_close(torch.cat([first, *steps], dim=2), whole, rtol=1e-10, atol=1e-10)
+
+
+def _bthd(x):
+    return x.transpose(1, 2).float()
+
+
+def test_gla_is_fla_s_naive_recurrent_gla():
+    q, k, v, g = _inputs(True)
+    o_fla, s_fla = _naive("gla").naive_recurrent_gla(_bthd(q), _bthd(k), _bthd(v), _bthd(g), output_final_state=True)
+    o, s = gl.chunked(q, k, v, g, scale=K**-0.5)
+    torch.testing.assert_close(o.float(), o_fla.transpose(1, 2), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(s.float(), s_fla, rtol=1e-4, atol=1e-4)  # fla's state is (B, H, K, V) too
+
+
+def test_mamba2_s_ssd_is_fla_s_naive_recurrent_simple_gla_at_scale_1():
+    q, k, v, g = _inputs(False)
+    o_fla, s_fla = _naive("simple_gla").naive_recurrent_simple_gla(_bthd(q), _bthd(k), _bthd(v), _bthd(g), scale=1.0)
+    o, s = gl.chunked(q, k, v, g, scale=1.0)
+    torch.testing.assert_close(o.float(), o_fla.transpose(1, 2), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(s.float(), s_fla, rtol=1e-4, atol=1e-4)
+
+
+def test_linear_attention_is_fla_s_naive_recurrent_linear_attn():
+    q, k, v, _ = _inputs(False)
+    o_fla = _naive("linear_attn").naive_recurrent_linear_attn(_bthd(q), _bthd(k), _bthd(v))[0]
+    o, _ = gl.chunked(q, k, v, None, scale=K**-0.5)  # no decay
+    torch.testing.assert_close(o.float(), o_fla.transpose(1, 2), rtol=1e-4, atol=1e-4)
+
+
+def test_retention_is_fla_s_naive_retention():
+    """RetNet's fixed decay per head, γ_h = 1 - 2^(-5-h), as a log gate on every token; fla's layout is BHTD."""
+    q, k, v, _ = _inputs(False)
+    gamma = 1 - 2.0 ** (-5.0 - torch.arange(H, dtype=torch.float64))
+    g = gamma.log().view(1, H, 1).expand(B, H, T)
+    o_fla = _naive("retention").naive_retention(q.float(), k.float(), v.float())
+    o, _ = gl.chunked(q, k, v, g, scale=1 / math.sqrt(K))
+    torch.testing.assert_close(o.float(), o_fla, rtol=1e-4, atol=1e-4)
+
+
+def test_the_implied_weights_are_the_parallel_form_s():
+    """weights() times V is the parallel form from an empty state: what the maps draw is what the layer computes."""
+    q, k, v, g = _inputs(True)
+    torch.testing.assert_close(gl.weights(q, k, g, scale=0.5) @ v, gl.parallel(q, k, v, g, scale=0.5)[0])
+    assert bool((gl.weights(q, k, g).triu(1) == 0).all())  # causal: no query sees a later key
