@@ -283,7 +283,16 @@ REJECTED = [
         ["model.net.layout=[attention,attention,attention]"],
         "model.net.layout has 3 names, which does not divide model.net.n_layer=1; give 1 name",
     ),
-    (["model.net.layout=[gla]"], "model.net.layout names 'gla', which is not a token mixer; use attention"),
+    (["model.net.layout=[mamba]"], "model.net.layout names 'mamba', which is not a token mixer; use attention"),
+    (
+        ["mixer=gla", "mixer.form=fast", "~callbacks.attention_maps"],
+        "mixer.form='fast' is not one of parallel, chunked",
+    ),
+    (
+        ["mixer=linear", "mixer.feature_map=identity", "~callbacks.attention_maps"],
+        "mixer.normalize=true needs positive features: use mixer.feature_map=elu1",
+    ),
+    (["mixer=gla"], "callbacks.attention_maps draws attention heads, which mixer gla has none of yet"),
     (
         ["+mixer.window=2"],
         "mixer.window is not a setting of mixer; drop the override, or check its spelling",

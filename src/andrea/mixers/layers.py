@@ -29,7 +29,13 @@ from andrea.utils.rules import SettingError
 
 ATTENTION = "attention"
 mixer_registry: Registry[nn.Module] = Registry(
-    "token mixer", "andrea.mixers", {ATTENTION: "andrea.attention.block:MultiHeadSelfAttention"}
+    "token mixer",
+    "andrea.mixers",
+    {
+        ATTENTION: "andrea.attention.block:MultiHeadSelfAttention",
+        "linear": "andrea.mixers.linear:LinearAttention",
+        "gla": "andrea.mixers.gla:GLA",
+    },
 )
 PLACE = ("d_model", "max_context", "layer", "n_layer", "dropout", "bias")  # what the network gives every mixer
 

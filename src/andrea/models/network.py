@@ -63,10 +63,11 @@ def heads_shape(net: Network) -> tuple[int, int]:
 
 def kv_cache_widths(net: Network) -> dict[str, Any]:
     """Numbers the KV cache keeps per token, over all layers: this network's ("kept", with its "heads" kind),
-    and what MHA (2·H·d a layer) and MQA (2·d) would keep at its sizes; {} for a network without attention."""
-    layers = net.attention
-    if not layers:
+    and what MHA (2·H·d a layer) and MQA (2·d) would keep at its sizes; {} for a network without attention in
+    every layer (a recurrent mixer keeps a state, no KV cache)."""
+    if not net.mixers or not all(isinstance(mixer, MultiHeadSelfAttention) for mixer in net.mixers):
         return {}
+    layers = attention_layers(net.mixers)
     width = {"heads": layers[0].head_kind, "kept": sum(layer.cache_width() for layer in layers)}
     return width | {
         "mha": sum(2 * layer.heads.n_head * layer.head_dim for layer in layers),

@@ -13,8 +13,10 @@ from andrea.attention import UnsupportedAttentionError
 from andrea.attention.block import shared_parts
 from andrea.attention.positions import ALiBi
 from andrea.attention.registry import mechanism_registry
+from andrea.mixers.layers import ATTENTION, layer_kinds
 from andrea.models.files.schema import MODELS
 from andrea.train.errors import ConfigError
+from andrea.utils.rules import SettingError
 
 
 def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -51,6 +53,27 @@ def _ints(cfg: DictConfig, *keys: str) -> list[int | None]:
     """Each key's value where the config holds an integer there, else None."""
     values = [_get(cfg, key) for key in keys]
     return [value if isinstance(value, int) and not isinstance(value, bool) else None for value in values]
+
+
+def check_maps_have_heads(cfg: DictConfig) -> None:
+    """Each layer's mixer (andrea.mixers.layers: a layout that cannot fill the layers refused first); then the
+    attention maps callback, which reads attention heads in every layer: a network with another mixer has none
+    yet to draw, and says so before anything is built."""
+    net = _get(cfg, "model.net")
+    if net is None or net.get("_target_") not in MODELS or net.get("attention") is None:
+        return
+    mixer = OmegaConf.to_container(net.mixer, resolve=True) if net.get("mixer") is not None else None
+    layout = OmegaConf.to_container(net.layout, resolve=True) if net.get("layout") is not None else None
+    try:
+        kinds = layer_kinds(layout, net.get("n_layer", 1), mixer)  # type: ignore[arg-type]
+    except SettingError as err:
+        raise ConfigError(str(err)) from None
+    others = sorted(set(kinds) - {ATTENTION})
+    if others and _get(cfg, "callbacks.attention_maps") is not None:
+        raise ConfigError(
+            f"callbacks.attention_maps draws attention heads, which mixer {others[0]} has none of yet; "
+            "add ~callbacks.attention_maps"
+        )
 
 
 def attention_parts(cfg: DictConfig, on_cpu: bool) -> dict[str, Any] | None:

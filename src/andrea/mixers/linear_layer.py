@@ -1,0 +1,146 @@
+"""The layer around gated linear attention (andrea.mixers.gated_linear), what linear attention and GLA share:
+
+    x (B, T, D) -> q, k (B, H, T, K), v (B, H, T, V) by projections [-> short causal conv + SiLU]
+                -> the mixer's features (a feature map, RoPE) and log decay g
+                -> o = the recurrence in the chosen form (mixer.form), from the cache's state when generating
+                -> [per-head RMSNorm] [times swish(W_g x)] -> hook_z (B, T, H, V) -> W_O -> y (B, T, D)
+
+A subclass says what is its own: `features(q, k, start)`, `log_decay(x)` (None: no decay) and the layer's
+defaults. With `normalize`, o is divided by the same recurrence run on a column of ones (φ(q)·Σ φ(k), decayed
+alike), so the normaliser lives in the state too and generation keeps it. Hook points: hook_q, hook_k, hook_v
+as the heads see them (after the features), hook_decay (g), hook_pattern (the implied weights, when asked for),
+hook_z; the network lists them under `blocks.<layer>.attn.`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from andrea.attention.hook_points import HookPoint, Points
+from andrea.mixers import gated_linear as core
+from andrea.mixers.base import CacheSize
+from andrea.mixers.short_conv import ShortConv
+from andrea.mixers.state_cache import StateCache
+from andrea.utils.rules import SettingError
+
+FORMS = ("parallel", "chunked", "recurrent")
+POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_z")
+EPS = 1e-6  # the normaliser's floor
+
+
+def _check(form: str, n_head: object, d_model: int) -> None:
+    if form not in FORMS:
+        raise SettingError("mixer.form", f"={form!r} is not one of {', '.join(FORMS)}")
+    if not isinstance(n_head, int) or isinstance(n_head, bool) or n_head <= 0 or d_model % n_head:
+        raise SettingError("mixer.n_head", f"={n_head!r} must be a positive integer dividing d_model={d_model}")
+
+
+class LinearMixer(nn.Module):
+    name: ClassVar[str]
+    signed: ClassVar[bool] = False  # whether an implied weight can be negative (the maps' colour scale)
+
+    def __init__(
+        self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
+        bias: bool = False, *, n_head: int = 4, key_dim: int | None = None, value_dim: int | None = None,
+        form: str = "chunked", chunk: int = core.CHUNK, conv: bool = False, gate: bool = False, norm: bool = False,
+        normalize: bool = False,
+    ) -> None:  # fmt: skip
+        """key_dim, value_dim: each head's K and V (None: d_model / n_head)."""
+        super().__init__()
+        _check(form, n_head, d_model)
+        H, K, V = n_head, key_dim or d_model // n_head, value_dim or d_model // n_head
+        self.n_head, self.key_dim, self.value_dim, self.form, self.chunk = H, K, V, form, chunk
+        self.normalize, self.layer = normalize, layer
+        self.q_proj, self.k_proj = nn.Linear(d_model, H * K, bias=bias), nn.Linear(d_model, H * K, bias=bias)
+        self.v_proj = nn.Linear(d_model, H * V, bias=bias)
+        widths = {"q": H * K, "k": H * K, "v": H * V}
+        self.convs = nn.ModuleDict({s: ShortConv(w) for s, w in widths.items()}) if conv else None
+        self.gate = nn.Linear(d_model, H * V, bias=bias) if gate else None  # the output gate, swish(W_g x)
+        self.norm = nn.RMSNorm(V, eps=1e-5) if norm else None  # per head, over its V channels
+        self.proj = nn.Linear(H * V, d_model, bias=bias)  # W_O
+        self.dropout = nn.Dropout(dropout)
+        self.points = Points(POINTS)
+
+    @property
+    def scale(self) -> float:
+        return self.key_dim**-0.5
+
+    def features(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        """q, k (B, H, T, K) at positions start.. as the recurrence reads them (a feature map, RoPE)."""
+        return q, k
+
+    def log_decay(self, x: Tensor) -> Tensor | None:
+        """The log decay g <= 0 per token, (B, H, T, K) or (B, H, T); None: no decay (plain linear attention)."""
+        return None
+
+    def forward(
+        self, x: Tensor, return_weights: bool = False, cache: StateCache | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        B, T, _ = x.shape
+        start = 0 if cache is None else cache.position
+        q, k, v = self._streams(x, cache)
+        q, k = self.features(q, k, start)
+        q, k, v = self.points["hook_q"].heads(q), self.points["hook_k"].heads(k), self.points["hook_v"].heads(v)
+        g = self.log_decay(x)
+        g = None if g is None else self.points["hook_decay"](g)
+        o, weights = self._mix(q, k, v, g, cache, return_weights or bool(self.points["hook_pattern"].fns))
+        o = o if self.norm is None else self.norm(o)  # (B, H, T, V)
+        o = o.transpose(1, 2)  # (B, T, H, V)
+        if self.gate is not None:
+            o = o * F.silu(self.gate(x)).view(B, T, self.n_head, self.value_dim)
+        o = self.points["hook_z"](o).reshape(B, T, -1)
+        return self.dropout(self.proj(o)), weights if return_weights else None
+
+    def _streams(self, x: Tensor, cache: StateCache | None) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k (B, H, T, K) and v (B, H, T, V): the projections, through the short convolution when there is one."""
+        streams = {"q": self.q_proj(x), "k": self.k_proj(x), "v": self.v_proj(x)}
+        if self.convs is not None:
+            for name, conv in self.convs.items():
+                streams[name], kept = conv(streams[name], None if cache is None else cache.conv.get(name))
+                if cache is not None:
+                    cache.conv[name] = kept
+        B, T, _ = x.shape
+        return tuple(s.view(B, T, self.n_head, -1).transpose(1, 2) for s in streams.values())
+
+    def _mix(
+        self, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, cache: StateCache | None, want_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """The recurrence in the layer's form, from the cache's state; o (B, H, T, V), and the implied weights."""
+        if self.normalize:  # a column of ones: its output is the normaliser, φ(q)·Σ φ(k)
+            v = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)
+        state = None if cache is None else cache.state
+        run = {"parallel": core.parallel, "chunked": core.chunked, "recurrent": core.recurrent}[self.form]
+        o, state = run(q, k, v, g, self.scale, state)
+        if cache is not None:
+            cache.state, cache.position = state, cache.position + q.shape[2]
+        if self.normalize:
+            o = o[..., :-1] / o[..., -1:].clamp_min(EPS)
+        weights = None
+        if want_weights and cache is None:
+            weights = core.weights(q, k, g, self.scale)
+            weights = weights / weights.sum(-1, keepdim=True).clamp_min(EPS) if self.normalize else weights
+            weights = self.points["hook_pattern"](weights.to(q.dtype))
+        return o.to(q.dtype), weights
+
+    def new_cache(self) -> StateCache:
+        return StateCache()
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        return dict(self.points)
+
+    def cache_size(self) -> CacheSize:
+        """A fixed state: H·K·V numbers (one more value column with the normaliser), and the convolution's last
+        inputs."""
+        values = self.value_dim + self.normalize
+        convs = [] if self.convs is None else [c for c in self.convs.values() if isinstance(c, ShortConv)]
+        conv = sum((c.kernel_size[0] - 1) * c.in_channels for c in convs)
+        return CacheSize(per_token=0, per_sequence=self.n_head * self.key_dim * values + conv)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.name}, n_head={self.n_head}, key_dim={self.key_dim}, value_dim={self.value_dim}, form={self.form}"
+        )

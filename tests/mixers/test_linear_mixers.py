@@ -1,0 +1,72 @@
+"""The linear mixers as layers (andrea.mixers.linear, andrea.mixers.gla): their three forms give one output,
+generation from their fixed-size state gives the tokens recomputing gives, their implied weights are what they
+compute, and they train from the command line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from andrea.mixers.gla import GLA
+from andrea.mixers.linear import LinearAttention
+from andrea.models.generate import generate
+from andrea.models.gpt import GPT
+from andrea.train.config import ConfigError, validate
+from andrea.train.pipeline import train
+from tests.compose import QUICK, compose_train
+
+D, T = 32, 23
+MIXERS = {"linear": LinearAttention, "gla": GLA}
+
+
+def _layer(name: str, form: str, **settings):
+    torch.manual_seed(0)
+    return MIXERS[name](D, 64, n_head=4, form=form, chunk=8, **settings).double()
+
+
+@pytest.mark.parametrize("settings", [{}, {"conv": True, "gate": True, "norm": True}], ids=["defaults", "all parts"])
+@pytest.mark.parametrize("name", MIXERS)
+def test_the_three_forms_give_one_output(name, settings):
+    x = torch.randn(2, T, D, dtype=torch.float64)
+    outputs = [_layer(name, form, **settings)(x)[0] for form in ("parallel", "chunked", "recurrent")]
+    for out in outputs[1:]:
+        torch.testing.assert_close(out, outputs[0], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", MIXERS)
+def test_the_implied_weights_are_what_the_layer_computes(name):
+    """Without gate, norm or convolution, y = W_O (A V): the weights the maps draw give the layer's output."""
+    layer = _layer(name, "chunked", **({"gate": False, "norm": False} if name == "gla" else {}))
+    x = torch.randn(2, T, D, dtype=torch.float64)
+    y, weights = layer(x, return_weights=True)
+    assert weights is not None and weights.shape == (2, 4, T, T)
+    v = layer.v_proj(x).view(2, T, 4, -1).transpose(1, 2)
+    torch.testing.assert_close(y, layer.proj((weights @ v).transpose(1, 2).reshape(2, T, D)))
+    if name == "linear":  # the paper's normalised form: each row sums to one
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, T, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name", MIXERS)
+def test_generation_from_the_state_is_recomputing(name):
+    torch.manual_seed(0)
+    net = GPT(vocab_size=17, max_context=40, n_layer=2, d_model=D, attention=dict(n_head=4),
+              mixer={"name": name, "n_head": 4, "conv": True}, layout=[name, "attention"])  # fmt: skip
+    idx = torch.randint(0, 17, (2, 5))
+    cached = generate(net, idx, 12, top_k=1, generator=torch.Generator().manual_seed(0))
+    recomputed = generate(net, idx, 12, top_k=1, generator=torch.Generator().manual_seed(0), use_cache=False)
+    assert torch.equal(cached, recomputed)
+    assert net.mixers[0].cache_size().at(10_000) == net.mixers[0].cache_size().at(1)  # a state: flat in T
+
+
+def test_a_form_or_feature_map_that_does_not_exist_is_refused():
+    with pytest.raises(ValueError, match="mixer.form='fast' is not one of parallel, chunked, recurrent"):
+        GLA(D, 64, form="fast")
+    with pytest.raises(ValueError, match="mixer.normalize=true needs positive features: use mixer.feature_map=elu1"):
+        LinearAttention(D, 64, feature_map="identity")
+
+
+def test_gla_trains_from_the_command_line_and_the_maps_say_what_they_lack(tmp_path):
+    with pytest.raises(ConfigError, match="callbacks.attention_maps draws attention heads, which mixer gla has none"):
+        validate(compose_train(tmp_path, [*QUICK, "mixer=gla"]))
+    result = train(compose_train(tmp_path, [*QUICK, "mixer=gla", "~callbacks.attention_maps", "trainer.max_steps=3"]))
+    assert result.status == "completed" and result.global_step == 3
