@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from andrea.mixers import gated_linear
 from andrea.mixers.gla import GLA
 from andrea.mixers.linear import LinearAttention
+from andrea.mixers.retention import Retention
 from andrea.models.generate import generate
 from andrea.models.gpt import GPT
 from andrea.train.config import ConfigError, validate
@@ -16,7 +18,7 @@ from andrea.train.pipeline import train
 from tests.compose import QUICK, compose_train
 
 D, T = 32, 23
-MIXERS = {"linear": LinearAttention, "gla": GLA}
+MIXERS = {"linear": LinearAttention, "gla": GLA, "retention": Retention}
 
 
 def _layer(name: str, form: str, **settings):
@@ -36,12 +38,12 @@ def test_the_three_forms_give_one_output(name, settings):
 @pytest.mark.parametrize("name", MIXERS)
 def test_the_implied_weights_are_what_the_layer_computes(name):
     """Without gate, norm or convolution, y = W_O (A V): the weights the maps draw give the layer's output."""
-    layer = _layer(name, "chunked", **({"gate": False, "norm": False} if name == "gla" else {}))
+    layer = _layer(name, "chunked", **({} if name == "linear" else {"gate": False, "norm": False}))
     x = torch.randn(2, T, D, dtype=torch.float64)
     y, weights = layer(x, return_weights=True)
     assert weights is not None and weights.shape == (2, 4, T, T)
     v = layer.v_proj(x).view(2, T, 4, -1).transpose(1, 2)
-    torch.testing.assert_close(y, layer.proj((weights @ v).transpose(1, 2).reshape(2, T, D)))
+    torch.testing.assert_close(y, layer.proj((weights @ v).transpose(1, 2).reshape(2, T, -1)))
     if name == "linear":  # the paper's normalised form: each row sums to one
         torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, T, dtype=torch.float64))
 
@@ -70,3 +72,15 @@ def test_gla_trains_from_the_command_line_and_the_maps_say_what_they_lack(tmp_pa
         validate(compose_train(tmp_path, [*QUICK, "mixer=gla"]))
     result = train(compose_train(tmp_path, [*QUICK, "mixer=gla", "~callbacks.attention_maps", "trainer.max_steps=3"]))
     assert result.status == "completed" and result.global_step == 3
+
+
+def test_retention_decays_each_head_at_its_fixed_rate():
+    """γ_h = 1 - 2^(-5-h): with q = k = 1, head h's weight on a key t tokens back is γ_h^t times the current
+    one's (RetNet's decay, read from the implied weights; RoPE is left out here, it turns q and k alike)."""
+    layer = _layer("retention", "parallel", gate=False, norm=False)
+    q = torch.ones(1, 4, 6, layer.key_dim, dtype=torch.float64)
+    g = layer.log_decay(torch.zeros(1, 6, D, dtype=torch.float64))
+    w = gated_linear.weights(q, q, g, layer.scale)[0, :, -1]  # (H, T): the last query's weights
+    for h in range(4):
+        gamma = 1 - 2.0 ** (-5 - h)
+        torch.testing.assert_close(w[h] / w[h, -1], gamma ** torch.arange(5, -1, -1, dtype=torch.float64))

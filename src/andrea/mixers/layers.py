@@ -35,6 +35,7 @@ mixer_registry: Registry[nn.Module] = Registry(
         ATTENTION: "andrea.attention.block:MultiHeadSelfAttention",
         "linear": "andrea.mixers.linear:LinearAttention",
         "gla": "andrea.mixers.gla:GLA",
+        "retention": "andrea.mixers.retention:Retention",
     },
 )
 PLACE = ("d_model", "max_context", "layer", "n_layer", "dropout", "bias")  # what the network gives every mixer
