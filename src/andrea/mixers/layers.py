@@ -36,6 +36,7 @@ mixer_registry: Registry[nn.Module] = Registry(
         "linear": "andrea.mixers.linear:LinearAttention",
         "gla": "andrea.mixers.gla:GLA",
         "retention": "andrea.mixers.retention:Retention",
+        "mamba2": "andrea.mixers.mamba2:Mamba2",
     },
 )
 PLACE = ("d_model", "max_context", "layer", "n_layer", "dropout", "bias")  # what the network gives every mixer

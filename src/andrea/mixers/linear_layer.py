@@ -32,11 +32,12 @@ POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_z")
 EPS = 1e-6  # the normaliser's floor
 
 
-def _check(form: str, n_head: object, d_model: int) -> None:
+def check_form_and_heads(form: str, n_head: object, d_model: int, width: str = "d_model") -> None:
+    """A form the recurrence has, and heads that split the width (named `width`) evenly."""
     if form not in FORMS:
         raise SettingError("mixer.form", f"={form!r} is not one of {', '.join(FORMS)}")
     if not isinstance(n_head, int) or isinstance(n_head, bool) or n_head <= 0 or d_model % n_head:
-        raise SettingError("mixer.n_head", f"={n_head!r} must be a positive integer dividing d_model={d_model}")
+        raise SettingError("mixer.n_head", f"={n_head!r} must be a positive integer dividing {width}={d_model}")
 
 
 class LinearMixer(nn.Module):
@@ -51,7 +52,7 @@ class LinearMixer(nn.Module):
     ) -> None:  # fmt: skip
         """key_dim, value_dim: each head's K and V (None: d_model / n_head)."""
         super().__init__()
-        _check(form, n_head, d_model)
+        check_form_and_heads(form, n_head, d_model)
         H, K, V = n_head, key_dim or d_model // n_head, value_dim or d_model // n_head
         self.n_head, self.key_dim, self.value_dim, self.form, self.chunk = H, K, V, form, chunk
         self.normalize, self.layer = normalize, layer

@@ -1,0 +1,96 @@
+"""Mamba-2's layer (Dao & Gu 2024, "Transformers are SSMs"): the state space duality (SSD) is gated linear
+attention with one scalar decay per head and token, scale 1 (MIXERS.md):
+
+    z, x, B, C, dt = in_proj(u)                       u (B, T, D); x (T, H, P) with H·P = expand·D; B, C (T, N)
+    x, B, C = SiLU(conv4(x, B, C))                    a causal depthwise convolution of kernel 4, with a bias
+    Δ = softplus(dt + dt_bias),  a_h = -exp(A_log_h)  the step and the decay rate, per head
+    H_t = exp(Δ_t a_h) H_{t-1} + B_t (Δ_t x_t)ᵀ         the state (N, P) per head, every head reading one B and C
+    y_t = H_tᵀ C_t + D_h x_t                          the D skip
+    out = out_proj(RMSNorm(y ⊙ SiLU(z)))              the gated norm
+
+The recurrence is andrea.mixers.gated_linear's with q = C, k = B, v = Δ·x and g = Δ·a. Initialisation as
+published: A ~ U(1, 16), Δ's bias such that softplus(dt_bias) ~ logU(1e-3, 1e-1), D = 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from andrea.attention.hook_points import HookPoint, Points
+from andrea.mixers import gated_linear as core
+from andrea.mixers.base import CacheSize
+from andrea.mixers.linear_layer import POINTS, check_form_and_heads
+from andrea.mixers.short_conv import ShortConv
+from andrea.mixers.state_cache import StateCache
+
+DT_MIN, DT_MAX, A_MIN, A_MAX = 1e-3, 1e-1, 1.0, 16.0
+
+
+class Mamba2(nn.Module):
+    name = "mamba2"
+    signed = False
+
+    def __init__(
+        self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
+        bias: bool = False, *, n_head: int = 4, expand: int = 2, d_state: int = 16, form: str = "chunked",
+        chunk: int = 64,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        inner = expand * d_model
+        check_form_and_heads(form, n_head, inner, width=f"mixer.expand x d_model = {expand} x {d_model}")
+        self.n_head, self.head_dim, self.d_state, self.inner = n_head, inner // n_head, d_state, inner
+        self.form, self.chunk = form, chunk
+        self.in_proj = nn.Linear(d_model, 2 * inner + 2 * d_state + n_head, bias=bias)  # z, x, B, C, dt
+        self.conv = ShortConv(inner + 2 * d_state, bias=True)
+        self.A_log = nn.Parameter(torch.empty(n_head).uniform_(A_MIN, A_MAX).log())
+        dt = torch.exp(torch.empty(n_head).uniform_(math.log(DT_MIN), math.log(DT_MAX)))
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus⁻¹(dt)
+        self.D = nn.Parameter(torch.ones(n_head))
+        self.norm = nn.RMSNorm(inner, eps=1e-5)
+        self.proj = nn.Linear(inner, d_model, bias=bias)  # out_proj: W_O
+        self.dropout = nn.Dropout(dropout)
+        self.points = Points(POINTS)
+
+    def forward(
+        self, u: Tensor, return_weights: bool = False, cache: StateCache | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        Bsz, T, _ = u.shape
+        H, P, N = self.n_head, self.head_dim, self.d_state
+        z, xbc, dt = self.in_proj(u).split([self.inner, self.inner + 2 * N, H], dim=-1)
+        xbc, kept = self.conv(xbc, None if cache is None else cache.conv.get("xbc"))
+        x, Bm, C = xbc.split([self.inner, N, N], dim=-1)
+        delta = F.softplus(dt + self.dt_bias)  # (B, T, H)
+        g = self.points["hook_decay"]((delta * -self.A_log.exp()).transpose(1, 2))  # (B, H, T): Δ·a <= 0
+        x = x.view(Bsz, T, H, P).transpose(1, 2)  # (B, H, T, P)
+        q = self.points["hook_q"].heads(C.unsqueeze(1).expand(Bsz, H, T, N))  # every head reads one C and B
+        k = self.points["hook_k"].heads(Bm.unsqueeze(1).expand(Bsz, H, T, N))
+        v = self.points["hook_v"].heads(x * delta.transpose(1, 2).unsqueeze(-1))
+        run = {"parallel": core.parallel, "chunked": core.chunked, "recurrent": core.recurrent}[self.form]
+        y, state = run(q, k, v, g, 1.0, None if cache is None else cache.state)
+        if cache is not None:
+            cache.state, cache.position, cache.conv["xbc"] = state, cache.position + T, kept
+        y = y.to(u.dtype) + self.D.view(1, H, 1, 1) * x  # the D skip
+        y = y.transpose(1, 2).reshape(Bsz, T, self.inner)
+        y = self.points["hook_z"](self.norm(y * F.silu(z)).view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
+        weights = None
+        if (return_weights or self.points["hook_pattern"].fns) and cache is None:
+            weights = self.points["hook_pattern"](core.weights(q, k, g, 1.0).to(u.dtype))
+        return self.dropout(self.proj(y)), weights if return_weights else None
+
+    def new_cache(self) -> StateCache:
+        return StateCache()
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        return dict(self.points)
+
+    def cache_size(self) -> CacheSize:
+        """The state H·N·P, and the convolution's last 3 inputs of x, B and C."""
+        conv = (self.conv.kernel_size[0] - 1) * self.conv.in_channels
+        return CacheSize(per_token=0, per_sequence=self.n_head * self.d_state * self.head_dim + conv)
+
+    def extra_repr(self) -> str:
+        return f"mamba2, n_head={self.n_head}, head_dim={self.head_dim}, d_state={self.d_state}, form={self.form}"
