@@ -294,6 +294,11 @@ REJECTED = [
     ),
     (["mixer=gla"], "callbacks.attention_maps draws attention heads, which mixer gla has none of yet"),
     (
+        ["mixer=retention", "mask=sliding_window", "~callbacks.attention_maps"],
+        "mask=sliding_window: mixer retention reads every earlier token through its state, causal by construction; "
+        "use mask=causal",
+    ),
+    (
         ["+mixer.window=2"],
         "mixer.window is not a setting of mixer; drop the override, or check its spelling",
     ),

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from andrea.attention.spec import NETWORK, AttentionSpec
 from andrea.lens.interventions import parse_heads
 from andrea.train.checks_files import apply_init_from, check_checkpoint
-from andrea.train.checks_parts import attention_parts, check_data, check_maps_have_heads
+from andrea.train.checks_parts import attention_parts, check_data, check_mixers
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.train.keys import check_added_keys, check_ranges, check_targets
@@ -59,7 +59,7 @@ def check_config(cfg: DictConfig) -> Checked:
     _refuse(check_maps(maps) if isinstance(maps, DictConfig) else None)
     _validate_distributed(cfg)
     check_data(cfg)
-    check_maps_have_heads(cfg)
+    check_mixers(cfg)
     attention = attention_parts(cfg, on_cpu(cfg))
     check_accelerator(cfg)
     return Checked(estimate, attention, finished)

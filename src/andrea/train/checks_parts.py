@@ -55,25 +55,35 @@ def _ints(cfg: DictConfig, *keys: str) -> list[int | None]:
     return [value if isinstance(value, int) and not isinstance(value, bool) else None for value in values]
 
 
-def check_maps_have_heads(cfg: DictConfig) -> None:
-    """Each layer's mixer (andrea.mixers.layers: a layout that cannot fill the layers refused first); then the
-    attention maps callback, which reads attention heads in every layer: a network with another mixer has none
-    yet to draw, and says so before anything is built."""
-    net = _get(cfg, "model.net")
-    if net is None or net.get("_target_") not in MODELS or net.get("attention") is None:
-        return
-    mixer = OmegaConf.to_container(net.mixer, resolve=True) if net.get("mixer") is not None else None
-    layout = OmegaConf.to_container(net.layout, resolve=True) if net.get("layout") is not None else None
-    try:
-        kinds = layer_kinds(layout, net.get("n_layer", 1), mixer)  # type: ignore[arg-type]
-    except SettingError as err:
-        raise ConfigError(str(err)) from None
-    others = sorted(set(kinds) - {ATTENTION})
+def check_mixers(cfg: DictConfig) -> None:
+    """Each layer's mixer (andrea.mixers.layers: a layout that cannot fill the layers refused first); a mask a
+    recurrent mixer cannot keep (anything but causal); then the attention maps callback, which reads attention
+    heads in every layer: a network with another mixer has none yet to draw. All before anything is built."""
+    others = sorted(set(_layer_kinds(cfg)) - {ATTENTION})
+    mask = _get(cfg, "mask.name")
+    if others and mask not in (None, "causal"):  # a recurrence is causal by construction: no window, no lookahead
+        raise ConfigError(
+            f"mask={mask}: mixer {others[0]} reads every earlier token through its state, causal by construction; "
+            "use mask=causal"
+        )
     if others and _get(cfg, "callbacks.attention_maps") is not None:
         raise ConfigError(
             f"callbacks.attention_maps draws attention heads, which mixer {others[0]} has none of yet; "
             "add ~callbacks.attention_maps"
         )
+
+
+def _layer_kinds(cfg: DictConfig) -> list[str]:
+    """Each layer's mixer name, for andrea's networks with attention settings; [] for any other network."""
+    net = _get(cfg, "model.net")
+    if net is None or net.get("_target_") not in MODELS or net.get("attention") is None:
+        return []
+    mixer = OmegaConf.to_container(net.mixer, resolve=True) if net.get("mixer") is not None else None
+    layout = OmegaConf.to_container(net.layout, resolve=True) if net.get("layout") is not None else None
+    try:
+        return layer_kinds(layout, net.get("n_layer", 1), mixer)  # type: ignore[arg-type]
+    except SettingError as err:
+        raise ConfigError(str(err)) from None
 
 
 def attention_parts(cfg: DictConfig, on_cpu: bool) -> dict[str, Any] | None:
