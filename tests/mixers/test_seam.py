@@ -151,3 +151,20 @@ def test_a_setting_the_mixer_does_not_take_is_refused(mean_mixer):
         _gpt(mixer={"name": "attention", "window": 2})
     with pytest.raises(ValueError, match="model.net.mixer=.*is not a token mixer: give mixer=<name>, one of attention"):
         _gpt(mixer={"name": "mamba"})
+
+
+def test_a_plugin_mixer_that_cannot_be_loaded_is_one_line(monkeypatch):
+    """A package's `andrea.mixers` entry point whose module is missing: named in one line among the plugin
+    warnings andrea-train prints, and refused in one line when a layout names it."""
+    from importlib.metadata import EntryPoint
+
+    from andrea.cli.app import plugin_warnings
+    from andrea.mixers.layers import broken_mixers
+
+    broken = EntryPoint(name="hyena", value="no_such_package.mixer:Hyena", group="andrea.mixers")
+    monkeypatch.setattr(mixer_registry, "_plugins", {"hyena": broken})
+    (line,) = broken_mixers()
+    assert "'hyena = no_such_package.mixer:Hyena' (group 'andrea.mixers') cannot be loaded" in line
+    assert line in plugin_warnings()
+    with pytest.raises(ValueError, match="cannot be loaded: ModuleNotFoundError"):
+        _gpt(layout=["hyena"])

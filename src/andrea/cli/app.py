@@ -48,11 +48,12 @@ def one_line(err: BaseException) -> str:
 
 
 def plugin_warnings() -> list[str]:
-    """One line per installed andrea plugin entry point that cannot be loaded (or, a mechanism, built), and per
-    YAML file of a plugin's config package that cannot be read."""
+    """One line per installed andrea plugin entry point that cannot be loaded (or, a mechanism, built), a mixer's
+    included, and per YAML file of a plugin's config package that cannot be read."""
     from andrea.attention.registry import broken_plugins
+    from andrea.mixers.layers import broken_mixers
 
-    return broken_plugins() + plugin_config_problems()
+    return broken_plugins() + broken_mixers() + plugin_config_problems()
 
 
 def plugin_config_problems() -> list[str]:
