@@ -84,3 +84,18 @@ def test_retention_decays_each_head_at_its_fixed_rate():
     for h in range(4):
         gamma = 1 - 2.0 ** (-5 - h)
         torch.testing.assert_close(w[h] / w[h, -1], gamma ** torch.arange(5, -1, -1, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name", MIXERS)
+def test_the_chunked_form_takes_the_chunk_it_is_given(name, monkeypatch):
+    """mixer.chunk=8 on 23 tokens: three chunks (the last padded), not the default's one."""
+    chunks: list[int] = []
+    one_chunk = gated_linear._chunk
+
+    def counted(*args):
+        chunks.append(args[0].shape[2])  # the chunk's tokens
+        return one_chunk(*args)
+
+    monkeypatch.setattr(gated_linear, "_chunk", counted)
+    _layer(name, "chunked")(torch.randn(2, T, D, dtype=torch.float64))
+    assert len(chunks) == 3

@@ -62,3 +62,18 @@ def test_a_width_the_heads_do_not_split_is_refused():
         ValueError, match="mixer.n_head=5 must be a positive integer dividing mixer.expand x d_model = 2 x 16=32"
     ):
         Mamba2(D, 64, n_head=5)
+
+
+def test_the_chunked_form_takes_the_chunk_it_is_given(monkeypatch):
+    from andrea.mixers import gated_linear
+
+    chunks: list[int] = []
+    one_chunk = gated_linear._chunk
+
+    def counted(*args):
+        chunks.append(args[0].shape[2])  # the chunk's tokens
+        return one_chunk(*args)
+
+    monkeypatch.setattr(gated_linear, "_chunk", counted)
+    _layer("chunked")(torch.randn(2, T, D, dtype=torch.float64))
+    assert len(chunks) == 3  # 21 tokens in chunks of 8

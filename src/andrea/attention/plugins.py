@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
@@ -67,6 +68,19 @@ class Registry(Generic[T]):
             return plugins[name].load()
         except Exception as err:  # a plugin's import error is the plugin's: named in one line
             raise PluginError(plugin_failure(plugins[name], err)) from err
+
+    def broken(self, check: Callable[[str], object] | None = None) -> list[str]:
+        """One line per installed plugin of this registry that cannot be loaded, or that `check(name)` refuses
+        with a PluginError (a mechanism that cannot be built)."""
+        lines = []
+        for name in sorted(set(self.names()) - set(self.builtins)):
+            try:
+                self.load(name)  # a plugin that cannot load is a PluginError naming its entry point
+                if check is not None:
+                    check(name)
+            except PluginError as err:
+                lines.append(str(err))
+        return lines
 
 
 class PluginError(ValueError):

@@ -37,15 +37,8 @@ PROBE_SIZES = dict(n_head=4, head_dim=8, d_model=32, max_context=9, layer=1, n_l
 def broken_plugins() -> list[str]:
     """One line per installed plugin entry point (backend, mask, mechanism or config package) that cannot be
     loaded, or, for a mechanism, built with its default settings."""
-    lines = []
-    for registry in (backend_registry, mask_registry, mechanism_registry):
-        for name in sorted(set(registry.names()) - set(registry.builtins)):
-            try:
-                registry.load(name)  # a plugin that cannot load is a PluginError naming its entry point
-                if registry is mechanism_registry:
-                    get_mechanism(name, PROBE_SIZES)
-            except PluginError as err:
-                lines.append(str(err))
+    lines = backend_registry.broken() + mask_registry.broken()
+    lines += mechanism_registry.broken(lambda name: get_mechanism(name, PROBE_SIZES))
     for entry_point in sorted(entry_points(group=CONF_GROUP), key=lambda ep: ep.name):
         try:  # a package of YAML files: found, never imported beyond its parents
             if importlib.util.find_spec(entry_point.value) is None:

@@ -56,7 +56,11 @@ def recurrent(
 def weights(q: Tensor, k: Tensor, g: Tensor | None = None, scale: float = 1.0) -> Tensor:
     """The implied weights (B, H, T, T): A_ij = scale · Σ_c q_ic k_jc exp(G_ic - G_jc) for j <= i, else 0."""
     q, k, _, g = _prepared(q, k, q, g)
-    G = g.cumsum(dim=2)  # (B, H, T, K|1)
+    return _weights(q, k, g.cumsum(dim=2), scale)
+
+
+def _weights(q: Tensor, k: Tensor, G: Tensor, scale: float) -> Tensor:
+    """`weights` from the cumulative log decay G (B, H, T, K|1), inputs already in the working dtype."""
     T = q.shape[2]
     later = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)  # key after query
     gap = (G.unsqueeze(3) - G.unsqueeze(2)).masked_fill(later[..., None], float("-inf"))  # (B, H, T, T, K|1)
@@ -94,8 +98,21 @@ def _chunk(q: Tensor, k: Tensor, v: Tensor, g: Tensor, scale: float, S: Tensor) 
     """One chunk from the state before it: the weights inside it times V, plus the decayed state read by the
     queries; and the state after it. G, the cumulative log decay from the chunk's start, is <= 0."""
     G = g.cumsum(dim=2)  # (B, H, C, K|1)
-    inside = weights(q, k, g, scale) @ v  # (B, H, C, V)
+    inside = _weights(q, k, G, scale) @ v  # (B, H, C, V)
     before = (q * scale * G.exp()) @ S  # the state, decayed to each query
     last = G[:, :, -1:]  # (B, H, 1, K|1): the whole chunk's decay
     carried = (k * (last - G).exp()).transpose(-2, -1) @ v  # Σ_j k_j exp(G_last - G_j) v_jᵀ: (B, H, K, V)
     return inside + before, S * last.transpose(-2, -1).exp() + carried
+
+
+FORMS = ("parallel", "chunked", "recurrent")  # mixer.form
+
+
+def run(
+    form: str, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float, state: Tensor | None,
+    chunk: int = CHUNK,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """The recurrence in the form named (one of FORMS), chunks of `chunk` tokens for the chunked one."""
+    if form == "chunked":
+        return chunked(q, k, v, g, scale, state, chunk)
+    return {"parallel": parallel, "recurrent": recurrent}[form](q, k, v, g, scale, state)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
 
 GATE_RANK, GATE_DIVISOR = 16, 16  # the low-rank gate projection, and the published normaliser of its log
@@ -21,7 +22,7 @@ class GLA(LinearMixer):
 
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
-        bias: bool = False, *, n_head: int = 4, expand_k: float = 0.5, form: str = "chunked", chunk: int = 64,
+        bias: bool = False, *, n_head: int = 4, expand_k: float = 0.5, form: str = "chunked", chunk: int = CHUNK,
         conv: bool = False, gate: bool = True, norm: bool = True,
     ) -> None:  # fmt: skip
         head = d_model // n_head

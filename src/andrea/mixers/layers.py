@@ -24,7 +24,7 @@ from typing import Any
 from torch import nn
 
 from andrea.attention.block import MultiHeadSelfAttention, shared_parts
-from andrea.attention.plugins import PluginError, Registry
+from andrea.attention.plugins import Registry
 from andrea.utils.rules import SettingError
 
 ATTENTION = "attention"
@@ -44,13 +44,7 @@ PLACE = ("d_model", "max_context", "layer", "n_layer", "dropout", "bias")  # wha
 
 def broken_mixers() -> list[str]:
     """One line per installed plugin mixer (entry-point group `andrea.mixers`) that cannot be loaded."""
-    lines = []
-    for name in sorted(set(mixer_registry.names()) - set(mixer_registry.builtins)):
-        try:
-            mixer_registry.load(name)
-        except PluginError as err:
-            lines.append(str(err))
-    return lines
+    return mixer_registry.broken()
 
 
 def mixer_name(mixer: Mapping[str, Any] | None, key: str = "model.net.") -> str:

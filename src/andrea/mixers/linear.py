@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
+from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
 from andrea.utils.rules import SettingError
 
@@ -24,7 +25,7 @@ class LinearAttention(LinearMixer):
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
         bias: bool = False, *, n_head: int = 4, feature_map: str = "elu1", normalize: bool = True,
-        form: str = "chunked", chunk: int = 64, conv: bool = False, gate: bool = False, norm: bool = False,
+        form: str = "chunked", chunk: int = CHUNK, conv: bool = False, gate: bool = False, norm: bool = False,
     ) -> None:  # fmt: skip
         if feature_map not in FEATURE_MAPS:
             raise SettingError("mixer.feature_map", f"={feature_map!r} is not one of {', '.join(FEATURE_MAPS)}")

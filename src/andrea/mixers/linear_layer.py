@@ -27,15 +27,14 @@ from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
 from andrea.utils.rules import SettingError
 
-FORMS = ("parallel", "chunked", "recurrent")
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_z")
 EPS = 1e-6  # the normaliser's floor
 
 
 def check_form_and_heads(form: str, n_head: object, d_model: int, width: str = "d_model") -> None:
     """A form the recurrence has, and heads that split the width (named `width`) evenly."""
-    if form not in FORMS:
-        raise SettingError("mixer.form", f"={form!r} is not one of {', '.join(FORMS)}")
+    if form not in core.FORMS:
+        raise SettingError("mixer.form", f"={form!r} is not one of {', '.join(core.FORMS)}")
     if not isinstance(n_head, int) or isinstance(n_head, bool) or n_head <= 0 or d_model % n_head:
         raise SettingError("mixer.n_head", f"={n_head!r} must be a positive integer dividing {width}={d_model}")
 
@@ -114,8 +113,7 @@ class LinearMixer(nn.Module):
         if self.normalize:  # a column of ones: its output is the normaliser, φ(q)·Σ φ(k)
             v = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)
         state = None if cache is None else cache.state
-        run = {"parallel": core.parallel, "chunked": core.chunked, "recurrent": core.recurrent}[self.form]
-        o, state = run(q, k, v, g, self.scale, state)
+        o, state = core.run(self.form, q, k, v, g, self.scale, state, self.chunk)
         if cache is not None:
             cache.state, cache.position = state, cache.position + q.shape[2]
         if self.normalize:

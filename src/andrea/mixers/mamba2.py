@@ -37,7 +37,7 @@ class Mamba2(nn.Module):
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
         bias: bool = False, *, n_head: int = 4, expand: int = 2, d_state: int = 16, form: str = "chunked",
-        chunk: int = 64,
+        chunk: int = core.CHUNK,
     ) -> None:  # fmt: skip
         super().__init__()
         inner = expand * d_model
@@ -69,8 +69,7 @@ class Mamba2(nn.Module):
         q = self.points["hook_q"].heads(C.unsqueeze(1).expand(Bsz, H, T, N))  # every head reads one C and B
         k = self.points["hook_k"].heads(Bm.unsqueeze(1).expand(Bsz, H, T, N))
         v = self.points["hook_v"].heads(x * delta.transpose(1, 2).unsqueeze(-1))
-        run = {"parallel": core.parallel, "chunked": core.chunked, "recurrent": core.recurrent}[self.form]
-        y, state = run(q, k, v, g, 1.0, None if cache is None else cache.state)
+        y, state = core.run(self.form, q, k, v, g, 1.0, None if cache is None else cache.state, self.chunk)
         if cache is not None:
             cache.state, cache.position, cache.conv["xbc"] = state, cache.position + T, kept
         y = y.to(u.dtype) + self.D.view(1, H, 1, 1) * x  # the D skip

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from andrea.attention.positions import Rotary
+from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
 
 
@@ -23,7 +24,7 @@ class Retention(LinearMixer):
 
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
-        bias: bool = False, *, n_head: int = 4, expand_v: float = 2.0, form: str = "chunked", chunk: int = 64,
+        bias: bool = False, *, n_head: int = 4, expand_v: float = 2.0, form: str = "chunked", chunk: int = CHUNK,
         conv: bool = False, gate: bool = True, norm: bool = True,
     ) -> None:  # fmt: skip
         head = d_model // n_head

@@ -73,10 +73,19 @@ def check_mixers(cfg: DictConfig) -> None:
         )
 
 
-def _layer_kinds(cfg: DictConfig) -> list[str]:
-    """Each layer's mixer name, for andrea's networks with attention settings; [] for any other network."""
+def _andreas_net(cfg: DictConfig) -> DictConfig | None:
+    """model.net where it is one of andrea's networks with attention settings; None for a user's `_target_`, or
+    the toy model's no-attention ablation."""
     net = _get(cfg, "model.net")
     if net is None or net.get("_target_") not in MODELS or net.get("attention") is None:
+        return None
+    return net
+
+
+def _layer_kinds(cfg: DictConfig) -> list[str]:
+    """Each layer's mixer name, for andrea's networks with attention settings; [] for any other network."""
+    net = _andreas_net(cfg)
+    if net is None:
         return []
     mixer = OmegaConf.to_container(net.mixer, resolve=True) if net.get("mixer") is not None else None
     layout = OmegaConf.to_container(net.layout, resolve=True) if net.get("layout") is not None else None
@@ -89,8 +98,8 @@ def _layer_kinds(cfg: DictConfig) -> list[str]:
 def attention_parts(cfg: DictConfig, on_cpu: bool) -> dict[str, Any] | None:
     """model.net.attention with its backend and mask built once for every layer, each checked against the data's
     length and the device; None for a network andrea does not build (a user's `_target_`) or without attention."""
-    net = _get(cfg, "model.net")
-    if net is None or net.get("_target_") not in MODELS or net.get("attention") is None:
+    net = _andreas_net(cfg)
+    if net is None:
         return None
     attention = OmegaConf.to_container(net.attention, resolve=True)
     assert isinstance(attention, dict)  # the attention block is a mapping (checked by its spec before)
