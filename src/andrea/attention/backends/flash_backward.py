@@ -8,8 +8,8 @@ from andrea.attention.backends.flash_loads import (
     LOG2E,
     _capped_slope,
     _kv_block,
-    _last_first,
     _load,
+    _query_block,
     _query_rows,
     _rows,
     _scores,
@@ -43,12 +43,9 @@ def attention_backward_dq(
     """One program: dq for BLOCK_M queries of head h, walking the keys as the forward did, in one loop: the
     mask is built only in the edge blocks, behind a branch every thread takes alike (the forward's three
     loops cost dq more registers; docs/kernel_report.md)."""
-    bh, start_m = tl.program_id(1).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
-    b, h = bh // H, bh % H
-    j = h // group
-    Kh, Vh = K + b * k_sb + j * k_sh, V + b * v_sb + j * v_sh
-    offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
-    q = _load(Q + b * q_sb + h * q_sh + _rows(offs_m, q_st, BLOCK_D), tile_ok, UPCAST)
+    bh, b, h, start_m, Kh, Vh, offs_m, q_pos, row_ok, tile, tile_ok, q = _query_block(
+        Q, K, V, q_sb, q_sh, q_st, k_sb, k_sh, v_sb, v_sh, H, group, T, S, D, UPCAST, BLOCK_M, BLOCK_D
+    )
     do = _load(dOut + b * do_sb + h * do_sh + _rows(offs_m, do_st, BLOCK_D), tile_ok, UPCAST)
     lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
     delta = tl.load(Delta + bh * T + offs_m, mask=row_ok, other=0.0)  # rowsum(do ⊙ out)

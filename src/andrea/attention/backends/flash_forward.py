@@ -4,7 +4,7 @@ the running maximum, sum and weighted values, and saves the log-sum-exp the back
 import triton
 import triton.language as tl
 
-from andrea.attention.backends.flash_loads import LN2, _kv_block, _last_first, _load, _query_rows, _rows, _scores
+from andrea.attention.backends.flash_loads import LN2, _kv_block, _query_block, _scores
 from andrea.attention.backends.flash_masks import _allowed, _key_blocks
 
 
@@ -53,12 +53,9 @@ def attention_forward(
     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """One program: BLOCK_M queries of head h of sequence b. Writes out (BLOCK_M, d) and lse (BLOCK_M,)."""
-    bh, start_m = tl.program_id(1).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
-    b, h = bh // H, bh % H
-    j = h // group  # the kv head this query head reads
-    Kh, Vh = K + b * k_sb + j * k_sh, V + b * v_sb + j * v_sh  # its keys and values
-    offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
-    q = _load(Q + b * q_sb + h * q_sh + _rows(offs_m, q_st, BLOCK_D), tile_ok, UPCAST)  # (BLOCK_M, BLOCK_D)
+    bh, b, h, start_m, Kh, Vh, offs_m, q_pos, row_ok, tile, tile_ok, q = _query_block(
+        Q, K, V, q_sb, q_sh, q_st, k_sb, k_sh, v_sb, v_sh, H, group, T, S, D, UPCAST, BLOCK_M, BLOCK_D
+    )
     slope = tl.load(Slopes + h) if HAS_ALIBI else 0.0
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max of the scores (-inf: none seen yet)

@@ -35,6 +35,20 @@ def _query_rows(bh, start_m, T, S, D, BLOCK_M: tl.constexpr, BLOCK_D: tl.constex
 
 
 @triton.jit
+def _query_block(Q, K, V, q_sb, q_sh, q_st, k_sb, k_sh, v_sb, v_sh, H, group, T, S, D, UPCAST: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):  # fmt: skip
+    """This program's block of queries, as the forward and dq read it: its head bh (sequence b, head h), its first
+    row, the keys and values of the kv head h reads, its rows (_query_rows) and its (BLOCK_M, BLOCK_D) tile of q."""
+    bh, start_m = tl.program_id(1).to(tl.int64), _last_first(BLOCK_M)  # int64: offsets outgrow int32
+    b, h = bh // H, bh % H
+    j = h // group  # the kv head this query head reads
+    Kh, Vh = K + b * k_sb + j * k_sh, V + b * v_sb + j * v_sh
+    offs_m, q_pos, row_ok, tile, tile_ok = _query_rows(bh, start_m, T, S, D, BLOCK_M, BLOCK_D)
+    q = _load(Q + b * q_sb + h * q_sh + _rows(offs_m, q_st, BLOCK_D), tile_ok, UPCAST)
+    return bh, b, h, start_m, Kh, Vh, offs_m, q_pos, row_ok, tile, tile_ok, q
+
+
+@triton.jit
 def _rows(rows, stride, BLOCK_D: tl.constexpr):
     """Offsets of the (rows, BLOCK_D) tile at `rows` of one head whose rows are `stride` apart (its last stride 1):
     q, k, v and do are read in the layout they come in, a view of a fused projection too."""
