@@ -111,3 +111,25 @@ def test_the_implied_weights_are_the_parallel_form_s():
     q, k, v, g = _inputs(True)
     torch.testing.assert_close(gl.weights(q, k, g, scale=0.5) @ v, gl.parallel(q, k, v, g, scale=0.5)[0])
     assert bool((gl.weights(q, k, g).triu(1) == 0).all())  # causal: no query sees a later key
+
+
+@pytest.mark.parametrize("form", ["parallel", "chunked", "recurrent"])
+def test_a_new_document_restarts_the_state(form):
+    """Packed documents (their numbers `seg`, chunks of 16 that a boundary crosses): each document's outputs are
+    the recurrence's over that document alone, the first one's from the given state, the final state the last
+    one's."""
+    q, k, v, g = _inputs(True)
+    state = torch.randn(B, H, K, V, dtype=torch.float64)
+    seg = torch.tensor([[0] * 5 + [1] * 20 + [2] * 12, [0] * 30 + [1] * 7])
+    o, s = gl.run(form, q, k, v, g, 0.3, state, seg, chunk=16)
+    for b in range(B):
+        for doc in seg[b].unique().tolist():
+            part = seg[b] == doc
+            q1, k1, v1, g1 = (x[b : b + 1, :, part] for x in (q, k, v, g))
+            o_doc, s_doc = gl.recurrent(q1, k1, v1, g1, 0.3, state[b : b + 1] if doc == 0 else None)
+            torch.testing.assert_close(o[b : b + 1, :, part], o_doc, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(s[b : b + 1], s_doc, rtol=1e-10, atol=1e-10)
+    across = (seg.unsqueeze(2) != seg.unsqueeze(1)).unsqueeze(1).expand(B, H, T, T)  # query and key apart
+    weights = gl.weights(q, k, g, 0.3, seg)
+    seen = ~across & torch.ones(T, T, dtype=torch.bool).tril()  # a key at or before the query in its document
+    assert weights[across].abs().max() == 0 and weights[seen].abs().min() > 0

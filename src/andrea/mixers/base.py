@@ -3,9 +3,10 @@ of each layer is a part the config names (`mixer=`, `model.net.layout`). Attenti
 (andrea.attention.MultiHeadSelfAttention, with every attention group) is the first; the mixers that are not
 softmax attention (linear attention, retention, ...) answer the same calls:
 
-    mixer(x, return_weights=False, cache=None) -> y, weights
+    mixer(x, mask=None, return_weights=False, cache=None) -> y, weights
         x, y (B, T, D); weights (B, H, T, S) where the mixer has weights for the maps (attention's; the
-        implied weights of a linear mixer), else None; with a cache, x holds only the tokens not yet seen
+        implied weights of a linear mixer), else None; with a cache, x holds only the tokens not yet seen;
+        `mask` a per-batch mask (packed documents, key padding) ANDed with the mixer's own
     mixer.new_cache()      an empty cache for generation: a KV cache, a fixed-size state, ...; its
                            `next_position` is the absolute position of the next token
     mixer.hook_points()    its points by name; a network lists them under `blocks.<layer>.attn.` whatever the
@@ -44,7 +45,9 @@ class MixerCache(Protocol):
 class TokenMixer(Protocol):
     proj: nn.Linear  # what writes into the residual stream (the GPT scales its initial weights by 1/sqrt(2·n_layer))
 
-    def __call__(self, x: Tensor, return_weights: bool = False, cache: Any = None) -> tuple[Tensor, Tensor | None]: ...
+    def __call__(
+        self, x: Tensor, mask: Any = None, return_weights: bool = False, cache: Any = None
+    ) -> tuple[Tensor, Tensor | None]: ...
 
     def new_cache(self) -> MixerCache: ...
 

@@ -12,9 +12,12 @@ in three forms that compute the same function (docs/spec.md):
                             O(T·C·K + T·K·V), linear in T
 
 q, k (B, H, T, K), v (B, H, T, V), g (B, H, T, K) or (B, H, T) (one decay per head and token), the state
-(B, H, K, V). Decays stay in log space and their cumulative sums, like the state, are computed in float32 at
-least (float64 stays float64): a product of many decays is never formed outside an exponent of a difference
-that is at most 0.
+(B, H, K, V). Packed documents: `seg` (B, T) numbers each token's document from 0, the one the given state
+belongs to; where it changes the state restarts from zero (S_{t-1} is dropped), so a document never reads
+another's tokens (andrea.mixers.state_masks).
+
+Decays stay in log space and their cumulative sums, like the state, are computed in float32 at least (float64
+stays float64): a product of many decays is never formed outside an exponent of a difference that is at most 0.
 """
 
 from __future__ import annotations
@@ -42,43 +45,51 @@ def _state(q: Tensor, v: Tensor, state: Tensor | None) -> Tensor:
 
 
 def recurrent(
-    q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None, scale: float = 1.0, state: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None, scale: float = 1.0, state: Tensor | None = None,
+    seg: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
     """The recurrence as written, token by token: (o (B, H, T, V), the final state (B, H, K, V))."""
     q, k, v, g = _prepared(q, k, v, g)
     S, out = _state(q, v, state), []
     for t in range(q.shape[2]):
-        S = S * g[:, :, t].exp().unsqueeze(-1) + k[:, :, t].unsqueeze(-1) * v[:, :, t].unsqueeze(-2)  # (B, H, K, V)
+        decay = g[:, :, t].exp().unsqueeze(-1)  # (B, H, K|1, 1)
+        if seg is not None:  # a new document: the state restarts
+            decay = decay * (seg[:, t] == (seg[:, t - 1] if t else 0)).view(-1, 1, 1, 1)
+        S = S * decay + k[:, :, t].unsqueeze(-1) * v[:, :, t].unsqueeze(-2)  # (B, H, K, V)
         out.append(torch.einsum("bhk,bhkv->bhv", q[:, :, t] * scale, S))
     return torch.stack(out, dim=2), S
 
 
-def weights(q: Tensor, k: Tensor, g: Tensor | None = None, scale: float = 1.0) -> Tensor:
-    """The implied weights (B, H, T, T): A_ij = scale · Σ_c q_ic k_jc exp(G_ic - G_jc) for j <= i, else 0."""
+def weights(q: Tensor, k: Tensor, g: Tensor | None = None, scale: float = 1.0, seg: Tensor | None = None) -> Tensor:
+    """The implied weights (B, H, T, T): A_ij = scale · Σ_c q_ic k_jc exp(G_ic - G_jc) for j <= i in i's
+    document, else 0."""
     q, k, _, g = _prepared(q, k, q, g)
-    return _weights(q, k, g.cumsum(dim=2), scale)
+    return _weights(q, k, g.cumsum(dim=2), scale, seg)
 
 
-def _weights(q: Tensor, k: Tensor, G: Tensor, scale: float) -> Tensor:
+def _weights(q: Tensor, k: Tensor, G: Tensor, scale: float, seg: Tensor | None) -> Tensor:
     """`weights` from the cumulative log decay G (B, H, T, K|1), inputs already in the working dtype."""
     T = q.shape[2]
-    later = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)  # key after query
-    gap = (G.unsqueeze(3) - G.unsqueeze(2)).masked_fill(later[..., None], float("-inf"))  # (B, H, T, T, K|1)
+    unseen = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)  # key after query
+    if seg is not None:  # or in another document: (B, 1, T, T)
+        unseen = unseen | (seg.unsqueeze(2) != seg.unsqueeze(1)).unsqueeze(1)
+    gap = (G.unsqueeze(3) - G.unsqueeze(2)).masked_fill(unseen[..., None], float("-inf"))  # (B, H, T, T, K|1)
     return torch.einsum("bhik,bhjk,bhijk->bhij", q * scale, k, gap.exp().expand(-1, -1, -1, -1, q.shape[-1]))
 
 
 def parallel(
-    q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None, scale: float = 1.0, state: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None, scale: float = 1.0, state: Tensor | None = None,
+    seg: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
     """The implied weights times V, plus what a given state adds, with the final state: the chunked form as
     one chunk of T tokens."""
     q, k, v, g = _prepared(q, k, v, g)
-    return _chunk(q, k, v, g, scale, _state(q, v, state))
+    return _chunk(q, k, v, g, scale, _state(q, v, state), seg)
 
 
 def chunked(
     q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None, scale: float = 1.0, state: Tensor | None = None,
-    chunk: int = CHUNK,
+    seg: Tensor | None = None, chunk: int = CHUNK,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """Chunks of `chunk` tokens (T padded inside to a multiple), each the parallel form from the state the chunks
     before it left: (o (B, H, T, V), the final state)."""
@@ -86,23 +97,33 @@ def chunked(
     T = q.shape[2]
     pad = -T % chunk  # padded tokens: k = v = 0 and no decay, so they leave the state as it was
     q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
+    if seg is not None:  # the padded tokens stay in the last document
+        seg = torch.cat((seg, seg[:, -1:].expand(-1, pad)), dim=1)
     S, out = _state(q, v, state), []
     for start in range(0, T + pad, chunk):
         part = slice(start, start + chunk)
-        o, S = _chunk(q[:, :, part], k[:, :, part], v[:, :, part], g[:, :, part], scale, S)
+        here = None if seg is None else seg[:, part] - (seg[:, start - 1 : start] if start else 0)  # from 0 again
+        o, S = _chunk(q[:, :, part], k[:, :, part], v[:, :, part], g[:, :, part], scale, S, here)
         out.append(o)
     return torch.cat(out, dim=2)[:, :, :T], S
 
 
-def _chunk(q: Tensor, k: Tensor, v: Tensor, g: Tensor, scale: float, S: Tensor) -> tuple[Tensor, Tensor]:
+def _chunk(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, scale: float, S: Tensor, seg: Tensor | None
+) -> tuple[Tensor, Tensor]:
     """One chunk from the state before it: the weights inside it times V, plus the decayed state read by the
-    queries; and the state after it. G, the cumulative log decay from the chunk's start, is <= 0."""
+    queries; and the state after it. G, the cumulative log decay from the chunk's start, is <= 0. With `seg`,
+    only the queries of document 0 read the state, and only the last document's keys are carried."""
     G = g.cumsum(dim=2)  # (B, H, C, K|1)
-    inside = _weights(q, k, G, scale) @ v  # (B, H, C, V)
-    before = (q * scale * G.exp()) @ S  # the state, decayed to each query
-    last = G[:, :, -1:]  # (B, H, 1, K|1): the whole chunk's decay
-    carried = (k * (last - G).exp()).transpose(-2, -1) @ v  # Σ_j k_j exp(G_last - G_j) v_jᵀ: (B, H, K, V)
-    return inside + before, S * last.transpose(-2, -1).exp() + carried
+    inside = _weights(q, k, G, scale, seg) @ v  # (B, H, C, V)
+    read, last = q * scale * G.exp(), G[:, :, -1:]  # the state decayed to each query; the whole chunk's decay
+    kept = k * (last - G).exp()  # k_j exp(G_last - G_j)
+    carry = last.transpose(-2, -1).exp()  # (B, H, K|1, 1)
+    if seg is not None:
+        read = read * (seg == 0)[:, None, :, None]
+        kept = kept * (seg == seg[:, -1:])[:, None, :, None]
+        carry = carry * (seg[:, -1] == 0).view(-1, 1, 1, 1)
+    return inside + read @ S, S * carry + kept.transpose(-2, -1) @ v
 
 
 FORMS = ("parallel", "chunked", "recurrent")  # mixer.form
@@ -110,9 +131,9 @@ FORMS = ("parallel", "chunked", "recurrent")  # mixer.form
 
 def run(
     form: str, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float, state: Tensor | None,
-    chunk: int = CHUNK,
+    seg: Tensor | None = None, chunk: int = CHUNK,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """The recurrence in the form named (one of FORMS), chunks of `chunk` tokens for the chunked one."""
     if form == "chunked":
-        return chunked(q, k, v, g, scale, state, chunk)
-    return {"parallel": parallel, "recurrent": recurrent}[form](q, k, v, g, scale, state)
+        return chunked(q, k, v, g, scale, state, seg, chunk)
+    return {"parallel": parallel, "recurrent": recurrent}[form](q, k, v, g, scale, state, seg)

@@ -21,10 +21,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from andrea.attention.hook_points import HookPoint, Points
+from andrea.attention.masks import Mask
 from andrea.mixers import gated_linear as core
 from andrea.mixers.base import CacheSize
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
+from andrea.mixers.state_masks import state_mask
 from andrea.utils.rules import SettingError
 
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_z")
@@ -78,16 +80,21 @@ class LinearMixer(nn.Module):
         return None
 
     def forward(
-        self, x: Tensor, return_weights: bool = False, cache: StateCache | None = None
+        self, x: Tensor, mask: Mask | None = None, return_weights: bool = False, cache: StateCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
+        """`mask`: packed documents or key padding (andrea.mixers.state_masks), as an attention block takes it."""
         B, T, _ = x.shape
         start = 0 if cache is None else cache.position
-        q, k, v = self._streams(x, cache)
+        where = state_mask(mask, start, T, None if cache is None else cache.document, self.name)
+        q, k, v = self._streams(x, cache, where.seg)
         q, k = self.features(q, k, start)
         q, k, v = self.points["hook_q"].heads(q), self.points["hook_k"].heads(k), self.points["hook_v"].heads(v)
         g = self.log_decay(x)
         g = None if g is None else self.points["hook_decay"](g)
-        o, weights = self._mix(q, k, v, g, cache, return_weights or bool(self.points["hook_pattern"].fns))
+        k, g = where.keys(k, g)
+        if cache is not None:
+            cache.document = where.last
+        o, weights = self._mix(q, k, v, g, cache, where.seg, return_weights or bool(self.points["hook_pattern"].fns))
         o = o if self.norm is None else self.norm(o)  # (B, H, T, V)
         o = o.transpose(1, 2)  # (B, T, H, V)
         if self.gate is not None:
@@ -95,32 +102,33 @@ class LinearMixer(nn.Module):
         o = self.points["hook_z"](o).reshape(B, T, -1)
         return self.dropout(self.proj(o)), weights if return_weights else None
 
-    def _streams(self, x: Tensor, cache: StateCache | None) -> tuple[Tensor, Tensor, Tensor]:
+    def _streams(self, x: Tensor, cache: StateCache | None, seg: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
         """q, k (B, H, T, K) and v (B, H, T, V): the projections, through the short convolution when there is one."""
         streams = {"q": self.q_proj(x), "k": self.k_proj(x), "v": self.v_proj(x)}
         if self.convs is not None:
             for name, conv in self.convs.items():
-                streams[name], kept = conv(streams[name], None if cache is None else cache.conv.get(name))
+                streams[name], kept = conv(streams[name], None if cache is None else cache.conv.get(name), seg)
                 if cache is not None:
                     cache.conv[name] = kept
         B, T, _ = x.shape
         return tuple(s.view(B, T, self.n_head, -1).transpose(1, 2) for s in streams.values())
 
     def _mix(
-        self, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, cache: StateCache | None, want_weights: bool
-    ) -> tuple[Tensor, Tensor | None]:
+        self, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, cache: StateCache | None, seg: Tensor | None,
+        want_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:  # fmt: skip
         """The recurrence in the layer's form, from the cache's state; o (B, H, T, V), and the implied weights."""
         if self.normalize:  # a column of ones: its output is the normaliser, φ(q)·Σ φ(k)
             v = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)
         state = None if cache is None else cache.state
-        o, state = core.run(self.form, q, k, v, g, self.scale, state, self.chunk)
+        o, state = core.run(self.form, q, k, v, g, self.scale, state, seg, chunk=self.chunk)
         if cache is not None:
             cache.state, cache.position = state, cache.position + q.shape[2]
         if self.normalize:
             o = o[..., :-1] / o[..., -1:].clamp_min(EPS)
         weights = None
         if want_weights and cache is None:
-            weights = core.weights(q, k, g, self.scale)
+            weights = core.weights(q, k, g, self.scale, seg)
             weights = weights / weights.sum(-1, keepdim=True).clamp_min(EPS) if self.normalize else weights
             weights = self.points["hook_pattern"](weights.to(q.dtype))
         return o.to(q.dtype), weights

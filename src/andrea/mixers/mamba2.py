@@ -21,11 +21,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from andrea.attention.hook_points import HookPoint, Points
+from andrea.attention.masks import Mask
 from andrea.mixers import gated_linear as core
 from andrea.mixers.base import CacheSize
 from andrea.mixers.linear_layer import POINTS, check_form_and_heads
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
+from andrea.mixers.state_masks import state_mask
 
 DT_MIN, DT_MAX, A_MIN, A_MAX = 1e-3, 1e-1, 1.0, 16.0
 
@@ -56,28 +58,34 @@ class Mamba2(nn.Module):
         self.points = Points(POINTS)
 
     def forward(
-        self, u: Tensor, return_weights: bool = False, cache: StateCache | None = None
+        self, u: Tensor, mask: Mask | None = None, return_weights: bool = False, cache: StateCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
+        """`mask`: packed documents or key padding (andrea.mixers.state_masks), as an attention block takes it."""
         Bsz, T, _ = u.shape
         H, P, N = self.n_head, self.head_dim, self.d_state
+        start, before = (0, None) if cache is None else (cache.position, cache.document)
+        where = state_mask(mask, start, T, before, self.name)
         z, xbc, dt = self.in_proj(u).split([self.inner, self.inner + 2 * N, H], dim=-1)
-        xbc, kept = self.conv(xbc, None if cache is None else cache.conv.get("xbc"))
+        xbc, kept = self.conv(xbc, None if cache is None else cache.conv.get("xbc"), where.seg)
         x, Bm, C = xbc.split([self.inner, N, N], dim=-1)
         delta = F.softplus(dt + self.dt_bias)  # (B, T, H)
-        g = self.points["hook_decay"]((delta * -self.A_log.exp()).transpose(1, 2))  # (B, H, T): Δ·a <= 0
+        g: Tensor | None = self.points["hook_decay"]((delta * -self.A_log.exp()).transpose(1, 2))  # (B, H, T): Δ·a <= 0
         x = x.view(Bsz, T, H, P).transpose(1, 2)  # (B, H, T, P)
         q = self.points["hook_q"].heads(C.unsqueeze(1).expand(Bsz, H, T, N))  # every head reads one C and B
         k = self.points["hook_k"].heads(Bm.unsqueeze(1).expand(Bsz, H, T, N))
         v = self.points["hook_v"].heads(x * delta.transpose(1, 2).unsqueeze(-1))
-        y, state = core.run(self.form, q, k, v, g, 1.0, None if cache is None else cache.state, self.chunk)
+        k, g = where.keys(k, g)
+        y, state = core.run(
+            self.form, q, k, v, g, 1.0, None if cache is None else cache.state, where.seg, chunk=self.chunk
+        )
         if cache is not None:
-            cache.state, cache.position, cache.conv["xbc"] = state, cache.position + T, kept
+            cache.state, cache.position, cache.conv["xbc"], cache.document = state, cache.position + T, kept, where.last
         y = y.to(u.dtype) + self.D.view(1, H, 1, 1) * x  # the D skip
         y = y.transpose(1, 2).reshape(Bsz, T, self.inner)
         y = self.points["hook_z"](self.norm(y * F.silu(z)).view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
         weights = None
         if (return_weights or self.points["hook_pattern"].fns) and cache is None:
-            weights = self.points["hook_pattern"](core.weights(q, k, g, 1.0).to(u.dtype))
+            weights = self.points["hook_pattern"](core.weights(q, k, g, 1.0, where.seg).to(u.dtype))
         return self.dropout(self.proj(y)), weights if return_weights else None
 
     def new_cache(self) -> StateCache:

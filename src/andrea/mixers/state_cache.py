@@ -3,6 +3,7 @@
 state     (B, H, K, V) the recurrence's S after the tokens seen (None before the first)
 conv      (B, C, kernel - 1) the last inputs of the short causal convolution, where the mixer has one
 position  the absolute position of the next token (what the network's position embedding reads)
+document  (B,) the document id of the last token seen, under a packed-documents mask (andrea.mixers.state_masks)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ class StateCache:
         self.state: Tensor | None = None
         self.conv: dict[str, Tensor] = {}  # the convolution's last inputs, by the stream it convolves (q, k, v)
         self.position = 0
+        self.document: Tensor | None = None
 
     @property
     def next_position(self) -> int:
