@@ -63,15 +63,26 @@ def test_generation_from_the_state_is_recomputing(name):
 def test_a_form_or_feature_map_that_does_not_exist_is_refused():
     with pytest.raises(ValueError, match="mixer.form='fast' is not one of parallel, chunked, recurrent"):
         GLA(D, 64, form="fast")
-    with pytest.raises(ValueError, match="mixer.normalize=true needs positive features: use mixer.feature_map=elu1"):
+    signed = "mixer.normalize=true needs positive features, and identity gives signed ones: use mixer.feature_map="
+    with pytest.raises(ValueError, match=signed + "elu1 or mixer.normalize=false"):
         LinearAttention(D, 64, feature_map="identity")
 
 
-def test_gla_trains_from_the_command_line_and_the_maps_say_what_they_lack(tmp_path):
-    with pytest.raises(ConfigError, match="callbacks.attention_maps draws attention heads, which mixer gla has none"):
-        validate(compose_train(tmp_path, [*QUICK, "mixer=gla"]))
-    result = train(compose_train(tmp_path, [*QUICK, "mixer=gla", "~callbacks.attention_maps", "trainer.max_steps=3"]))
+def test_a_mixed_layout_trains_from_the_command_line_with_maps_and_head_roles(tmp_path):
+    """GLA then attention: each layer's map is drawn under its own label, every head of both is scored."""
+    overrides = [*QUICK, "mixer=gla", "model.net.n_layer=2", "model.net.layout=[gla,attention]", "trainer.max_steps=3"]
+    result = train(compose_train(tmp_path, overrides))
     assert result.status == "completed" and result.global_step == 3
+    drawn = sorted(p.name for p in (tmp_path / "attention_maps").glob("*.png"))
+    assert "layer0_step000003.png" in drawn and "layer1_step000003.png" in drawn
+    assert result.roles and result.verdict
+    assert any(name.startswith("heads/entropy/L0H") for name in result.head_roles)  # the GLA layer's heads
+    cache = result.cache_bytes  # float32 numbers: a GLA state of H·K·V = 4·4·8, and MHA's 2·d_model a token
+    assert cache is not None and [layer["mixer"] for layer in cache["layers"]] == ["gla", "attention"]
+    assert cache["layers"][0]["bytes"] == 4 * 4 * 4 * 8 and cache["layers"][1]["bytes"] == cache["mha_layer"]
+    assert cache["mha_layer"] == 2 * 32 * cache["length"] * 4
+    with pytest.raises(ConfigError, match=r"the layers' heads differ \(attention 4, gla 2\)"):
+        validate(compose_train(tmp_path, [*overrides, "mixer.n_head=2"]))
 
 
 def test_retention_decays_each_head_at_its_fixed_rate():

@@ -290,9 +290,13 @@ REJECTED = [
     ),
     (
         ["mixer=linear", "mixer.feature_map=identity", "~callbacks.attention_maps"],
-        "mixer.normalize=true needs positive features: use mixer.feature_map=elu1",
+        "mixer.normalize=true needs positive features, and identity gives signed ones: use mixer.feature_map=elu1 "
+        "or mixer.normalize=false",
     ),
-    (["mixer=gla"], "callbacks.attention_maps draws attention heads, which mixer gla has none of yet"),
+    (
+        ["model.net.n_layer=2", "model.net.layout=[gla,attention]", "mixer=gla", "mixer.n_head=2"],
+        "callbacks.attention_maps scores one (layer, head) grid, and the layers' heads differ (attention 4, gla 2)",
+    ),
     (
         ["mixer=retention", "mask=sliding_window", "~callbacks.attention_maps"],
         "mask=sliding_window: mixer retention reads every earlier token through its state, causal by construction; "

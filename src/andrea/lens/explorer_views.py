@@ -13,7 +13,8 @@ from andrea.lens.attribution import Attribution, logit_attribution
 from andrea.lens.composition import MODES, composition_scores
 from andrea.lens.explorer import About, View, explorer_page
 from andrea.lens.verdict import score_heads
-from andrea.models.network import Network, allowed_of
+from andrea.models.network import Network
+from andrea.models.weight_styles import allowed_of
 
 
 def _scores(net: Network, weights: list[Tensor], ids: Tensor) -> dict[str, Tensor]:

@@ -97,6 +97,16 @@ def mixer_settings(name: str, mixer: Mapping[str, Any] | None) -> dict[str, Any]
     return settings
 
 
+def mixer_heads(name: str, mixer: Mapping[str, Any] | None) -> int | None:
+    """The heads a layer of mixer `name` (not attention) has: its `n_head` setting or default; None for a mixer
+    without one."""
+    given = mixer_settings(name, mixer).get("n_head")
+    if given is not None:
+        return int(given)
+    default = inspect.signature(mixer_registry.load(name)).parameters.get("n_head")
+    return default.default if default is not None and isinstance(default.default, int) else None
+
+
 def _settings_of(name: str) -> set[str]:
     """The settings a mixer takes of its own; attention's are the attention config groups, not `mixer.*`."""
     if name == ATTENTION:

@@ -3,20 +3,33 @@ feature map's φ(q)·φ(k), so the weights factor and a running sum S = Σ φ(k)
 
     o_t = φ(q_t)ᵀ S_t / φ(q_t)ᵀ Σ_{j<=t} φ(k_j)        (the paper's normalised form, `normalize`)
 
-feature_map: elu1 (φ(x) = elu(x) + 1 > 0, the paper's) or identity (then `normalize` must be off: the
-normaliser needs positive features). No decay, no gate, no norm by default (MIXERS.md); each is a setting.
+feature_map: elu1 (φ(x) = elu(x) + 1 > 0, the paper's), identity, or elementwise_product (fla's learned map,
+φ(x) = (W_1 x + b_1) ⊙ (W_2 x + b_2) over a head's channels, one for q and one for k, its layer's choice with
+no normaliser and a per-head RMSNorm: `mixer.normalize=false mixer.norm=true`). `normalize` needs positive
+features: elu1. No decay, no gate, no norm by default (MIXERS.md); each is a setting.
 """
 
 from __future__ import annotations
 
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
 from andrea.utils.rules import SettingError
 
-FEATURE_MAPS = ("elu1", "identity")
+FEATURE_MAPS = ("elu1", "identity", "elementwise_product")
+
+
+class ElementwiseProduct(nn.Module):
+    """A learned feature map: (W_1 x + b_1) ⊙ (W_2 x + b_2) over the last dimension (fla's HadamardFeatureMap)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.layer1, self.layer2 = nn.Linear(width, width), nn.Linear(width, width)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.layer1(x) * self.layer2(x)
 
 
 class LinearAttention(LinearMixer):
@@ -29,13 +42,21 @@ class LinearAttention(LinearMixer):
     ) -> None:  # fmt: skip
         if feature_map not in FEATURE_MAPS:
             raise SettingError("mixer.feature_map", f"={feature_map!r} is not one of {', '.join(FEATURE_MAPS)}")
-        if normalize and feature_map == "identity":
-            raise SettingError("mixer.normalize", "=true needs positive features: use mixer.feature_map=elu1")
+        if normalize and feature_map != "elu1":
+            raise SettingError(
+                "mixer.normalize",
+                f"=true needs positive features, and {feature_map} gives signed ones: use mixer.feature_map=elu1 "
+                "or mixer.normalize=false",
+            )
         super().__init__(d_model, max_context, layer, n_layer, dropout, bias, n_head=n_head, form=form, chunk=chunk,
                          conv=conv, gate=gate, norm=norm, normalize=normalize)  # fmt: skip
-        self.feature_map = feature_map
+        self.feature_map, self.signed = feature_map, feature_map != "elu1"  # elu + 1 > 0: no negative weight
+        learned = feature_map == "elementwise_product"
+        self.maps = nn.ModuleDict({s: ElementwiseProduct(self.key_dim) for s in "qk"}) if learned else None
 
     def features(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        if self.maps is not None:
+            return self.maps["q"](q), self.maps["k"](k)
         if self.feature_map == "identity":
             return q, k
         return F.elu(q) + 1, F.elu(k) + 1

@@ -43,7 +43,7 @@ def check_form_and_heads(form: str, n_head: object, d_model: int, width: str = "
 
 class LinearMixer(nn.Module):
     name: ClassVar[str]
-    signed: ClassVar[bool] = False  # whether an implied weight can be negative (the maps' colour scale)
+    signed: bool = True  # whether an implied weight can be negative (the maps' colour scale)
 
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
@@ -70,6 +70,17 @@ class LinearMixer(nn.Module):
     @property
     def scale(self) -> float:
         return self.key_dim**-0.5
+
+    @property
+    def rows_sum_to_one(self) -> bool:
+        """The maps' reading (andrea.models.weight_styles): normalised weights are a distribution per row."""
+        return self.normalize
+
+    @property
+    def weights_meaning(self) -> str:
+        if self.normalize:
+            return "implied weights: φ(q)·φ(k) normalised (each row sums to 1)"
+        return "implied weights: decay-masked q·k, each earlier token's share of the output (rows need not sum to 1)"
 
     def features(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:
         """q, k (B, H, T, K) at positions start.. as the recurrence reads them (a feature map, RoPE)."""

@@ -34,7 +34,7 @@ DT_MIN, DT_MAX, A_MIN, A_MAX = 1e-3, 1e-1, 1.0, 16.0
 
 class Mamba2(nn.Module):
     name = "mamba2"
-    signed = False
+    signed = True  # C·B: SiLU's outputs can be negative
 
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,

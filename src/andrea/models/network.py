@@ -61,11 +61,16 @@ def heads_shape(net: Network) -> tuple[int, int]:
     return len(net.attention), net.attention[0].heads.n_head if net.attention else 0
 
 
+def all_attention(net: Network) -> bool:
+    """Whether every layer's mixer is attention (a tool reading attention's weight matrices needs it)."""
+    return bool(net.mixers) and all(isinstance(mixer, MultiHeadSelfAttention) for mixer in net.mixers)
+
+
 def kv_cache_widths(net: Network) -> dict[str, Any]:
     """Numbers the KV cache keeps per token, over all layers: this network's ("kept", with its "heads" kind),
     and what MHA (2·H·d a layer) and MQA (2·d) would keep at its sizes; {} for a network without attention in
     every layer (a recurrent mixer keeps a state, no KV cache)."""
-    if not net.mixers or not all(isinstance(mixer, MultiHeadSelfAttention) for mixer in net.mixers):
+    if not all_attention(net):
         return {}
     layers = attention_layers(net.mixers)
     width = {"heads": layers[0].head_kind, "kept": sum(layer.cache_width() for layer in layers)}
@@ -75,14 +80,22 @@ def kv_cache_widths(net: Network) -> dict[str, Any]:
     }
 
 
+def cache_bytes(net: Network, length: int, bytes_per_number: int) -> dict[str, Any]:
+    """The bytes one sequence's cache keeps at `length` tokens, per layer (each mixer's cache_size: a KV cache
+    grows with the length, a recurrent state does not), beside what an MHA layer of the same width would keep
+    (2·d_model numbers a token)."""
+    layers = [
+        {
+            "layer": i,
+            "mixer": str(getattr(mixer, "name", "attention")),
+            "bytes": mixer.cache_size().at(length) * bytes_per_number,
+        }
+        for i, mixer in enumerate(net.mixers)
+    ]
+    width = net.mixers[0].proj.out_features if net.mixers else 0
+    return {"length": length, "layers": layers, "mha_layer": 2 * width * length * bytes_per_number}
+
+
 def network(net: nn.Module) -> Network:
     """`net` typed as the network it is (nothing is checked or converted)."""
     return cast(Network, net)
-
-
-def allowed_of(net: Network, T: int) -> list[Tensor] | None:
-    """Each layer's mask as (T, T) booleans, True where a query may see a key; None for a mask that depends on
-    the batch (key padding, documents), which a map of one sequence does not draw."""
-    if any(layer.mask.batch_dependent for layer in net.attention):
-        return None
-    return [layer.mask.dense(T, T)[0, 0].cpu() for layer in net.attention]

@@ -13,7 +13,7 @@ from andrea.attention import UnsupportedAttentionError
 from andrea.attention.block import shared_parts
 from andrea.attention.positions import ALiBi
 from andrea.attention.registry import mechanism_registry
-from andrea.mixers.layers import ATTENTION, layer_kinds
+from andrea.mixers.layers import ATTENTION, layer_kinds, mixer_heads
 from andrea.models.files.schema import MODELS
 from andrea.train.errors import ConfigError
 from andrea.utils.rules import SettingError
@@ -57,9 +57,10 @@ def _ints(cfg: DictConfig, *keys: str) -> list[int | None]:
 
 def check_mixers(cfg: DictConfig) -> None:
     """Each layer's mixer (andrea.mixers.layers: a layout that cannot fill the layers refused first); a mask a
-    recurrent mixer cannot keep (anything but causal); then the attention maps callback, which reads attention
-    heads in every layer: a network with another mixer has none yet to draw. All before anything is built."""
-    others = sorted(set(_layer_kinds(cfg)) - {ATTENTION})
+    recurrent mixer cannot keep (anything but causal); then the attention maps callback, whose (layer, head) grid
+    needs one head count in every layer. All before anything is built."""
+    kinds = _layer_kinds(cfg)
+    others = sorted(set(kinds) - {ATTENTION})
     mask = _get(cfg, "mask.name")
     if others and mask not in (None, "causal"):  # a recurrence is causal by construction: no window, no lookahead
         raise ConfigError(
@@ -67,10 +68,23 @@ def check_mixers(cfg: DictConfig) -> None:
             "use mask=causal"
         )
     if others and _get(cfg, "callbacks.attention_maps") is not None:
-        raise ConfigError(
-            f"callbacks.attention_maps draws attention heads, which mixer {others[0]} has none of yet; "
-            "add ~callbacks.attention_maps"
-        )
+        heads = _heads(cfg, sorted(set(kinds)))
+        if len(set(heads.values())) > 1:
+            counts = ", ".join(f"{kind} {n}" for kind, n in heads.items())
+            raise ConfigError(
+                f"callbacks.attention_maps scores one (layer, head) grid, and the layers' heads differ ({counts}); "
+                "give mixer.n_head the attention's head count, or add ~callbacks.attention_maps"
+            )
+
+
+def _heads(cfg: DictConfig, kinds: list[str]) -> dict[str, int | None]:
+    """Each mixer's heads in this network: attention's n_head, another mixer's setting or default."""
+    mixer = _get(cfg, "model.net.mixer")
+    mixer = OmegaConf.to_container(mixer, resolve=True) if mixer is not None else None
+    return {
+        kind: _get(cfg, "model.net.attention.n_head") if kind == ATTENTION else mixer_heads(kind, mixer)  # type: ignore[arg-type]
+        for kind in kinds
+    }
 
 
 def _andreas_net(cfg: DictConfig) -> DictConfig | None:

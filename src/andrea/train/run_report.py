@@ -15,7 +15,7 @@ from torch.nn import Module
 
 from andrea.lens.verdict import describe, verdict
 from andrea.models.memory import Estimate
-from andrea.models.network import kv_cache_widths, network
+from andrea.models.network import all_attention, cache_bytes, kv_cache_widths, network
 from andrea.train.hydra_run import is_multirun, job_log, job_number, task_overrides
 from andrea.train.lit.attempts import RunRecord
 from andrea.train.lit.attention_maps import AttentionMaps
@@ -55,6 +55,7 @@ def summary(
         run_dir=str(run_dir),
         verdict=_verdict(trainer, maps),
         kv_cache=_kv_cache(trainer.lightning_module),
+        cache_bytes=_cache_bytes(trainer.lightning_module),
         config=cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # a DictConfig gives a dict
         **_speed_and_curves(stats, metrics),
         **_maps_found(maps),
@@ -94,6 +95,16 @@ def _kv_cache(module: L.LightningModule) -> dict[str, Any] | None:
     return (kv_cache_widths(network(net)) or None) if isinstance(net, Module) and hasattr(net, "attention") else None
 
 
+def _cache_bytes(module: L.LightningModule) -> dict[str, Any] | None:
+    """A sequence's cache per layer at the network's full context, in its parameters' precision, for a network
+    of andrea's with a mixer other than attention; None otherwise (the KV cache line says it all)."""
+    net = getattr(module, "net", None)
+    if not isinstance(net, Module) or not hasattr(net, "mixers") or all_attention(network(net)):
+        return None
+    number = next(net.parameters()).element_size()
+    return cache_bytes(network(net), network(net).max_context, number)
+
+
 def _verdict(trainer: L.Trainer, maps: AttentionMaps | None) -> dict | None:
     """Whether the head the task needs appeared (from the maps' last probe), or that it needs none."""
     if maps is not None and maps.verdict is not None:
@@ -120,6 +131,13 @@ def _found_lines(result: RunResult) -> list[str]:
         lines.append(
             f"KV cache: {cache['kept']:,} numbers a token ({cache['heads']}; MHA would keep {cache['mha']:,}, "
             f"MQA {cache['mqa']:,})"
+        )
+    if result.cache_bytes:
+        cache = result.cache_bytes
+        kept = ", ".join(f"{layer['mixer']} {layer['bytes']:,}" for layer in cache["layers"])
+        lines.append(
+            f"cache of a {cache['length']}-token sequence, bytes per layer: {kept} "
+            f"(an MHA layer: {cache['mha_layer']:,})"
         )
     if result.attention_maps:
         skipped = result.attention_maps_skipped

@@ -34,7 +34,7 @@ _COMPLETED = (
     "status", "exit_code", "overrides", "train_loss", "train_acc", "val_loss", "val_acc", "val_perplexity",
     "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s", "memory_estimate", "global_step",
     "epochs", "run_dir", "attention_maps", "attention_maps_skipped", "head_roles", "roles", "verdict",
-    "verdict_step", "first_token_mass", "kv_cache", "attempts", "log", "config",
+    "verdict_step", "first_token_mass", "kv_cache", "cache_bytes", "attempts", "log", "config",
 )  # fmt: skip
 KEYS = {
     "completed": _COMPLETED,
@@ -87,6 +87,7 @@ class RunResult:
     verdict_step: int | None = None  # the step of the first record whose verdict was met
     first_token_mass: list[float] | None = None  # per layer, the last record's raw weight on key 0
     kv_cache: dict[str, Any] | None = None  # numbers a token keeps in the KV cache, all layers (models.network)
+    cache_bytes: dict[str, Any] | None = None  # a sequence's cache per layer at full context (models.network)
     # each attempt of the run (a resume, a requeue): attempt, start_step, last_step, ended, wall_s (lit.attempts)
     attempts: list[dict[str, Any]] = field(default_factory=list)
     log: str | None = None  # where the job's output went: a launched job's own log, else Hydra's log file

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import lightning as L
 import torch
 from lightning.pytorch.utilities.types import STEP_OUTPUT
-from torch import Tensor, nn
+from torch import Tensor
 
 from andrea.data.tasks import Pattern
 from andrea.lens import verdict as verdicts
@@ -30,7 +30,8 @@ from andrea.lens.circuit import traced_verdict
 from andrea.lens.head_roles import HEAD_ROLES, first_token_mass
 from andrea.lens.heads import head_name
 from andrea.lens.viz import MAPS_DIR
-from andrea.models.network import heads_shape, network
+from andrea.models.network import Network, all_attention, network
+from andrea.models.weight_styles import weight_styles
 from andrea.train.lit import role_history
 from andrea.train.lit.dashboards import dashboard
 from andrea.train.lit.map_probe import Drawn, Probe, draw, probe_job
@@ -95,7 +96,6 @@ class AttentionMaps(L.Callback):
                 f"callbacks.attention_maps.layers={self.layers} names layers {bad}; the model has {n_layer}"
             )
         if stage == "fit" and trainer.is_global_zero and n_layer:
-            _, n_head = heads_shape(network(cast(nn.Module, pl_module.net)))
             pattern = _pattern(trainer)
             roles = list(dict.fromkeys([*HEAD_ROLES, *_task_roles(pattern)]))
             for logger in trainer.loggers:
@@ -160,11 +160,10 @@ class AttentionMaps(L.Callback):
         if not weights:  # a model without attention (the ablation): nothing to draw
             pl_module.train(was_training)
             return
-        mechanism = net.attention[0].mechanism  # every layer has the same kind
-        scores = self._score(trainer, weights, input_ids, step, mechanism.rows_sum_to_one)
-        pattern = _pattern(trainer)
-        if always and pattern is not None and self.verdict and self.verdict["appeared"]:  # the circuit behind it
-            self.verdict = traced_verdict(net, input_ids, pattern, scores, mechanism.rows_sum_to_one)
+        normalised = all(style.rows_sum_to_one for style in weight_styles(net))
+        scores = self._score(trainer, weights, input_ids, step, normalised)
+        if always:
+            self._trace(trainer, net, input_ids, scores, normalised)
         pl_module.train(was_training)
         tokenizer = getattr(trainer.datamodule, "tokenizer", None)  # type: ignore[attr-defined]  # text data only
         row_ids = input_ids[self.row].tolist()
@@ -172,6 +171,16 @@ class AttentionMaps(L.Callback):
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="andrea-maps")
         self._pending.append(self._worker.submit(self._draw, job))
+
+    def _trace(
+        self, trainer: L.Trainer, net: Network, input_ids: Tensor, scores: dict[str, verdicts.RoleScores],
+        normalised: bool,
+    ) -> None:  # fmt: skip
+        """The circuit behind a verdict met: the earlier head each head of the role reads (read from attention's
+        weight matrices, so for a network with attention in every layer)."""
+        pattern = _pattern(trainer)
+        if pattern is not None and self.verdict and self.verdict["appeared"] and all_attention(net):
+            self.verdict = traced_verdict(net, input_ids, pattern, scores, normalised)
 
     def _room(self, step: int, always: bool) -> bool:
         """Whether the worker has room for a record at `step` (always: the last one waits for it); a record

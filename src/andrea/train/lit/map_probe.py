@@ -13,7 +13,8 @@ from torch import Tensor
 
 from andrea.lens.grid_png import save_attention_grid
 from andrea.lens.viz import map_file
-from andrea.models.network import Network, allowed_of
+from andrea.models.network import Network
+from andrea.models.weight_styles import WeightStyle, allowed_of, weight_styles
 
 
 @dataclass
@@ -24,10 +25,7 @@ class Probe:
     maps: dict[int, np.ndarray]  # layer -> (H, T, T) weights of the drawn row (the window's)
     start: int  # the window's first position
     tokens: list[str] | None  # the drawn row's decoded tokens (text data)
-    masks: list[str]  # each layer's mask name
-    mechanism: str  # the network's mechanism (its label)
-    meaning: str  # what its weights are
-    signed: bool  # whether a weight can be negative (a red-white-blue scale)
+    styles: list[WeightStyle]  # each layer's label, mask, what its weights are, whether they can be negative
     hidden: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> (T, T) True where the mask hides a key
 
 
@@ -49,25 +47,24 @@ def probe_job(
 ) -> Probe:
     """Row `row`'s maps, of `weights` one (B, H, T, T) per layer, as the worker draws them: the chosen layers, the
     last `window` positions, the row's tokens (text data), the cells each layer's mask hides."""
-    mechanism = net.attention[0].mechanism  # every layer has the same kind
     tokens = [tokenizer.decode([i]).replace("\n", "⏎") for i in row_ids] if tokenizer is not None else None
     start = max(0, weights[0].shape[-1] - window) if window else 0
     chosen = range(len(weights)) if layers is None else layers
     maps = {layer: weights[layer][row, :, start:, start:].float().cpu().numpy() for layer in chosen}
     allowed = allowed_of(net, weights[0].shape[-1])  # None: a mask of the batch's, not drawn
     hidden = {} if allowed is None else {layer: (~allowed[layer][start:, start:]).numpy() for layer in chosen}
-    masks = [layer.mask.name for layer in net.attention]
-    return Probe(step, maps, start, tokens, masks, mechanism.label, mechanism.weights_meaning, mechanism.signed, hidden)
+    return Probe(step, maps, start, tokens, weight_styles(net), hidden)
 
 
 def draw(job: Probe, out_dir: Path, row: int, scale: str) -> Drawn:
     """A PNG per chosen layer in `out_dir`."""
     drawn = Drawn(job.step)
     for layer, shown in job.maps.items():
-        title = f"layer {layer} · step {job.step} · {job.masks[layer]} · {job.mechanism} · probe row {row}"
+        style = job.styles[layer]
+        title = f"layer {layer} · step {job.step} · {style.mask} · {style.label} · probe row {row}"
         path = out_dir / map_file(layer, job.step)
         save_attention_grid(
-            shown, path, title, scale, job.start, job.tokens, signed=job.signed, subtitle=job.meaning,
+            shown, path, title, scale, job.start, job.tokens, signed=style.signed, subtitle=style.meaning,
             masked=job.hidden.get(layer),
         )  # fmt: skip
         drawn.pngs.append((layer, path))

@@ -1,0 +1,61 @@
+"""How each layer's weights read on a map and in the head-role scores, whatever its token mixer: attention's
+come from its mechanism and mask; another mixer's (its implied weights, decay-masked q·k) from what the mixer
+says of itself, a plugin's optional attributes with safe defaults (andrea.mixers.base):
+
+    name              the map's label ("gla")
+    weights_meaning   what a weight is, the map's subtitle
+    signed            whether a weight can be negative (a red-white-blue scale); default True
+    rows_sum_to_one   whether each row is a distribution (scored as is, else as shares); default False
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from andrea.attention.block import MultiHeadSelfAttention
+from andrea.models.network import Network
+
+IMPLIED = (
+    "implied weights: q·k under the state's decay, each earlier token's share of the output (rows need not sum to 1)"
+)
+
+
+@dataclass(frozen=True)
+class WeightStyle:
+    label: str  # the mechanism ("softmax") or the mixer ("gla")
+    meaning: str  # what a weight is
+    signed: bool  # whether a weight can be negative
+    rows_sum_to_one: bool  # each row a distribution
+    mask: str  # the mask's name: a recurrent mixer's order is causal
+
+
+def weight_styles(net: Network) -> list[WeightStyle]:
+    """One per layer, first to last."""
+    return [_style(mixer) for mixer in net.mixers]
+
+
+def _style(mixer: object) -> WeightStyle:
+    if isinstance(mixer, MultiHeadSelfAttention):
+        m = mixer.mechanism
+        return WeightStyle(m.label, m.weights_meaning, m.signed, m.rows_sum_to_one, mixer.mask.name)
+    return WeightStyle(
+        str(getattr(mixer, "name", type(mixer).__name__)),
+        str(getattr(mixer, "weights_meaning", IMPLIED)),
+        bool(getattr(mixer, "signed", True)),
+        bool(getattr(mixer, "rows_sum_to_one", False)),
+        "causal",
+    )
+
+
+def allowed_of(net: Network, T: int) -> list[Tensor] | None:
+    """Each layer's mask as (T, T) booleans, True where a query may see a key (a recurrent mixer: the causal
+    order); None for a mask that depends on the batch (key padding, documents), which a map of one sequence does
+    not draw."""
+    attention = [m for m in net.mixers if isinstance(m, MultiHeadSelfAttention)]
+    if any(layer.mask.batch_dependent for layer in attention):
+        return None
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    return [m.mask.dense(T, T)[0, 0].cpu() if isinstance(m, MultiHeadSelfAttention) else causal for m in net.mixers]
