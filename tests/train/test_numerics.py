@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from andrea.mixers.gla import GLA
 from andrea.train.lit.module import LanguageModelModule, NonFiniteLossError
 from andrea.train.pipeline import train
 from tests.compose import QUICK, compose_train
@@ -65,3 +66,21 @@ def test_resume_from_an_epoch_end_continues_with_the_next_epoch(tmp_path):
     train(compose_train(tmp_path / "split", [*common, "trainer.max_epochs=2", f"ckpt_path={last}"]))
     unbroken, resumed = steps(tmp_path / "unbroken", 0), steps(tmp_path / "split", 1)
     assert sorted(resumed) == [4, 5, 6, 7] and resumed == {s: unbroken[s] for s in resumed}
+
+
+def test_a_non_finite_loss_names_the_layer_where_it_began(tmp_path, monkeypatch):
+    """From step 5 the GLA layer (layer 1 of three) gives an infinity: the loss says which layer and when."""
+    real, steps = GLA.forward, []
+
+    def overflowing(self, x, *args, **kwargs):
+        y, weights = real(self, x, *args, **kwargs)
+        if self.training:  # one training forward a step
+            steps.append(len(steps))
+            y = y * math.inf if steps[-1] >= BAD_FROM_STEP else y
+        return y, weights
+
+    monkeypatch.setattr(GLA, "forward", overflowing)
+    layout = ["model.net.n_layer=3", "model.net.layout=[attention,gla,attention]", "mixer=gla"]
+    began = r"at step 5 \(layer 1 \(gla\) gave the first non-finite output, at step 5\); training stopped"
+    with pytest.raises(NonFiniteLossError, match=began):
+        train(compose_train(tmp_path, [*QUICK, "data.num_train=1024", *layout]))

@@ -18,6 +18,7 @@ from andrea.lens.interventions import install, parse_heads
 from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
 from andrea.models.files.formats import CHECKPOINT_FORMAT_KEY, FORMAT
 from andrea.models.network import heads_shape, network
+from andrea.train.lit.finite_watch import FiniteWatch
 from andrea.train.lit.lightning_internals import log_every_n_steps
 from andrea.train.lit.step_metrics import StepMetrics, StepRow, logs_now
 
@@ -66,6 +67,7 @@ class LanguageModelModule(L.LightningModule):
         self.nonfinite, self.skipped_steps = nonfinite, 0
         self.step_metrics = StepMetrics()
         self.net = net
+        self.finite_watch = FiniteWatch(net)  # names the layer where a non-finite loss began
         if ablate:
             zeroed = parse_heads(ablate, *heads_shape(network(net)), key="model.ablate")
             install(network(net), dict.fromkeys(zeroed, 0.0))
@@ -93,6 +95,7 @@ class LanguageModelModule(L.LightningModule):
         return loss, logits, labels
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor] | None:
+        self.finite_watch.at(self.global_step, self.device)
         loss, logits, labels = self._loss(batch)
         if self.nonfinite == "skip" and not self._finite_everywhere(loss):  # every process takes the same branch
             self.skipped_steps += 1
@@ -134,8 +137,10 @@ class LanguageModelModule(L.LightningModule):
         rows = self.step_metrics.flush()
         bad = next((row for row in rows if not row.finite), None)
         if bad is not None:
+            where = self.finite_watch.describe()
             raise NonFiniteLossError(
-                f"train/loss is {bad.loss} at step {bad.step}; training stopped with the last checkpoint kept; "
+                f"train/loss is {bad.loss} at step {bad.step}{f' ({where})' if where else ''}; training stopped "
+                "with the last checkpoint kept; "
                 "lower model.optimizer.lr, or set model.nonfinite=skip to skip such batches"
             )
         if rows and self.trainer.is_global_zero:  # straight to the loggers: no per-step work in Lightning

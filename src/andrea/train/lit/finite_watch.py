@@ -1,0 +1,50 @@
+"""Which layer's token mixer gave a non-finite output first, watched on the device: a hook on every mixer
+records, for each layer, the first training step at which its output held a NaN or an infinity, with no host
+read; the record is read only when the loss has turned non-finite, to name where it began (the earliest step,
+and at that step the earliest layer: the layers after it only inherit it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.utils.hooks import RemovableHandle
+
+
+class FiniteWatch:
+    def __init__(self, net: nn.Module) -> None:
+        mixers = list(getattr(net, "mixers", []))
+        self.names = [str(getattr(mixer, "name", "attention")) for mixer in mixers]
+        self.step: Tensor | None = None  # () the training step the next forward belongs to (`at` sets it)
+        self.first: Tensor | None = None  # (layers,) the first step each layer's output was non-finite; -1: never
+        self.handles: list[RemovableHandle] = [
+            mixer.register_forward_hook(self._hook(layer)) for layer, mixer in enumerate(mixers)
+        ]
+
+    def at(self, step: int, device: torch.device) -> None:
+        """The forwards to come belong to training step `step`: a tensor filled in place, so that a compiled
+        network reads it without being traced again at every step."""
+        if self.first is None or self.step is None or self.first.device != device:
+            self.first = torch.full((len(self.names),), -1, dtype=torch.long, device=device)
+            self.step = torch.zeros((), dtype=torch.long, device=device)
+        self.step.fill_(step)
+
+    def _hook(self, layer: int) -> Any:
+        def watch(module: nn.Module, args: Any, output: Any) -> None:
+            if not module.training or self.first is None or self.step is None:
+                return
+            fresh = ~torch.isfinite(output[0].detach()).all() & (self.first[layer] < 0)
+            self.first[layer] = torch.where(fresh, self.step, self.first[layer])
+
+        return watch
+
+    def describe(self) -> str | None:
+        """'layer 1 (gla) gave the first non-finite output, at step 5', or None where none has (one host read)."""
+        if self.first is None:
+            return None
+        flagged = [(step, layer) for layer, step in enumerate(self.first.tolist()) if step >= 0]
+        if not flagged:
+            return None
+        step, layer = min(flagged)
+        return f"layer {layer} ({self.names[layer]}) gave the first non-finite output, at step {step}"
