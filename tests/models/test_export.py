@@ -110,7 +110,7 @@ def test_a_network_with_token_mixers_round_trips(tmp_path, mixer):
     torch.manual_seed(0)
     net = instantiate(config, _convert_="partial").eval()
     loaded, saved = export.load(export.save(net, config, tmp_path / "mixed.safetensors"))
-    assert saved == config and type(loaded.mixers[0]) is type(net.mixers[0])
+    assert saved == config and type(loaded.mixers[0]) is type(net.mixers[0])  # type: ignore[index]
     idx = torch.randint(97, (2, 12))
     with torch.no_grad():
         torch.testing.assert_close(loaded(idx)[0], net(idx)[0])

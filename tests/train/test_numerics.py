@@ -70,7 +70,7 @@ def test_resume_from_an_epoch_end_continues_with_the_next_epoch(tmp_path):
 
 def test_a_non_finite_loss_names_the_layer_where_it_began(tmp_path, monkeypatch):
     """From step 5 the GLA layer (layer 1 of three) gives an infinity: the loss says which layer and when."""
-    real, steps = GLA.forward, []
+    real, steps = GLA.forward, list[int]()
 
     def overflowing(self, x, *args, **kwargs):
         y, weights = real(self, x, *args, **kwargs)

@@ -26,7 +26,7 @@ from andrea.mixers import gated_linear as core
 from andrea.mixers.base import CacheSize
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
-from andrea.mixers.state_masks import state_mask
+from andrea.mixers.state_masks import StateMask, state_mask
 from andrea.utils.rules import SettingError
 
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_z")
@@ -43,6 +43,7 @@ def check_form_and_heads(form: str, n_head: object, d_model: int, width: str = "
 
 class LinearMixer(nn.Module):
     name: ClassVar[str]
+    forms: ClassVar[tuple[str, ...]] = core.FORMS  # mixer.form (the conformance kit runs each)
     signed: bool = True  # whether an implied weight can be negative (the maps' colour scale)
 
     def __init__(
@@ -94,24 +95,59 @@ class LinearMixer(nn.Module):
         self, x: Tensor, mask: Mask | None = None, return_weights: bool = False, cache: StateCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """`mask`: packed documents or key padding (andrea.mixers.state_masks), as an attention block takes it."""
-        B, T, _ = x.shape
-        start = 0 if cache is None else cache.position
-        where = state_mask(mask, start, T, None if cache is None else cache.document, self.name)
+        start, before = (0, None) if cache is None else (cache.position, cache.document)
+        where = state_mask(mask, start, x.shape[1], before, self.name)
+        q, k, v, g = self._inputs(x, cache, where)
+        if cache is not None:
+            cache.document = where.last
+        o, weights = self._mix(q, k, v, g, cache, where.seg, return_weights or bool(self.points["hook_pattern"].fns))
+        return self._output(o, x), weights if return_weights else None
+
+    def reference(self, x: Tensor, mask: Mask | None = None) -> Tensor:
+        """The layer with its recurrence as the papers write it, one token at a time from a zero state, no chunk
+        and no ones column (the conformance kit's reference, run in float64 there):
+
+            S_t = diag(exp g_t) S_{t-1} + k_t v_tᵀ     (S_{t-1} dropped where a new document starts)
+            o_t = S_tᵀ (scale · q_t)                    normalised: divided by (scale · q_t)·z_t,
+            z_t = diag(exp g_t) z_{t-1} + k_t           the normaliser's own running sum
+        """
+        where = state_mask(mask, 0, x.shape[1], mixer=self.name)
+        q, k, v, g = self._inputs(x, None, where)
+        B, H, T, K = q.shape
+        S, z, out = q.new_zeros(B, H, K, v.shape[-1]), q.new_zeros(B, H, K), []
+        for t in range(T):
+            decay = q.new_ones(B, H, 1) if g is None else g[:, :, t].exp().view(B, H, -1)  # (B, H, K|1)
+            if where.seg is not None and t > 0:
+                decay = decay * (where.seg[:, t] == where.seg[:, t - 1]).view(B, 1, 1)
+            S = decay.unsqueeze(-1) * S + k[:, :, t].unsqueeze(-1) * v[:, :, t].unsqueeze(-2)
+            z = decay * z + k[:, :, t]
+            o = torch.einsum("bhk,bhkv->bhv", self.scale * q[:, :, t], S)
+            if self.normalize:
+                o = o / (self.scale * q[:, :, t] * z).sum(-1, keepdim=True).clamp_min(EPS)
+            out.append(o)
+        return self._output(torch.stack(out, dim=2), x)
+
+    def _inputs(
+        self, x: Tensor, cache: StateCache | None, where: StateMask
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """q, k (B, H, T, K), v (B, H, T, V) as the heads read them and the log decay g, padding's keys zeroed."""
         q, k, v = self._streams(x, cache, where.seg)
-        q, k = self.features(q, k, start)
+        q, k = self.features(q, k, 0 if cache is None else cache.position)
         q, k, v = self.points["hook_q"].heads(q), self.points["hook_k"].heads(k), self.points["hook_v"].heads(v)
         g = self.log_decay(x)
         g = None if g is None else self.points["hook_decay"](g)
         k, g = where.keys(k, g)
-        if cache is not None:
-            cache.document = where.last
-        o, weights = self._mix(q, k, v, g, cache, where.seg, return_weights or bool(self.points["hook_pattern"].fns))
-        o = o if self.norm is None else self.norm(o)  # (B, H, T, V)
+        return q, k, v, g
+
+    def _output(self, o: Tensor, x: Tensor) -> Tensor:
+        """o (B, H, T, V) -> [per-head RMSNorm] [times swish(W_g x)] -> hook_z -> W_O -> y (B, T, D)."""
+        B, T, _ = x.shape
+        o = o.to(x.dtype) if self.norm is None else self.norm(o.to(x.dtype))
         o = o.transpose(1, 2)  # (B, T, H, V)
         if self.gate is not None:
             o = o * F.silu(self.gate(x)).view(B, T, self.n_head, self.value_dim)
         o = self.points["hook_z"](o).reshape(B, T, -1)
-        return self.dropout(self.proj(o)), weights if return_weights else None
+        return self.dropout(self.proj(o))
 
     def _streams(self, x: Tensor, cache: StateCache | None, seg: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
         """q, k (B, H, T, K) and v (B, H, T, V): the projections, through the short convolution when there is one."""

@@ -27,13 +27,14 @@ from andrea.mixers.base import CacheSize
 from andrea.mixers.linear_layer import POINTS, check_form_and_heads
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
-from andrea.mixers.state_masks import state_mask
+from andrea.mixers.state_masks import StateMask, state_mask
 
 DT_MIN, DT_MAX, A_MIN, A_MAX = 1e-3, 1e-1, 1.0, 16.0
 
 
 class Mamba2(nn.Module):
     name = "mamba2"
+    forms = core.FORMS  # mixer.form (the conformance kit runs each)
     signed = True  # C·B: SiLU's outputs can be negative
 
     def __init__(
@@ -61,32 +62,65 @@ class Mamba2(nn.Module):
         self, u: Tensor, mask: Mask | None = None, return_weights: bool = False, cache: StateCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """`mask`: packed documents or key padding (andrea.mixers.state_masks), as an attention block takes it."""
-        Bsz, T, _ = u.shape
-        H, P, N = self.n_head, self.head_dim, self.d_state
         start, before = (0, None) if cache is None else (cache.position, cache.document)
-        where = state_mask(mask, start, T, before, self.name)
-        z, xbc, dt = self.in_proj(u).split([self.inner, self.inner + 2 * N, H], dim=-1)
-        xbc, kept = self.conv(xbc, None if cache is None else cache.conv.get("xbc"), where.seg)
-        x, Bm, C = xbc.split([self.inner, N, N], dim=-1)
-        delta = F.softplus(dt + self.dt_bias)  # (B, T, H)
-        g: Tensor | None = self.points["hook_decay"]((delta * -self.A_log.exp()).transpose(1, 2))  # (B, H, T): Δ·a <= 0
-        x = x.view(Bsz, T, H, P).transpose(1, 2)  # (B, H, T, P)
-        q = self.points["hook_q"].heads(C.unsqueeze(1).expand(Bsz, H, T, N))  # every head reads one C and B
-        k = self.points["hook_k"].heads(Bm.unsqueeze(1).expand(Bsz, H, T, N))
-        v = self.points["hook_v"].heads(x * delta.transpose(1, 2).unsqueeze(-1))
-        k, g = where.keys(k, g)
+        where = state_mask(mask, start, u.shape[1], before, self.name)
+        z, x, q, k, v, g = self._inputs(u, cache, where)
         y, state = core.run(
             self.form, q, k, v, g, 1.0, None if cache is None else cache.state, where.seg, chunk=self.chunk
         )
         if cache is not None:
-            cache.state, cache.position, cache.conv["xbc"], cache.document = state, cache.position + T, kept, where.last
-        y = y.to(u.dtype) + self.D.view(1, H, 1, 1) * x  # the D skip
-        y = y.transpose(1, 2).reshape(Bsz, T, self.inner)
-        y = self.points["hook_z"](self.norm(y * F.silu(z)).view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
+            cache.state, cache.position, cache.document = state, cache.position + u.shape[1], where.last
         weights = None
         if (return_weights or self.points["hook_pattern"].fns) and cache is None:
             weights = self.points["hook_pattern"](core.weights(q, k, g, 1.0, where.seg).to(u.dtype))
-        return self.dropout(self.proj(y)), weights if return_weights else None
+        return self._output(y, x, z), weights if return_weights else None
+
+    def reference(self, u: Tensor, mask: Mask | None = None) -> Tensor:
+        """The layer with its SSM as the paper writes it, one token at a time from a zero state (the conformance
+        kit's reference, run in float64 there):
+
+            H_t = exp(Δ_t a) H_{t-1} + B_t (Δ_t x_t)ᵀ    (H_{t-1} dropped where a new document starts)
+            y_t = H_tᵀ C_t                               (the D skip and the gated norm after)
+        """
+        where = state_mask(mask, 0, u.shape[1], mixer=self.name)
+        z, x, C, Bm, dx, a_dt = self._inputs(u, None, where)
+        Bsz, H, T, N = C.shape
+        state, out = C.new_zeros(Bsz, H, N, self.head_dim), []
+        for t in range(T):
+            decay = a_dt[:, :, t].exp()  # (B, H)
+            if where.seg is not None and t > 0:
+                decay = decay * (where.seg[:, t] == where.seg[:, t - 1]).view(Bsz, 1)
+            state = decay.view(Bsz, H, 1, 1) * state + Bm[:, :, t].unsqueeze(-1) * dx[:, :, t].unsqueeze(-2)
+            out.append(torch.einsum("bhn,bhnp->bhp", C[:, :, t], state))
+        return self._output(torch.stack(out, dim=2), x, z)
+
+    def _inputs(self, u: Tensor, cache: StateCache | None, where: StateMask) -> tuple[Tensor, ...]:
+        """z (B, T, inner), x (B, H, T, P), and the SSD's q = C, k = B (B, H, T, N), v = Δ·x and g = Δ·a
+        (B, H, T), padding's keys zeroed."""
+        Bsz, T, _ = u.shape
+        H, P, N = self.n_head, self.head_dim, self.d_state
+        z, xbc, dt = self.in_proj(u).split([self.inner, self.inner + 2 * N, H], dim=-1)
+        xbc, kept = self.conv(xbc, None if cache is None else cache.conv.get("xbc"), where.seg)
+        if cache is not None:
+            cache.conv["xbc"] = kept
+        x, Bm, C = xbc.split([self.inner, N, N], dim=-1)
+        delta = F.softplus(dt + self.dt_bias)  # (B, T, H)
+        g = self.points["hook_decay"]((delta * -self.A_log.exp()).transpose(1, 2))  # (B, H, T): Δ·a <= 0
+        x = x.view(Bsz, T, H, P).transpose(1, 2)  # (B, H, T, P)
+        q = self.points["hook_q"].heads(C.unsqueeze(1).expand(Bsz, H, T, N))  # every head reads one C and B
+        k = self.points["hook_k"].heads(Bm.unsqueeze(1).expand(Bsz, H, T, N))
+        v = self.points["hook_v"].heads(x * delta.transpose(1, 2).unsqueeze(-1))
+        k, kept_g = where.keys(k, g)
+        assert kept_g is not None  # a decay in, a decay out
+        return z, x, q, k, v, kept_g
+
+    def _output(self, y: Tensor, x: Tensor, z: Tensor) -> Tensor:
+        """The SSD's y (B, H, T, P) -> plus the D skip -> the gated RMSNorm -> hook_z -> out_proj."""
+        Bsz, H, T, P = x.shape
+        y = y.to(x.dtype) + self.D.view(1, H, 1, 1) * x  # the D skip
+        y = y.transpose(1, 2).reshape(Bsz, T, self.inner)
+        y = self.points["hook_z"](self.norm(y * F.silu(z)).view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
+        return self.dropout(self.proj(y))
 
     def new_cache(self) -> StateCache:
         return StateCache()

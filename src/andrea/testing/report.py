@@ -37,7 +37,7 @@ def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
     if not cells:
         return
     write = terminalreporter.write_line
-    terminalreporter.section("attention parity matrix (against naive)")
+    terminalreporter.section("attention parity matrix (against naive; a <mixer>/<form> row: against its recurrence)")
     for line in _table(cells):
         write(line)
     order = ", ".join(f"{dtype} {direction}{bias}" for dtype, direction, bias in VARIANTS)

@@ -2,8 +2,9 @@
 `--andrea-backends NAME[,NAME]` and `--andrea-masks NAME[,NAME]` run only the conformance kit's cells of those
 backends and of masks made of those strategies (a cell without a backend or a mask is kept);
 `--andrea-mechanisms NAME[,NAME]` only the cells of those mechanisms (softmax's own cells are left out; the kit's
-tests of no cell, such as the entry points', are kept). Unknown names are refused. andrea (and torch) are
-imported only when an option is given."""
+tests of no cell, such as the entry points', are kept); `--andrea-mixers NAME[,NAME]` only the cells of those
+token mixers (a mixer's cells run only when it is chosen, once any option is given). Unknown names are refused.
+andrea (and torch) are imported only when an option is given."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--andrea-backends", default=None, help="comma-separated backends whose cells run (default: all)")
     group.addoption("--andrea-masks", default=None, help="comma-separated mask strategies whose cells run")
     group.addoption("--andrea-mechanisms", default=None, help="comma-separated mechanisms whose cells run")
+    group.addoption("--andrea-mixers", default=None, help="comma-separated token mixers whose cells run")
 
 
 def _chosen(config: pytest.Config, option: str, known: list[str]) -> set[str] | None:
@@ -30,18 +32,21 @@ def _chosen(config: pytest.Config, option: str, known: list[str]) -> set[str] | 
     return names
 
 
-OPTIONS = ("--andrea-backends", "--andrea-masks", "--andrea-mechanisms")
+OPTIONS = ("--andrea-backends", "--andrea-masks", "--andrea-mechanisms", "--andrea-mixers")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if all(config.getoption(option) is None for option in OPTIONS):
         return
     from andrea.attention import backend_registry, mask_registry, mechanism_registry
+    from andrea.testing.mixer_checks import mixer_names
     from andrea.testing.test_conformance import ALL_MECHANISMS, MASKS
 
     backends = _chosen(config, "--andrea-backends", backend_registry.names())
     masks = _chosen(config, "--andrea-masks", mask_registry.names())
     mechanisms = _chosen(config, "--andrea-mechanisms", mechanism_registry.names())
+    mixers = _chosen(config, "--andrea-mixers", mixer_names())
+    attention = any(chosen is not None for chosen in (backends, masks, mechanisms))
 
     def mechanism_of(values: dict) -> str | None:
         """The registry name of a cell's mechanism (an example's label: `sink_off_by_one` is sink's)."""
@@ -51,6 +56,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def keep(item: pytest.Item) -> bool:
         params = getattr(item, "callspec", None)
         values = params.params if params is not None else {}
+        if "mixer_name" in values or not attention:
+            return _mixer_wanted(mixers, values)
         return (
             _wanted(backends, values.get("backend_name"))
             and _mechanism_wanted(mechanisms, values, mechanism_of(values))
@@ -60,6 +67,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept = [item for item in items if keep(item)]
     config.hook.pytest_deselected(items=[item for item in items if not keep(item)])
     items[:] = kept
+
+
+def _mixer_wanted(chosen: set[str] | None, values: dict) -> bool:
+    """A token mixer's cell, kept when its mixer is chosen; with only mixers chosen, no attention cell is kept (a
+    test of no cell is)."""
+    if "mixer_name" in values:
+        return chosen is not None and values["mixer_name"] in chosen
+    return "backend_name" not in values and "mechanism_name" not in values
 
 
 def _wanted(chosen: set[str] | None, name: str | None) -> bool:
