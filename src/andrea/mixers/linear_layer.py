@@ -9,7 +9,9 @@ A subclass says what is its own: `features(q, k, start)`, `log_decay(x)` (None: 
 defaults. With `normalize`, o is divided by the same recurrence run on a column of ones (φ(q)·Σ φ(k), decayed
 alike), so the normaliser lives in the state too and generation keeps it. Hook points: hook_q, hook_k, hook_v
 as the heads see them (after the features), hook_decay (g), hook_pattern (the implied weights, when asked for),
-hook_z; the network lists them under `blocks.<layer>.attn.`.
+hook_state (the state after the call's last token: what a cache keeps, so an edit there changes what generation
+reads next), hook_gate (the output gate's swish(W_g x)), hook_z; the network lists them under
+`blocks.<layer>.attn.` (docs/lens.md).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from andrea.mixers.state_cache import StateCache
 from andrea.mixers.state_masks import StateMask, state_mask
 from andrea.utils.rules import SettingError
 
-POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_z")
+POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_state", "hook_gate", "hook_z")
 EPS = 1e-6  # the normaliser's floor
 
 
@@ -145,7 +147,7 @@ class LinearMixer(nn.Module):
         o = o.to(x.dtype) if self.norm is None else self.norm(o.to(x.dtype))
         o = o.transpose(1, 2)  # (B, T, H, V)
         if self.gate is not None:
-            o = o * F.silu(self.gate(x)).view(B, T, self.n_head, self.value_dim)
+            o = o * self.points["hook_gate"](F.silu(self.gate(x)).view(B, T, self.n_head, self.value_dim))
         o = self.points["hook_z"](o).reshape(B, T, -1)
         return self.dropout(self.proj(o))
 
@@ -169,6 +171,7 @@ class LinearMixer(nn.Module):
             v = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)
         state = None if cache is None else cache.state
         o, state = core.run(self.form, q, k, v, g, self.scale, state, seg, chunk=self.chunk)
+        state = self.points["hook_state"](state)  # (B, H, K, V[+1]): with the normaliser, its column last
         if cache is not None:
             cache.state, cache.position = state, cache.position + q.shape[2]
         if self.normalize:

@@ -68,6 +68,7 @@ class Mamba2(nn.Module):
         y, state = core.run(
             self.form, q, k, v, g, 1.0, None if cache is None else cache.state, where.seg, chunk=self.chunk
         )
+        state = self.points["hook_state"](state)  # (B, H, N, P)
         if cache is not None:
             cache.state, cache.position, cache.document = state, cache.position + u.shape[1], where.last
         weights = None
@@ -119,7 +120,8 @@ class Mamba2(nn.Module):
         Bsz, H, T, P = x.shape
         y = y.to(x.dtype) + self.D.view(1, H, 1, 1) * x  # the D skip
         y = y.transpose(1, 2).reshape(Bsz, T, self.inner)
-        y = self.points["hook_z"](self.norm(y * F.silu(z)).view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
+        gate = self.points["hook_gate"](F.silu(z).view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
+        y = self.points["hook_z"](self.norm(y * gate).view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
         return self.dropout(self.proj(y))
 
     def new_cache(self) -> StateCache:
