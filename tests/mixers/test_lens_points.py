@@ -4,6 +4,8 @@ state reaches the tokens generated next."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -29,7 +31,7 @@ def test_the_points_hold_what_the_mixer_computes(name):
     q, k, v = (cache[point + hook].transpose(1, 2) for hook in ("hook_q", "hook_k", "hook_v"))  # (B, H, T, ·)
     g = cache.get(point + "hook_decay")  # linear attention has no decay
     assert q.shape[:3] == (2, 4, 9) and cache[point + "hook_gate"].shape[:3] == (2, 9, 4)
-    layer = net.mixers[0]
+    layer: Any = net.mixers[0]
     if name == "linear":  # the normaliser's column rides in the state, last
         v = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)
     _, state = gated_linear.recurrent(q, k, v, g, 1.0 if name == "mamba2" else layer.scale)
@@ -54,3 +56,38 @@ def test_an_edit_of_the_state_reaches_generation(name):
     untouched = next_logits()
     torch.testing.assert_close(next_logits(lambda state, point: state), untouched)
     assert not torch.allclose(next_logits(lambda state, point: torch.zeros_like(state)), untouched)
+
+
+@pytest.mark.slow  # reason: trains a few steps, then starts a browser (Debian's Chromium, installed by .ci/run)
+def test_the_explorer_shows_a_mixed_layout_in_a_browser(browser, tmp_path, monkeypatch, capsys):
+    """GLA then attention, 3 training steps: the page names both, draws every head of both layers (the GLA
+    layer's implied weights on a signed scale) and attributes the prediction to the heads of both."""
+    import sys
+
+    from selenium.webdriver.common.by import By
+
+    from andrea.cli import inspect as inspect_cli
+    from andrea.train.pipeline import train
+    from tests.compose import QUICK, compose_train
+
+    layout = ["mixer=gla", "model.net.n_layer=2", "model.net.layout=[gla,attention]", "trainer.max_steps=3"]
+    train(compose_train(tmp_path / "run", [*QUICK, *layout]))
+    page = tmp_path / "explorer.html"
+    checkpoint = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    monkeypatch.setattr(sys, "argv", ["andrea-inspect", str(checkpoint), f"out={page}"])
+    inspect_cli.main()
+    capsys.readouterr()
+    browser.get(page.as_uri())
+    about = browser.find_element(By.CSS_SELECTOR, ".about").text
+    assert about == "checkpoint last.ckpt · backend sdpa · mechanism gla + softmax · mask causal"
+    names = [
+        card.find_element(By.CSS_SELECTOR, ".name").text for card in browser.find_elements(By.CSS_SELECTOR, ".head")
+    ]
+    assert names == [f"L{layer}H{head}" for layer in range(2) for head in range(4)]
+    table = browser.find_element(By.CSS_SELECTOR, "table.attribution").text
+    rows = table.splitlines()
+    assert rows[0] == "H0 H1 H2 H3 W_O bias" and [row.split()[:2] for row in rows[1:]] == [
+        ["layer", "0"],
+        ["layer", "1"],
+    ]
+    browser.save_screenshot(str(tmp_path / "mixed.png"))

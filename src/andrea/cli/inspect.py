@@ -41,6 +41,7 @@ SETTINGS = {
 }
 
 if TYPE_CHECKING:
+    from andrea.lens.explorer import About
     from andrea.models.network import Network
 
 
@@ -133,7 +134,6 @@ def _measures(
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="inspect")
 def inspect_app(cfg: DictConfig) -> None:
-    from andrea.lens.explorer import About
     from andrea.lens.explorer_views import explorer_for
     from andrea.lens.interventions import head_means, intervene, parse_heads
     from andrea.models.files.load import load_any
@@ -156,11 +156,7 @@ def inspect_app(cfg: DictConfig) -> None:
     except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
         sys.exit(2)
-    first = model.attention[0]
-    about = About(
-        Path(cfg.ckpt_path).name, first.backend.name, first.mechanism.label, first.mask.name,
-        first.mechanism.weights_meaning, first.mechanism.signed, list(cfg.ablate), cfg.ablation,
-    )  # fmt: skip
+    about = _about(model, cfg)
     labels = token_labels(tokenizer, ids[0].tolist())
     means = head_means(model, [ids]) if cfg.ablation == "mean" and heads else None
     with intervene(model, dict.fromkeys(heads, None if means is not None else 0.0), means):
@@ -170,6 +166,23 @@ def inspect_app(cfg: DictConfig) -> None:
         if line:
             print(line)
     print(f"explorer: {out}")
+
+
+def _about(model: Network, cfg: DictConfig) -> About:
+    """The page's header: the first layer's mask and what its weights are; every layer's label (a mechanism, a
+    mixer), and the backend of its attention layers (a network without any: its mixers')."""
+    from andrea.attention.block import MultiHeadSelfAttention
+    from andrea.lens.explorer import About  # noqa: F811  # the class itself, here
+    from andrea.models.weight_styles import weight_styles
+
+    styles = weight_styles(model)
+    labels = " + ".join(dict.fromkeys(style.label for style in styles))
+    backends = [mixer.backend.name for mixer in model.mixers if isinstance(mixer, MultiHeadSelfAttention)]
+    first = styles[0]
+    return About(
+        Path(cfg.ckpt_path).name, backends[0] if backends else labels, labels, first.mask, first.meaning,
+        any(style.signed for style in styles), list(cfg.ablate), cfg.ablation,
+    )  # fmt: skip
 
 
 def _write_page(cfg: DictConfig, page: str) -> Path:

@@ -45,23 +45,23 @@ def final_norm(net: Network) -> nn.LayerNorm:
 def head_outputs(net: Network, ids: Tensor, cache: dict[str, Tensor] | None = None) -> Tensor:
     """ids (B, T) -> every head's write into the residual stream (L, H, B, T, D), W_O's bias aside; from
     `cache` when it holds the heads' outputs already (a run_with_cache of the same ids)."""
-    names = [f"blocks.{layer}.attn.hook_z" for layer in range(len(net.attention))]
+    names = [f"blocks.{layer}.attn.hook_z" for layer in range(len(net.mixers))]
     if cache is None or not all(name in cache for name in names):
         _, cache = run_with_cache(net, ids, names=names)
     writes = []
-    for attention, name in zip(net.attention, names, strict=True):
+    for mixer, name in zip(net.mixers, names, strict=True):  # attention or another mixer: W_O reads hook_z
         z = cache[name]  # (B, T, H, d)
-        w_o = attention.proj.weight.view(attention.d_model, z.shape[2], z.shape[3])  # (D, H, d)
+        w_o = mixer.proj.weight.view(mixer.proj.out_features, z.shape[2], z.shape[3])  # (D, H, d)
         writes.append(torch.einsum("bthd,ehd->hbte", z, w_o))  # (H, B, T, D)
     return torch.stack(writes)
 
 
 def _attention_biases(net: Network, term: Callable[[Tensor], Tensor], final: Tensor) -> Tensor:
     """(L, B): each layer's output-projection bias, as the final norm reads it (0 without one)."""
-    biases = final.new_zeros(len(net.attention), final.shape[0])
-    for layer, attention in enumerate(net.attention):
-        if attention.proj.bias is not None:
-            biases[layer] = term(attention.proj.bias.expand_as(final))
+    biases = final.new_zeros(len(net.mixers), final.shape[0])
+    for layer, mixer in enumerate(net.mixers):
+        if mixer.proj.bias is not None:
+            biases[layer] = term(mixer.proj.bias.expand_as(final))
     return biases
 
 
@@ -75,7 +75,7 @@ def _mlp_terms(at: dict[str, Tensor], n_layer: int, term: Callable[[Tensor], Ten
 def logit_attribution(net: Network, ids: Tensor, target: int | tuple[int, int], position: int = -1) -> Attribution:
     """Each part's direct effect on the logit of token `target` (or on logit[a] - logit[b] for target=(a, b))
     at `position` of every sequence of ids (B, T)."""
-    norm, n_layer = final_norm(net), len(net.attention)
+    norm, n_layer = final_norm(net), len(net.mixers)
     w_u = net.lm_head.weight  # type: ignore[attr-defined]  # (V, D): both networks unembed with lm_head
     a, b = (target, None) if isinstance(target, int) else target
     direction = w_u[a] - w_u[b] if b is not None else w_u[a]  # (D,)

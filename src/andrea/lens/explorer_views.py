@@ -13,12 +13,12 @@ from andrea.lens.attribution import Attribution, logit_attribution
 from andrea.lens.composition import MODES, composition_scores
 from andrea.lens.explorer import About, View, explorer_page
 from andrea.lens.verdict import score_heads
-from andrea.models.network import Network
-from andrea.models.weight_styles import allowed_of
+from andrea.models.network import Network, all_attention
+from andrea.models.weight_styles import allowed_of, weight_styles
 
 
 def _scores(net: Network, weights: list[Tensor], ids: Tensor) -> dict[str, Tensor]:
-    normalised = net.attention[0].mechanism.rows_sum_to_one
+    normalised = all(style.rows_sum_to_one for style in weight_styles(net))
     return {role: s.values for role, s in score_heads(weights, ids, rows_sum_to_one=normalised).items()}
 
 
@@ -53,8 +53,9 @@ def prediction_attribution(net: Network, ids: Tensor, decode: Callable[[int], st
 
 
 def all_compositions(net: Network) -> dict[str, Tensor] | None:
-    """Q-, K- and V-composition (L, H, L, H); None with one layer, or latent heads (no per-head W_K, W_V)."""
-    if len(net.attention) < 2 or net.attention[0].latent is not None:
+    """Q-, K- and V-composition (L, H, L, H); None with one layer, latent heads (no per-head W_K, W_V), or a layer
+    whose mixer is not attention."""
+    if len(net.mixers) < 2 or not all_attention(net) or net.attention[0].latent is not None:
         return None
     return {mode: composition_scores(net, mode) for mode in MODES}
 

@@ -96,7 +96,7 @@ def head_means(net: Network, batches: Iterable[Tensor]) -> list[Tensor]:
         total = z.double().sum(dim=(0, 1))  # (H, d)
         sums[point.name] = total if point.name not in sums else sums[point.name] + total
 
-    with hooks(net, [(z_point(layer), record) for layer in range(len(net.attention))]):
+    with hooks(net, [(z_point(layer), record) for layer in range(len(net.mixers))]):
         for idx in batches:
             net(idx)
             count += idx.numel()

@@ -65,7 +65,7 @@ def patch_residual(net: Network, clean: Tensor, corrupted: Tensor, metric: Metri
     """(L, T): the metric on `corrupted` (B, T) with the residual stream entering one layer at one position
     taken from the run on `clean`."""
     _check(clean, corrupted)
-    n_layer, T = len(net.attention), clean.shape[1]
+    n_layer, T = len(net.mixers), clean.shape[1]
     names = [f"blocks.{layer}.hook_resid_pre" for layer in range(n_layer)]
     _, cache = run_with_cache(net, clean, names=names)
     result = torch.zeros(n_layer, T)

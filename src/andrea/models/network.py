@@ -57,8 +57,17 @@ def attention_layers(mixers: Sequence[object]) -> list[MultiHeadSelfAttention]:
 
 
 def heads_shape(net: Network) -> tuple[int, int]:
-    """(attention layers, query heads per layer); (0, 0) for a network without attention."""
-    return len(net.attention), net.attention[0].heads.n_head if net.attention else 0
+    """(layers, heads per layer), whatever each layer's mixer (attention's query heads, another mixer's n_head);
+    (0, 0) for a network without a mixer. Layers whose head counts differ are refused: the lens reads one
+    (layer, head) grid."""
+    counts = [mixer.heads.n_head if isinstance(mixer, MultiHeadSelfAttention) else getattr(mixer, "n_head", None)
+              for mixer in net.mixers]  # fmt: skip
+    if len(set(counts)) > 1 or None in counts:
+        raise ValueError(
+            f"the layers' heads are {counts}: the lens reads one (layer, head) grid; build every mixer with the "
+            "attention's head count"
+        )
+    return len(counts), int(counts[0] or 0) if counts else 0
 
 
 def all_attention(net: Network) -> bool:
