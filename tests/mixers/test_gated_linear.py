@@ -133,3 +133,15 @@ def test_a_new_document_restarts_the_state(form):
     weights = gl.weights(q, k, g, 0.3, seg)
     seen = ~across & torch.ones(T, T, dtype=torch.bool).tril()  # a key at or before the query in its document
     assert weights[across].abs().max() == 0 and weights[seen].abs().min() > 0
+
+
+@pytest.mark.parametrize("form", ["parallel", "chunked", "recurrent"])
+def test_under_bfloat16_autocast_the_state_stays_float32(form):
+    """bfloat16 q, k, v (what autocast's projections give): the output and the state are the float32 run's, to
+    the bit, and the state is float32."""
+    q, k, v, g = (x.to(torch.bfloat16) for x in _inputs(True, torch.float32))
+    plain = gl.run(form, q, k, v, g.float(), 0.3, None, chunk=16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        autocast = gl.run(form, q, k, v, g.float(), 0.3, None, chunk=16)
+    assert autocast[1].dtype == torch.float32
+    assert torch.equal(autocast[0], plain[0]) and torch.equal(autocast[1], plain[1])

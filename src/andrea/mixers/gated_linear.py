@@ -133,7 +133,9 @@ def run(
     form: str, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float, state: Tensor | None,
     seg: Tensor | None = None, chunk: int = CHUNK,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
-    """The recurrence in the form named (one of FORMS), chunks of `chunk` tokens for the chunked one."""
-    if form == "chunked":
-        return chunked(q, k, v, g, scale, state, seg, chunk)
-    return {"parallel": parallel, "recurrent": recurrent}[form](q, k, v, g, scale, state, seg)
+    """The recurrence in the form named (one of FORMS), chunks of `chunk` tokens for the chunked one; outside any
+    autocast, so that under bfloat16 autocast the products, the cumulative decays and the state stay float32."""
+    with torch.autocast(q.device.type, enabled=False):
+        if form == "chunked":
+            return chunked(q, k, v, g, scale, state, seg, chunk)
+        return {"parallel": parallel, "recurrent": recurrent}[form](q, k, v, g, scale, state, seg)
