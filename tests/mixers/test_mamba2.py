@@ -4,6 +4,8 @@ with q = C, k = B, v = Δ·x, g = Δ·a and scale 1, plus the D skip (MIXERS.md)
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -31,6 +33,7 @@ def test_the_three_forms_give_one_output():
 def test_the_ssd_is_fla_s_simple_gla_at_scale_one_plus_the_skip():
     layer, u = _layer("chunked").float(), torch.randn(2, T, D)
     H, P, N = layer.n_head, layer.head_dim, layer.d_state
+    assert layer.conv is not None and layer.norm is not None  # both on, as published
     z, xbc, dt = layer.in_proj(u).split([layer.inner, layer.inner + 2 * N, H], dim=-1)
     xbc, _ = layer.conv(xbc)
     x, Bm, C = xbc.split([layer.inner, N, N], dim=-1)
@@ -67,3 +70,19 @@ def test_a_width_the_heads_do_not_split_is_refused():
 def test_the_chunked_form_takes_the_chunk_it_is_given(chunks):
     _layer("chunked")(torch.randn(2, T, D, dtype=torch.float64))
     assert chunks == [8, 8, 8]  # 21 tokens, the last chunk padded
+
+
+@pytest.mark.parametrize("part", ["conv", "gate", "norm"])
+def test_each_published_part_is_a_setting(part):
+    """Off, a part is gone (its parameters too) and the three forms still give one output."""
+    torch.manual_seed(0)
+    without: dict[str, Any] = {part: False}
+    on, off = Mamba2(D, 64, n_head=4, d_state=8), Mamba2(D, 64, n_head=4, d_state=8, **without)
+    assert sum(p.numel() for p in off.parameters()) < sum(p.numel() for p in on.parameters())
+    x = torch.randn(2, T, D, dtype=torch.float64)
+    outputs = []
+    for form in ("parallel", "chunked", "recurrent"):
+        torch.manual_seed(0)
+        outputs.append(Mamba2(D, 64, n_head=4, d_state=8, form=form, chunk=8, **without).double()(x)[0])
+    for out in outputs[1:]:
+        torch.testing.assert_close(out, outputs[0], rtol=1e-9, atol=1e-9)

@@ -9,7 +9,8 @@ attention with one scalar decay per head and token, scale 1 (MIXERS.md):
     out = out_proj(RMSNorm(y ⊙ SiLU(z)))              the gated norm
 
 The recurrence is andrea.mixers.gated_linear's with q = C, k = B, v = Δ·x and g = Δ·a. Initialisation as
-published: A ~ U(1, 16), Δ's bias such that softplus(dt_bias) ~ logU(1e-3, 1e-1), D = 1.
+published: A ~ U(1, 16), Δ's bias such that softplus(dt_bias) ~ logU(1e-3, 1e-1), D = 1. The convolution, the z
+gate and the norm are settings (mixer.conv, mixer.gate, mixer.norm), on as published.
 """
 
 from __future__ import annotations
@@ -40,20 +41,22 @@ class Mamba2(nn.Module):
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
         bias: bool = False, *, n_head: int = 4, expand: int = 2, d_state: int = 16, form: str = "chunked",
-        chunk: int = core.CHUNK,
+        chunk: int = core.CHUNK, conv: bool = True, gate: bool = True, norm: bool = True,
     ) -> None:  # fmt: skip
+        """conv, gate, norm: the convolution (with its SiLU), the z gate and the RMSNorm, each as published (on)."""
         super().__init__()
         inner = expand * d_model
         check_form_and_heads(form, n_head, inner, width=f"mixer.expand x d_model = {expand} x {d_model}")
         self.n_head, self.head_dim, self.d_state, self.inner = n_head, inner // n_head, d_state, inner
         self.form, self.chunk = form, chunk
-        self.in_proj = nn.Linear(d_model, 2 * inner + 2 * d_state + n_head, bias=bias)  # z, x, B, C, dt
-        self.conv = ShortConv(inner + 2 * d_state, bias=True)
+        self.gated = gate
+        self.in_proj = nn.Linear(d_model, (1 + gate) * inner + 2 * d_state + n_head, bias=bias)  # [z,] x, B, C, dt
+        self.conv = ShortConv(inner + 2 * d_state, bias=True) if conv else None
         self.A_log = nn.Parameter(torch.empty(n_head).uniform_(A_MIN, A_MAX).log())
         dt = torch.exp(torch.empty(n_head).uniform_(math.log(DT_MIN), math.log(DT_MAX)))
         self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus⁻¹(dt)
         self.D = nn.Parameter(torch.ones(n_head))
-        self.norm = nn.RMSNorm(inner, eps=1e-5)
+        self.norm = nn.RMSNorm(inner, eps=1e-5) if norm else None
         self.proj = nn.Linear(inner, d_model, bias=bias)  # out_proj: W_O
         self.dropout = nn.Dropout(dropout)
         self.points = Points(POINTS)
@@ -100,10 +103,11 @@ class Mamba2(nn.Module):
         (B, H, T), padding's keys zeroed."""
         Bsz, T, _ = u.shape
         H, P, N = self.n_head, self.head_dim, self.d_state
-        z, xbc, dt = self.in_proj(u).split([self.inner, self.inner + 2 * N, H], dim=-1)
-        xbc, kept = self.conv(xbc, None if cache is None else cache.conv.get("xbc"), where.seg)
-        if cache is not None:
-            cache.conv["xbc"] = kept
+        z, xbc, dt = self.in_proj(u).split([self.inner if self.gated else 0, self.inner + 2 * N, H], dim=-1)
+        if self.conv is not None:
+            xbc, kept = self.conv(xbc, None if cache is None else cache.conv.get("xbc"), where.seg)
+            if cache is not None:
+                cache.conv["xbc"] = kept
         x, Bm, C = xbc.split([self.inner, N, N], dim=-1)
         delta = F.softplus(dt + self.dt_bias)  # (B, T, H)
         g = self.points["hook_decay"]((delta * -self.A_log.exp()).transpose(1, 2))  # (B, H, T): Δ·a <= 0
@@ -120,8 +124,10 @@ class Mamba2(nn.Module):
         Bsz, H, T, P = x.shape
         y = y.to(x.dtype) + self.D.view(1, H, 1, 1) * x  # the D skip
         y = y.transpose(1, 2).reshape(Bsz, T, self.inner)
-        gate = self.points["hook_gate"](F.silu(z).view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
-        y = self.points["hook_z"](self.norm(y * gate).view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
+        if self.gated:
+            y = y * self.points["hook_gate"](F.silu(z).view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
+        y = y if self.norm is None else self.norm(y)
+        y = self.points["hook_z"](y.view(Bsz, T, H, P)).reshape(Bsz, T, self.inner)
         return self.dropout(self.proj(y))
 
     def new_cache(self) -> StateCache:
@@ -132,7 +138,7 @@ class Mamba2(nn.Module):
 
     def cache_size(self) -> CacheSize:
         """The state H·N·P, and the convolution's last 3 inputs of x, B and C."""
-        conv = (self.conv.kernel_size[0] - 1) * self.conv.in_channels
+        conv = 0 if self.conv is None else (self.conv.kernel_size[0] - 1) * self.conv.in_channels
         return CacheSize(per_token=0, per_sequence=self.n_head * self.d_state * self.head_dim + conv)
 
     def extra_repr(self) -> str:
