@@ -22,6 +22,8 @@ stays float64): a product of many decays is never formed outside an exponent of 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -97,15 +99,21 @@ def chunked(
     T = q.shape[2]
     pad = -T % chunk  # padded tokens: k = v = 0 and no decay, so they leave the state as it was
     q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
-    if seg is not None:  # the padded tokens stay in the last document
-        seg = torch.cat((seg, seg[:, -1:].expand(-1, pad)), dim=1)
     S, out = _state(q, v, state), []
-    for start in range(0, T + pad, chunk):
-        part = slice(start, start + chunk)
-        here = None if seg is None else seg[:, part] - (seg[:, start - 1 : start] if start else 0)  # from 0 again
+    for part, here in chunk_spans(T + pad, chunk, seg):
         o, S = _chunk(q[:, :, part], k[:, :, part], v[:, :, part], g[:, :, part], scale, S, here)
         out.append(o)
     return torch.cat(out, dim=2)[:, :, :T], S
+
+
+def chunk_spans(length: int, chunk: int, seg: Tensor | None) -> Iterator[tuple[slice, Tensor | None]]:
+    """Each chunk of a sequence padded to `length` (a multiple of `chunk`): its span, and its tokens' documents
+    numbered again from 0 at its start (0: the document of the state it starts from; padding stays in the last)."""
+    if seg is not None:
+        seg = torch.cat((seg, seg[:, -1:].expand(-1, length - seg.shape[1])), dim=1)
+    for start in range(0, length, chunk):
+        part = slice(start, start + chunk)
+        yield part, None if seg is None else seg[:, part] - (seg[:, start - 1 : start] if start else 0)
 
 
 def _chunk(

@@ -37,6 +37,8 @@ mixer_registry: Registry[nn.Module] = Registry(
         "gla": "andrea.mixers.gla:GLA",
         "retention": "andrea.mixers.retention:Retention",
         "mamba2": "andrea.mixers.mamba2:Mamba2",
+        "deltanet": "andrea.mixers.deltanet:DeltaNet",
+        "gated_deltanet": "andrea.mixers.deltanet:GatedDeltaNet",
     },
 )
 PLACE = ("d_model", "max_context", "layer", "n_layer", "dropout", "bias")  # what the network gives every mixer

@@ -102,7 +102,8 @@ class LinearMixer(nn.Module):
         q, k, v, g = self._inputs(x, cache, where)
         if cache is not None:
             cache.document = where.last
-        o, weights = self._mix(q, k, v, g, cache, where.seg, return_weights or bool(self.points["hook_pattern"].fns))
+        want = return_weights or bool(self.points["hook_pattern"].fns)
+        o, weights = self._mix(x, (q, k, v, g), cache, where.seg, want)
         return self._output(o, x), weights if return_weights else None
 
     def reference(self, x: Tensor, mask: Mask | None = None) -> Tensor:
@@ -162,15 +163,26 @@ class LinearMixer(nn.Module):
         B, T, _ = x.shape
         return tuple(s.view(B, T, self.n_head, -1).transpose(1, 2) for s in streams.values())
 
+    def recur(
+        self, x: Tensor, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, state: Tensor | None, seg: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """The recurrence in the layer's form from `state`: (o, the final state). The gated linear one here; a
+        mixer with another (the delta rule) overrides it and `implied`, reading what else it needs from x."""
+        return core.run(self.form, q, k, v, g, self.scale, state, seg, chunk=self.chunk)
+
+    def implied(self, x: Tensor, q: Tensor, k: Tensor, g: Tensor | None, seg: Tensor | None) -> Tensor:
+        """The implied weights (B, H, T, T) of the recurrence `recur` runs."""
+        return core.weights(q, k, g, self.scale, seg)
+
     def _mix(
-        self, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, cache: StateCache | None, seg: Tensor | None,
-        want_weights: bool,
+        self, x: Tensor, heads: tuple[Tensor, Tensor, Tensor, Tensor | None], cache: StateCache | None,
+        seg: Tensor | None, want_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:  # fmt: skip
         """The recurrence in the layer's form, from the cache's state; o (B, H, T, V), and the implied weights."""
+        q, k, v, g = heads
         if self.normalize:  # a column of ones: its output is the normaliser, φ(q)·Σ φ(k)
             v = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)
-        state = None if cache is None else cache.state
-        o, state = core.run(self.form, q, k, v, g, self.scale, state, seg, chunk=self.chunk)
+        o, state = self.recur(x, q, k, v, g, None if cache is None else cache.state, seg)
         state = self.points["hook_state"](state)  # (B, H, K, V[+1]): with the normaliser, its column last
         if cache is not None:
             cache.state, cache.position = state, cache.position + q.shape[2]
@@ -178,7 +190,7 @@ class LinearMixer(nn.Module):
             o = o[..., :-1] / o[..., -1:].clamp_min(EPS)
         weights = None
         if want_weights and cache is None:
-            weights = core.weights(q, k, g, self.scale, seg)
+            weights = self.implied(x, q, k, g, seg)
             weights = weights / weights.sum(-1, keepdim=True).clamp_min(EPS) if self.normalize else weights
             weights = self.points["hook_pattern"](weights.to(q.dtype))
         return o.to(q.dtype), weights
