@@ -58,3 +58,16 @@ def test_gated_deltanet_trains_from_the_command_line_with_maps(tmp_path):
     assert result.status == "completed" and result.global_step == 3
     assert "layer0_step000003.png" in {p.name for p in (tmp_path / "attention_maps").glob("*.png")}
     assert result.cache_bytes is not None and result.cache_bytes["layers"][0]["mixer"] == "gated_deltanet"
+
+
+def test_the_hybrid_preset_is_qwen3_next_s_pattern(tmp_path):
+    """model=andrea-12m-hybrid: 8 layers, three Gated DeltaNet layers to each attention layer, as its file says."""
+    from hydra.utils import instantiate
+
+    cfg = compose_train(tmp_path, ["experiment=andrea-12m-shakespeare", "model=andrea-12m-hybrid"])
+    net = instantiate(cfg.model.net, _convert_="partial")
+    assert [type(m).__name__ for m in net.mixers] == ["GatedDeltaNet"] * 3 + ["MultiHeadSelfAttention"] + [
+        "GatedDeltaNet"
+    ] * 3 + ["MultiHeadSelfAttention"]
+    assert sum(p.numel() for p in net.parameters()) == 14_158_152
+    assert net.mixers[0].cache_size().per_sequence == 14_592 and net.mixers[3].cache_size().per_token == 384

@@ -84,6 +84,7 @@ mechanism_registry: Registry[Mechanism] = Registry(
         "diff": "andrea.attention.mechanisms.diff:Diff",
         "softcap": "andrea.attention.mechanisms.softcap:Softcap",
         "qknorm": "andrea.attention.mechanisms.qknorm:QKNorm",
+        "stickbreaking": "andrea.attention.mechanisms.stickbreaking:StickBreaking",
     },
 )
 # what the block gives every mechanism: its sizes, and whether its projections carry a bias

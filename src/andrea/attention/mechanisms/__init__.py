@@ -9,5 +9,8 @@ from andrea.attention.mechanisms.sigmoid import Sigmoid
 from andrea.attention.mechanisms.sink import Sink
 from andrea.attention.mechanisms.softcap import Softcap
 from andrea.attention.mechanisms.softmax import Softmax
+from andrea.attention.mechanisms.stickbreaking import StickBreaking
 
-__all__ = ["Diff", "Gated", "Mechanism", "QKNorm", "Sigmoid", "Sink", "Softcap", "Softmax", "dense_scores"]
+__all__ = [
+    "Diff", "Gated", "Mechanism", "QKNorm", "Sigmoid", "Sink", "Softcap", "Softmax", "StickBreaking", "dense_scores",
+]  # fmt: skip
