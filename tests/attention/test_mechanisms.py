@@ -24,6 +24,8 @@ SERVED = {  # mechanism -> the built-in backends that run it on CPU (flex: forwa
     "sink": ["naive", "eager"],
     "softcap": ["naive", "eager"],
     "diff": ["naive", "eager"],
+    "stickbreaking": ["naive", "eager"],
+    "fox": ["naive", "eager", "sdpa"],
 }
 
 

@@ -71,3 +71,12 @@ def test_the_hybrid_preset_is_qwen3_next_s_pattern(tmp_path):
     ] * 3 + ["MultiHeadSelfAttention"]
     assert sum(p.numel() for p in net.parameters()) == 14_158_152
     assert net.mixers[0].cache_size().per_sequence == 14_592 and net.mixers[3].cache_size().per_token == 384
+
+
+def test_an_andrea_gpt_with_mixers_trains_to_its_summary(tmp_path):
+    """A GPT whose layers are Gated DeltaNet and attention: the summary gives each layer's cache, no KV cache line."""
+    overrides = [*QUICK, "model=andrea-tiny", "mixer=gated_deltanet", "model.net.layout=[gated_deltanet,attention]"]
+    result = train(compose_train(tmp_path, [*overrides, "trainer.max_steps=2", "~callbacks.attention_maps"]))
+    assert result.status == "completed" and result.kv_cache is None
+    assert result.cache_bytes is not None
+    assert [layer["mixer"] for layer in result.cache_bytes["layers"]][:2] == ["gated_deltanet", "attention"]

@@ -9,6 +9,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from andrea.attention.advice import _alternatives
+from andrea.attention.contract import UnsupportedAttentionError
 from andrea.attention.heads import FusedQKV
 from andrea.attention.hook_points import HookPoint, Points
 from andrea.attention.kv_cache import CacheSize, KVCache
@@ -80,6 +82,7 @@ class MultiHeadSelfAttention(nn.Module):
         # depends on the device (a GPU-only kernel) is checked in forward, where the device is known.
         self.backend.checked(self.mask, self.mechanism, self.score_mod, device=None, needs_grad=False,
                              head_dim=self.head_dim)  # fmt: skip
+        check_extended(self.heads.n_kv_head, n_head, self.backend, self.mechanism)
         self._inputs(spec)
         self.proj = nn.Linear(d_model, d_model, bias=spec.bias)  # W_O: mixes the heads
         self.dropout = nn.Dropout(spec.dropout)
@@ -220,3 +223,22 @@ class MultiHeadSelfAttention(nn.Module):
 
 # hook points of a block, in the order a forward pass reaches them
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_attn_scores", "hook_pattern", "hook_z")
+
+
+def check_extended(n_kv_head: int, n_head: int, backend: object, mechanism: Mechanism) -> None:
+    """A mechanism that appends channels to q and k (Mechanism.extend: forgetting attention's gate) needs a backend
+    whose values may be narrower than its keys, and a key head per query head: refused in one line otherwise."""
+    if not mechanism.extra_channels:
+        return
+    capabilities = getattr(backend, "capabilities", None)
+    if capabilities is not None and not capabilities.distinct_value_dim:
+        name = getattr(backend, "name", type(backend).__name__)
+        raise UnsupportedAttentionError(
+            f"attention backend '{name}' needs values of the keys' size, and mechanism={mechanism.name} carries "
+            f"{mechanism.extra_channels} more channel in q and k; use {_alternatives(lambda c: c.distinct_value_dim)}"
+        )
+    if n_kv_head != n_head:
+        raise ValueError(
+            f"mechanism={mechanism.name} keeps one gate per head in its keys, and heads.n_kv_head={n_kv_head} key "
+            f"heads serve heads.n_head={n_head} query heads; use heads=mha"
+        )

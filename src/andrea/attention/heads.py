@@ -159,6 +159,7 @@ class FusedQKV(nn.Linear):
         q, k = mechanism.project(q, k, x)  # e.g. QK-norm, before positions
         if self.rope is not None:
             q, k = points["hook_rot_q"].heads(self.rope(q, start)), points["hook_rot_k"].heads(self.rope(k, start))
+        q, k = mechanism.extend(q, k, x, None if cache is None else cache.k)  # e.g. forgetting attention's gate
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
         return q, k, v

@@ -194,7 +194,8 @@ def check_latent(heads: HeadConfig, backend: AttentionBackend, mechanism: Mechan
             f"attention backend '{backend.name}' needs values of the queries' size, which heads=mla's are not; "
             f"use {_alternatives(lambda c: c.distinct_value_dim)}"
         )
-    if type(mechanism).project is not Mechanism.project or type(mechanism).scale is not Mechanism.scale:
+    changes = [type(mechanism).project, type(mechanism).scale, type(mechanism).extend]
+    if changes != [Mechanism.project, Mechanism.scale, Mechanism.extend]:
         raise ValueError(
             f"mechanism={mechanism.name} changes queries and keys itself, which heads=mla's latent form cannot "
             "carry; use another mechanism (softmax, sigmoid, sink, gated, softcap) or another head configuration"

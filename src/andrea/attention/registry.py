@@ -85,6 +85,7 @@ mechanism_registry: Registry[Mechanism] = Registry(
         "softcap": "andrea.attention.mechanisms.softcap:Softcap",
         "qknorm": "andrea.attention.mechanisms.qknorm:QKNorm",
         "stickbreaking": "andrea.attention.mechanisms.stickbreaking:StickBreaking",
+        "fox": "andrea.attention.mechanisms.fox:Fox",
     },
 )
 # what the block gives every mechanism: its sizes, and whether its projections carry a bias

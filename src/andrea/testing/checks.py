@@ -148,8 +148,14 @@ def _assert_declared(
         or (backward and not caps.cpu_backward)
         or (score_mod is not None and not caps.score_mod)
         or not backend.serves(mechanism)
+        or _wider_keys(backend, mechanism)
     )
     assert declared, f"{cell}: refused although its capabilities accept it ({refusal})"
+
+
+def _wider_keys(backend: AttentionBackend, mechanism: Mechanism | None) -> bool:
+    """A mechanism that widens q and k (Mechanism.extend) on a backend that declares values of the keys' size."""
+    return mechanism is not None and mechanism.extra_channels > 0 and not backend.capabilities.distinct_value_dim
 
 
 def runs_here(backend: AttentionBackend) -> bool:

@@ -194,8 +194,10 @@ def test_mechanism_decode_and_weights(backend_name: str, mechanism_name: str, ma
 def test_position_and_mechanism(backend_name: str, mechanism_name: str, position: str, record_property: Record) -> None:
     """A block with each mechanism and each position inside attention, on each backend: shifting every token by
     the same number of positions changes nothing (a refusal: declared)."""
-    record = _cell(record_property, backend_name, f"causal ~{mechanism_name} @{position}", "gqa", "float32", "forward")
-    record(checks.relative_positions(get_backend(backend_name), ALL_MECHANISMS[mechanism_name], position, "gqa"))
+    mechanism = ALL_MECHANISMS[mechanism_name]
+    heads = "mha" if mechanism.extra_channels else "gqa"  # a gate carried in the keys needs a key head per query head
+    record = _cell(record_property, backend_name, f"causal ~{mechanism_name} @{position}", heads, "float32", "forward")
+    record(checks.relative_positions(get_backend(backend_name), mechanism, position, heads))
 
 
 @pytest.mark.parametrize("mechanism_name", MECHANISMS)

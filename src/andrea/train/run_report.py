@@ -92,7 +92,7 @@ def _kv_cache(module: L.LightningModule) -> dict[str, Any] | None:
     """The KV cache's numbers per token (this run's head configuration beside MHA's and MQA's), or None for
     a network andrea does not know, or one without attention."""
     net = getattr(module, "net", None)
-    return (kv_cache_widths(network(net)) or None) if isinstance(net, Module) and hasattr(net, "attention") else None
+    return (kv_cache_widths(network(net)) or None) if isinstance(net, Module) and hasattr(net, "mixers") else None
 
 
 def _cache_bytes(module: L.LightningModule) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
 
 from andrea.attention.mechanisms.base import Mechanism, dense_scores
 from andrea.attention.mechanisms.diff import Diff
+from andrea.attention.mechanisms.fox import Fox
 from andrea.attention.mechanisms.gated import Gated
 from andrea.attention.mechanisms.qknorm import QKNorm
 from andrea.attention.mechanisms.sigmoid import Sigmoid
@@ -12,5 +13,6 @@ from andrea.attention.mechanisms.softmax import Softmax
 from andrea.attention.mechanisms.stickbreaking import StickBreaking
 
 __all__ = [
-    "Diff", "Gated", "Mechanism", "QKNorm", "Sigmoid", "Sink", "Softcap", "Softmax", "StickBreaking", "dense_scores",
+    "Diff", "Fox", "Gated", "Mechanism", "QKNorm", "Sigmoid", "Sink", "Softcap", "Softmax", "StickBreaking",
+    "dense_scores",
 ]  # fmt: skip

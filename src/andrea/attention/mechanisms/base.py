@@ -50,6 +50,7 @@ class Mechanism(nn.Module):
     name: ClassVar[str]
     kernel: ClassVar[str] = "softmax"
     rope_parts: ClassVar[int] = 1  # heads of their own in each head's q and k, each rotated on its own
+    extra_channels: ClassVar[int] = 0  # channels `extend` appends to every head's q and k
     rows_sum_to_one: ClassVar[bool] = True
     signed: ClassVar[bool] = False  # whether a weight can be negative
     weights_meaning: ClassVar[str] = "softmax weights (each row sums to 1)"
@@ -75,6 +76,12 @@ class Mechanism(nn.Module):
     def project(self, q: Tensor, k: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
         """q (B, H, T, d), k (B, H_kv, T, d) as they leave the projection, before RoPE, given the layer's input
         x (B, T, D): where a mechanism that depends on x (a gate computed from it) sees it before any score."""
+        return q, k
+
+    def extend(self, q: Tensor, k: Tensor, x: Tensor, cached: Tensor | None) -> tuple[Tensor, Tensor]:
+        """q (B, H, T, d), k (B, H_kv, T, d) after positions, before the KV cache takes k: `extra_channels` more
+        channels for each (forgetting attention's gate rides there), given x and the cached keys (B, H_kv, S', ·)
+        or None. A mechanism that extends needs a backend whose values may be narrower than its keys."""
         return q, k
 
     def scale(self) -> float | None:
