@@ -76,7 +76,9 @@ def _weights(q: Tensor, k: Tensor, G: Tensor, scale: float, seg: Tensor | None) 
     if seg is not None:  # or in another document: (B, 1, T, T)
         unseen = unseen | (seg.unsqueeze(2) != seg.unsqueeze(1)).unsqueeze(1)
     gap = (G.unsqueeze(3) - G.unsqueeze(2)).masked_fill(unseen[..., None], float("-inf"))  # (B, H, T, T, K|1)
-    return torch.einsum("bhik,bhjk,bhijk->bhij", q * scale, k, gap.exp().expand(-1, -1, -1, -1, q.shape[-1]))
+    if G.shape[-1] == 1:  # one decay per head: the scores times the decay, no (T, T, K) product
+        return (q * scale) @ k.transpose(-2, -1) * gap.squeeze(-1).exp()
+    return torch.einsum("bhik,bhjk,bhijk->bhij", q * scale, k, gap.exp())
 
 
 def parallel(
