@@ -77,11 +77,17 @@ def test_the_sparsemax_plugin_passes_the_kit_against_its_formula_and_trains(tmp_
     help_text = subprocess.run([train, "--help"], env=env, cwd=tmp_path, capture_output=True, text=True).stdout
     (mechanism_line,) = [line for line in help_text.splitlines() if line.startswith("mechanism: ")]
     assert "sparsemax" in mechanism_line.split(", ")
-    done = subprocess.run([train, "mechanism=sparsemax", "logger=csv", "trainer.max_epochs=1", "data.num_train=256",
-                           "data.num_val=64"], env=env, cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    trains_one_epoch("mechanism", "sparsemax", env, tmp_path)
+
+
+def trains_one_epoch(group: str, name: str, env: dict[str, str], folder: Path) -> None:
+    """`andrea-train <group>=<name>` in a user's shell `env` trains one short epoch, its config naming `name`."""
+    train = str(Path(sys.executable).with_name("andrea-train"))
+    done = subprocess.run([train, f"{group}={name}", "logger=csv", "trainer.max_epochs=1", "data.num_train=256",
+                           "data.num_val=64"], env=env, cwd=folder, capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    (run_dir,) = tmp_path.glob("logs/train/runs/*")
-    assert "name: sparsemax" in (run_dir / ".hydra" / "config.yaml").read_text()
+    (run_dir,) = folder.glob("logs/train/runs/*")
+    assert f"name: {name}" in (run_dir / ".hydra" / "config.yaml").read_text()
 
 
 @pytest.mark.slow(reason="installs a copy of the plugin with a wrong formula, then its kit cells (~1 min)")

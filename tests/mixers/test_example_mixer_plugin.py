@@ -5,15 +5,13 @@ installed as a user would, it passes the conformance kit's mixer cells against i
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.attention.test_conformance_kit import run_kit
-from tests.attention.test_example_mechanism_plugin import counts, install
+from tests.attention.test_example_mechanism_plugin import counts, install, trains_one_epoch
 
 PLUGIN = Path(__file__).parents[2] / "examples" / "plugin4"
 
@@ -45,12 +43,7 @@ def test_the_plugin_passes_the_kit_and_trains(tmp_path):
     (failed, passed), (cells, cells_passed, cells_failed, unsupported) = counts(kit.stdout)
     assert failed == cells_failed == unsupported == 0 and cells == cells_passed == 27  # 3 forms x 3 masks x 3
     assert "learned_decay/recurrent document  ..." in kit.stdout
-    train = str(Path(sys.executable).with_name("andrea-train"))
-    done = subprocess.run([train, "mixer=learned_decay", "logger=csv", "trainer.max_epochs=1", "data.num_train=256",
-                           "data.num_val=64"], env=env, cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    (run_dir,) = tmp_path.glob("logs/train/runs/*")
-    assert "name: learned_decay" in (run_dir / ".hydra" / "config.yaml").read_text()
+    trains_one_epoch("mixer", "learned_decay", env, tmp_path)
 
 
 @pytest.mark.slow(reason="installs a copy of the plugin with its decay broken, then its kit cells (~30 s)")

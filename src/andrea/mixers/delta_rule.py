@@ -70,6 +70,12 @@ def _gaps(G: Tensor, seg: Tensor | None, diagonal: int) -> Tensor:
     return (G.unsqueeze(3) - G.unsqueeze(2)).masked_fill(unseen, float("-inf")).exp()
 
 
+def _unit_lower(k: Tensor, beta: Tensor, G: Tensor, seg: Tensor | None) -> Tensor:
+    """I + L, L = strict_tril(diag(β) (K Kᵀ ⊙ Γ)): unit lower triangular, (B, H, C, C)."""
+    L = beta.unsqueeze(-1) * (k @ k.transpose(-2, -1)) * _gaps(G, seg, -1)
+    return L + torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
+
+
 def _chunk(
     q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Tensor, scale: float, S: Tensor, seg: Tensor | None
 ) -> tuple[Tensor, Tensor]:
@@ -79,10 +85,8 @@ def _chunk(
     first = G.exp().unsqueeze(-1)  # (B, H, C, 1): how much of S_0 reaches each token
     if seg is not None:
         first = first * (seg == 0)[:, None, :, None]
-    L = beta.unsqueeze(-1) * (k @ k.transpose(-2, -1)) * _gaps(G, seg, -1)  # strictly lower
-    eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
     rhs = beta.unsqueeze(-1) * (v - first * (k @ S))
-    u = torch.linalg.solve_triangular(eye + L, rhs, upper=False, unitriangular=True)  # (B, H, C, V)
+    u = torch.linalg.solve_triangular(_unit_lower(k, beta, G, seg), rhs, upper=False, unitriangular=True)
     o = scale * (first * (q @ S) + ((q @ k.transpose(-2, -1)) * _gaps(G, seg, 0)) @ u)
     last = G[:, :, -1:]  # (B, H, 1)
     kept = k * (last - G).exp().unsqueeze(-1)
@@ -125,9 +129,9 @@ def weights(
     """The implied weights (B, H, T, T): scale tril(Q Kᵀ ⊙ Γ)(I + L)⁻¹ diag(β), signed."""
     q, k, _, beta, g = _prepared(q, k, q, beta, g)
     G = g.cumsum(dim=2)
-    L = beta.unsqueeze(-1) * (k @ k.transpose(-2, -1)) * _gaps(G, seg, -1)
-    eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
-    inverse = torch.linalg.solve_triangular(eye + L, eye.expand_as(L), upper=False, unitriangular=True)
+    lower = _unit_lower(k, beta, G, seg)
+    eye = torch.eye(lower.shape[-1], dtype=lower.dtype, device=lower.device).expand_as(lower)
+    inverse = torch.linalg.solve_triangular(lower, eye, upper=False, unitriangular=True)
     return scale * ((q @ k.transpose(-2, -1)) * _gaps(G, seg, 0)) @ inverse * beta.unsqueeze(-2)
 
 

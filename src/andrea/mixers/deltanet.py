@@ -12,8 +12,6 @@ logU(1e-3, 1e-1), as Mamba-2's), with values twice the keys' width and a swish o
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -22,9 +20,10 @@ from andrea.attention.masks import Mask
 from andrea.mixers import delta_rule
 from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
+from andrea.mixers.mamba2 import dt_bias
 from andrea.mixers.state_masks import state_mask
 
-DT_MIN, DT_MAX, A_MAX = 1e-3, 1e-1, 16.0
+A_MAX = 16.0
 
 
 class DeltaNet(LinearMixer):
@@ -91,8 +90,7 @@ class GatedDeltaNet(DeltaNet):
                          form=form, chunk=chunk, conv=conv, gate=gate, norm=norm)  # fmt: skip
         self.a_proj = nn.Linear(d_model, n_head, bias=False)  # W_α
         self.A_log = nn.Parameter(torch.empty(n_head).uniform_(0, A_MAX).clamp_min(1e-4).log())
-        dt = torch.exp(torch.empty(n_head).uniform_(math.log(DT_MIN), math.log(DT_MAX)))
-        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus⁻¹(dt)
+        self.dt_bias = dt_bias(n_head)  # as Mamba-2's
 
     def log_decay(self, x: Tensor) -> Tensor:
         """log α_t = -exp(A_log) · softplus(W_α x_t + dt_bias) <= 0: (B, H, T), one decay per head."""

@@ -28,7 +28,7 @@ from andrea.mixers import gated_linear as core
 from andrea.mixers.base import CacheSize
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
-from andrea.mixers.state_masks import StateMask, state_mask
+from andrea.mixers.state_masks import StateMask, call_mask, state_mask
 from andrea.utils.rules import SettingError
 
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_state", "hook_gate", "hook_z")
@@ -97,8 +97,7 @@ class LinearMixer(nn.Module):
         self, x: Tensor, mask: Mask | None = None, return_weights: bool = False, cache: StateCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """`mask`: packed documents or key padding (andrea.mixers.state_masks), as an attention block takes it."""
-        start, before = (0, None) if cache is None else (cache.position, cache.document)
-        where = state_mask(mask, start, x.shape[1], before, self.name)
+        where = call_mask(mask, x.shape[1], cache, self.name)
         q, k, v, g = self._inputs(x, cache, where)
         if cache is not None:
             cache.document = where.last

@@ -28,9 +28,15 @@ from andrea.mixers.base import CacheSize
 from andrea.mixers.linear_layer import POINTS, check_form_and_heads
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
-from andrea.mixers.state_masks import StateMask, state_mask
+from andrea.mixers.state_masks import StateMask, call_mask, state_mask
 
 DT_MIN, DT_MAX, A_MIN, A_MAX = 1e-3, 1e-1, 1.0, 16.0
+
+
+def dt_bias(n_head: int) -> nn.Parameter:
+    """The step's bias as published (Mamba-2, Gated DeltaNet): softplus(dt_bias) ~ logU(1e-3, 1e-1) per head."""
+    dt = torch.exp(torch.empty(n_head).uniform_(math.log(DT_MIN), math.log(DT_MAX)))
+    return nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus⁻¹(dt)
 
 
 class Mamba2(nn.Module):
@@ -53,8 +59,7 @@ class Mamba2(nn.Module):
         self.in_proj = nn.Linear(d_model, (1 + gate) * inner + 2 * d_state + n_head, bias=bias)  # [z,] x, B, C, dt
         self.conv = ShortConv(inner + 2 * d_state, bias=True) if conv else None
         self.A_log = nn.Parameter(torch.empty(n_head).uniform_(A_MIN, A_MAX).log())
-        dt = torch.exp(torch.empty(n_head).uniform_(math.log(DT_MIN), math.log(DT_MAX)))
-        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus⁻¹(dt)
+        self.dt_bias = dt_bias(n_head)
         self.D = nn.Parameter(torch.ones(n_head))
         self.norm = nn.RMSNorm(inner, eps=1e-5) if norm else None
         self.proj = nn.Linear(inner, d_model, bias=bias)  # out_proj: W_O
@@ -65,8 +70,7 @@ class Mamba2(nn.Module):
         self, u: Tensor, mask: Mask | None = None, return_weights: bool = False, cache: StateCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """`mask`: packed documents or key padding (andrea.mixers.state_masks), as an attention block takes it."""
-        start, before = (0, None) if cache is None else (cache.position, cache.document)
-        where = state_mask(mask, start, u.shape[1], before, self.name)
+        where = call_mask(mask, u.shape[1], cache, self.name)
         z, x, q, k, v, g = self._inputs(u, cache, where)
         y, state = core.run(
             self.form, q, k, v, g, 1.0, None if cache is None else cache.state, where.seg, chunk=self.chunk

@@ -16,6 +16,7 @@ x's first token among the mask's (B, S) ids and lengths.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -36,6 +37,12 @@ class StateMask:
         keep = self.keep[:, None, :]  # (B, 1, T)
         g = None if g is None else g * (keep if g.dim() == 3 else keep[..., None])
         return k * keep[..., None], g
+
+
+def call_mask(mask: Mask | None, T: int, cache: Any, mixer: str) -> StateMask:
+    """`state_mask` for a call of T tokens from a StateCache (its position and last document id), or None."""
+    start, before = (0, None) if cache is None else (cache.position, cache.document)
+    return state_mask(mask, start, T, before, mixer)
 
 
 def state_mask(mask: Mask | None, start: int, T: int, before: Tensor | None = None, mixer: str = "") -> StateMask:
