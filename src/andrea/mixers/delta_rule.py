@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from andrea.mixers.gated_linear import CHUNK, FORMS, chunk_spans
+from andrea.mixers.gated_linear import CHUNK, FORMS, chunks, tokens
 
 __all__ = ["CHUNK", "FORMS", "chunked", "parallel", "recurrent", "run", "weights"]
 
@@ -49,14 +49,14 @@ def recurrent(
     """Token by token: (o (B, H, T, V), the final state (B, H, K, V))."""
     q, k, v, beta, g = _prepared(q, k, v, beta, g)
     S, out = _state(q, v, state), []
-    for t in range(q.shape[2]):
-        decay = g[:, :, t].exp()  # (B, H)
+    for t, (q_t, k_t, v_t, beta_t, g_t) in enumerate(tokens(q, k, v, beta, g)):
+        decay = g_t.exp()  # (B, H)
         if seg is not None:  # a new document: the state restarts
             decay = decay * (seg[:, t] == (seg[:, t - 1] if t else 0)).view(-1, 1)
         S = decay[..., None, None] * S
-        u = beta[:, :, t, None] * (v[:, :, t] - torch.einsum("bhkv,bhk->bhv", S, k[:, :, t]))
-        S = S + k[:, :, t].unsqueeze(-1) * u.unsqueeze(-2)
-        out.append(torch.einsum("bhk,bhkv->bhv", q[:, :, t] * scale, S))
+        u = beta_t.unsqueeze(-1) * (v_t - torch.einsum("bhkv,bhk->bhv", S, k_t))
+        S = S + k_t.unsqueeze(-1) * u.unsqueeze(-2)
+        out.append(torch.einsum("bhk,bhkv->bhv", q_t * scale, S))
     return torch.stack(out, dim=2), S
 
 
@@ -117,8 +117,8 @@ def chunked(
     q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
     beta, g = F.pad(beta, (0, pad)), F.pad(g, (0, pad))
     S, out = _state(q, v, state), []
-    for part, here in chunk_spans(T + pad, chunk, seg):
-        o, S = _chunk(q[:, :, part], k[:, :, part], v[:, :, part], beta[:, :, part], g[:, :, part], scale, S, here)
+    for here, (q_c, k_c, v_c, beta_c, g_c) in chunks(T + pad, chunk, seg, q, k, v, beta, g):
+        o, S = _chunk(q_c, k_c, v_c, beta_c, g_c, scale, S, here)
         out.append(o)
     return torch.cat(out, dim=2)[:, :, :T], S
 

@@ -53,13 +53,28 @@ def recurrent(
     """The recurrence as written, token by token: (o (B, H, T, V), the final state (B, H, K, V))."""
     q, k, v, g = _prepared(q, k, v, g)
     S, out = _state(q, v, state), []
-    for t in range(q.shape[2]):
-        decay = g[:, :, t].exp().unsqueeze(-1)  # (B, H, K|1, 1)
+    for t, (q_t, k_t, v_t, g_t) in enumerate(tokens(q, k, v, g)):
+        decay = g_t.exp().unsqueeze(-1)  # (B, H, K|1, 1)
         if seg is not None:  # a new document: the state restarts
             decay = decay * (seg[:, t] == (seg[:, t - 1] if t else 0)).view(-1, 1, 1, 1)
-        S = S * decay + k[:, :, t].unsqueeze(-1) * v[:, :, t].unsqueeze(-2)  # (B, H, K, V)
-        out.append(torch.einsum("bhk,bhkv->bhv", q[:, :, t] * scale, S))
+        S = S * decay + k_t.unsqueeze(-1) * v_t.unsqueeze(-2)  # (B, H, K, V)
+        out.append(torch.einsum("bhk,bhkv->bhv", q_t * scale, S))
     return torch.stack(out, dim=2), S
+
+
+def tokens(*xs: Tensor) -> Iterator[tuple[Tensor, ...]]:
+    """The tensors' tokens (dim 2) side by side, one token each step. `unbind`, not indexing: the backward of
+    T indexed views would write T gradients the size of the whole sequence, O(T²); unbind's stacks them once."""
+    return zip(*(x.unbind(2) for x in xs), strict=True)
+
+
+def chunks(
+    length: int, chunk: int, seg: Tensor | None, *xs: Tensor
+) -> Iterator[tuple[Tensor | None, tuple[Tensor, ...]]]:
+    """The tensors (dim 2, `length` tokens, a multiple of `chunk`) in chunks side by side, each chunk's tokens'
+    documents first (`_documents`). `split`, not slicing, for the reason `tokens` gives."""
+    pieces = zip(*(x.split(chunk, dim=2) for x in xs), strict=True)
+    return zip(_documents(length, chunk, seg), pieces, strict=True)
 
 
 def weights(q: Tensor, k: Tensor, g: Tensor | None = None, scale: float = 1.0, seg: Tensor | None = None) -> Tensor:
@@ -102,20 +117,19 @@ def chunked(
     pad = -T % chunk  # padded tokens: k = v = 0 and no decay, so they leave the state as it was
     q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
     S, out = _state(q, v, state), []
-    for part, here in chunk_spans(T + pad, chunk, seg):
-        o, S = _chunk(q[:, :, part], k[:, :, part], v[:, :, part], g[:, :, part], scale, S, here)
+    for here, (q_c, k_c, v_c, g_c) in chunks(T + pad, chunk, seg, q, k, v, g):
+        o, S = _chunk(q_c, k_c, v_c, g_c, scale, S, here)
         out.append(o)
     return torch.cat(out, dim=2)[:, :, :T], S
 
 
-def chunk_spans(length: int, chunk: int, seg: Tensor | None) -> Iterator[tuple[slice, Tensor | None]]:
-    """Each chunk of a sequence padded to `length` (a multiple of `chunk`): its span, and its tokens' documents
-    numbered again from 0 at its start (0: the document of the state it starts from; padding stays in the last)."""
+def _documents(length: int, chunk: int, seg: Tensor | None) -> Iterator[Tensor | None]:
+    """Each chunk's tokens' documents, of a sequence padded to `length` (a multiple of `chunk`), numbered again
+    from 0 at its start (0: the document of the state it starts from; padding stays in the last)."""
     if seg is not None:
         seg = torch.cat((seg, seg[:, -1:].expand(-1, length - seg.shape[1])), dim=1)
     for start in range(0, length, chunk):
-        part = slice(start, start + chunk)
-        yield part, None if seg is None else seg[:, part] - (seg[:, start - 1 : start] if start else 0)
+        yield None if seg is None else seg[:, start : start + chunk] - (seg[:, start - 1 : start] if start else 0)
 
 
 def _chunk(
