@@ -208,7 +208,7 @@ def main() -> None:
     print("training ...", flush=True)
     train = training(names, args.seq_lens, args.repeats, args.attention_up_to)
     print("forms ...", flush=True)
-    by_form = forms([name for name in names if name != SDPA], args.forms_at, max(1, args.repeats - 2))
+    by_form = forms([name for name in names if name != SDPA], args.forms_at, args.repeats)
     print("decoding ...", flush=True)
     decode = decoding(names, args.decode_lens, args.repeats)
     report(names, train, by_form, decode, args)

@@ -50,8 +50,12 @@ def test_latent_heads_train_print_their_cache_and_generate_from_the_checkpoint(t
     overrides = [*SHORT, "model=andrea-tiny", "heads=mla", "position=rope"]
     result = train(compose_train(tmp_path, overrides))
     HydraConfig.instance().cfg = None
-    assert "KV cache: 48 numbers a token (mla; MHA would keep 256, MQA 64)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "KV cache: 48 numbers a token (mla; MHA would keep 256, MQA 64)" in out
     assert result.kv_cache == {"heads": "mla", "kept": 2 * (16 + 8), "mha": 2 * 2 * 4 * 16, "mqa": 2 * 2 * 16}
+    length = result.cache_bytes["length"]  # the sweep's table reads it; the summary leaves it to the KV cache line
+    assert [layer["bytes"] for layer in result.cache_bytes["layers"]] == [24 * length * 4] * 2
+    assert "cache of a" not in out
     net, _, _ = load_any(tmp_path / "checkpoints" / "last.ckpt")
     prompt = torch.randint(64, (2, 4), generator=torch.Generator().manual_seed(0))
     assert network(net).attention[0].head_kind == "mla"

@@ -23,6 +23,8 @@ def seeded_job(sweep_dir, number, mechanism, seed, val, step=None, mass=(0.3, 0.
         "verdict": {"role": "induction", "appeared": step is not None, "best": "L1H0", "score": 1.0 - val,
                     "text": "..."},
         "verdict_step": step, "first_token_mass": list(mass),
+        "cache_bytes": {"length": 32, "mha_layer": 16384, "layers": [
+            {"layer": 0, "mixer": "gla", "bytes": 512}, {"layer": 1, "mixer": "attention", "bytes": 16384}]},
     } if status == "completed" else {"status": status, "exit_code": 1, "overrides": [f"mechanism={mechanism}",
                                      f"seed={seed}"], "run_dir": str(run_dir), "error": "RuntimeError: x"}  # fmt: skip
     (run_dir / "result.json").write_text(json.dumps(result))
@@ -52,6 +54,8 @@ def test_groups_md_gives_each_setting_the_mean_and_range_of_its_seeds(tmp_path):
         "L0 0.30 (0.20 to 0.40) · L1 0.20 (0.20 to 0.20)",
     ]  # fmt: skip
     assert sink.split(" | ")[1:5] == ["1 of 2", "0.200", "0 of 1", ""]  # the failed seed counted, not averaged
+    cache = header.split(" | ").index("cache (bytes a sequence)")
+    assert softmax.split(" | ")[cache] == "16,896"  # the layers' caches summed: a state and a KV cache
     assert (tmp_path / "curves_by_setting.png").stat().st_size > 10_000
 
 

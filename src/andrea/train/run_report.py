@@ -15,7 +15,7 @@ from torch.nn import Module
 
 from andrea.lens.verdict import describe, verdict
 from andrea.models.memory import Estimate
-from andrea.models.network import all_attention, cache_bytes, kv_cache_widths, network
+from andrea.models.network import cache_bytes, kv_cache_widths, network
 from andrea.train.hydra_run import is_multirun, job_log, job_number, task_overrides
 from andrea.train.lit.attempts import RunRecord
 from andrea.train.lit.attention_maps import AttentionMaps
@@ -97,9 +97,10 @@ def _kv_cache(module: L.LightningModule) -> dict[str, Any] | None:
 
 def _cache_bytes(module: L.LightningModule) -> dict[str, Any] | None:
     """A sequence's cache per layer at the network's full context, in its parameters' precision, for a network
-    of andrea's with a mixer other than attention; None otherwise (the KV cache line says it all)."""
+    of andrea's; None otherwise (the summary says it only where a mixer is not attention: the KV cache line
+    says the rest)."""
     net = getattr(module, "net", None)
-    if not isinstance(net, Module) or not hasattr(net, "mixers") or all_attention(network(net)):
+    if not isinstance(net, Module) or not hasattr(net, "mixers"):
         return None
     number = next(net.parameters()).element_size()
     return cache_bytes(network(net), network(net).max_context, number)
@@ -132,12 +133,12 @@ def _found_lines(result: RunResult) -> list[str]:
             f"KV cache: {cache['kept']:,} numbers a token ({cache['heads']}; MHA would keep {cache['mha']:,}, "
             f"MQA {cache['mqa']:,})"
         )
-    if result.cache_bytes:
-        cache = result.cache_bytes
-        kept = ", ".join(f"{layer['mixer']} {layer['bytes']:,}" for layer in cache["layers"])
+    sizes = result.cache_bytes
+    if sizes and any(layer["mixer"] != "attention" for layer in sizes["layers"]):
+        kept = ", ".join(f"{layer['mixer']} {layer['bytes']:,}" for layer in sizes["layers"])
         lines.append(
-            f"cache of a {cache['length']}-token sequence, bytes per layer: {kept} "
-            f"(an MHA layer: {cache['mha_layer']:,})"
+            f"cache of a {sizes['length']}-token sequence, bytes per layer: {kept} "
+            f"(an MHA layer: {sizes['mha_layer']:,})"
         )
     if result.attention_maps:
         skipped = result.attention_maps_skipped

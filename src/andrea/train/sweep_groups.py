@@ -4,7 +4,8 @@ mean and range of its seeds (groups.md, curves_by_setting.png, and a table in re
 Each setting's row: how many of its seeds completed, the val loss (mean, min to max), how many seeds meet the
 task's verdict at the end, the step at which it was first met (the first attention-maps record that met it,
 over the seeds that met it at all), the best head's score for the verdict's role at the end, the first-token (sink)
-mass per layer (andrea.lens.head_roles.first_token_mass), parameters and tokens/s.
+mass per layer (andrea.lens.head_roles.first_token_mass), parameters, the bytes one sequence's cache keeps at
+full context (a KV cache grows with it, a recurrent state does not) and tokens/s.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ GROUPS = "groups.md"
 SEED = "seed"
 COLUMNS = [
     "setting", "seeds", "val_loss", "verdict met at the end", "first met at step", "verdict score",
-    "first-token mass", "parameters", "tokens/s",
+    "first-token mass", "parameters", "cache (bytes a sequence)", "tokens/s",
 ]  # fmt: skip
 
 
@@ -68,6 +69,7 @@ def group_row(group: Group) -> dict[str, str]:
         **_verdict_cells(done),
         "first-token mass": _first_token_mass(done),
         "parameters": f"{done[0].parameters:,}" if done and done[0].parameters else "",
+        "cache (bytes a sequence)": _cache(done),
         "tokens/s": spread([float(r) for r in rates if r is not None], 0),
     }
 
@@ -81,6 +83,12 @@ def _verdict_cells(done: list[RunResult]) -> dict[str, str]:
         "first met at step": spread(met, 0),
         "verdict score": spread([float(v["score"]) for v in judged if v.get("score") is not None], 2),
     }
+
+
+def _cache(done: list[RunResult]) -> str:
+    """The bytes a sequence's cache keeps at full context, summed over the layers (the same for every seed)."""
+    sizes = done[0].cache_bytes if done else None
+    return f"{sum(layer['bytes'] for layer in sizes['layers']):,}" if sizes else ""
 
 
 def _first_token_mass(done: list[RunResult]) -> str:
