@@ -177,17 +177,20 @@ def plot(names, train, decode, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for name in names:
-        lengths = sorted(train[name])
-        style = dict(marker="o", linewidth=2.5 if name == SDPA else 1.5, color="black" if name == SDPA else None)
-        left.plot(lengths, [train[name][T][0] for T in lengths], label=name, **style)
-        cached = sorted(decode[name])
-        right.plot(cached, [decode[name][T][1] / 2**20 for T in cached], label=name, **style)
-    for axis, title, unit in ((left, "training step (forward+backward)", "ms"), (right, "cache per sequence", "MiB")):
-        axis.set(xscale="log", yscale="log", xlabel="T (tokens)", ylabel=unit, title=title)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    panels = (
+        (train, 0, 1, "training step (forward+backward)", "ms"),
+        (decode, 0, 1, "decoding one token after T", "ms"),
+        (decode, 1, 2**20, "cache per sequence", "MiB"),
+    )
+    for axis, (found, field, unit, title, label) in zip(axes, panels, strict=True):
+        for name in names:
+            lengths = sorted(found[name])
+            style = dict(marker="o", linewidth=2.5 if name == SDPA else 1.5, color="black" if name == SDPA else None)
+            axis.plot(lengths, [found[name][T][field] / unit for T in lengths], label=name, **style)
+        axis.set(xscale="log", yscale="log", xlabel="T (tokens)", ylabel=label, title=title)
         axis.grid(True, which="both", alpha=0.3)
-    left.legend(fontsize=8)
+    axes[0].legend(fontsize=8)
     fig.suptitle(f"one layer, B=1, d_model={D_MODEL}, {N_HEAD} heads, float32, CPU ({torch.get_num_threads()} threads)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

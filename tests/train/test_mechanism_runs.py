@@ -53,8 +53,8 @@ def test_latent_heads_train_print_their_cache_and_generate_from_the_checkpoint(t
     out = capsys.readouterr().out
     assert "KV cache: 48 numbers a token (mla; MHA would keep 256, MQA 64)" in out
     assert result.kv_cache == {"heads": "mla", "kept": 2 * (16 + 8), "mha": 2 * 2 * 4 * 16, "mqa": 2 * 2 * 16}
-    length = result.cache_bytes["length"]  # the sweep's table reads it; the summary leaves it to the KV cache line
-    assert [layer["bytes"] for layer in result.cache_bytes["layers"]] == [24 * length * 4] * 2
+    sizes = result.cache_bytes  # the sweep's table reads it; the summary leaves it to the KV cache line
+    assert sizes is not None and [layer["bytes"] for layer in sizes["layers"]] == [24 * sizes["length"] * 4] * 2
     assert "cache of a" not in out
     net, _, _ = load_any(tmp_path / "checkpoints" / "last.ckpt")
     prompt = torch.randint(64, (2, 4), generator=torch.Generator().manual_seed(0))
