@@ -113,6 +113,7 @@ def chunked(
     """Chunks of `chunk` tokens (T padded inside: k = 0 and no decay leave the state as it was)."""
     q, k, v, beta, g = _prepared(q, k, v, beta, g)
     T = q.shape[2]
+    chunk = max(1, min(chunk, T))  # a sequence shorter than a chunk is one chunk, not padded to one
     pad = -T % chunk
     q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
     beta, g = F.pad(beta, (0, pad)), F.pad(g, (0, pad))

@@ -114,6 +114,7 @@ def chunked(
     before it left: (o (B, H, T, V), the final state)."""
     q, k, v, g = _prepared(q, k, v, g)
     T = q.shape[2]
+    chunk = max(1, min(chunk, T))  # a sequence shorter than a chunk is one chunk, not padded to one
     pad = -T % chunk  # padded tokens: k = v = 0 and no decay, so they leave the state as it was
     q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
     S, out = _state(q, v, state), []
