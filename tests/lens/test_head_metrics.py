@@ -157,3 +157,12 @@ def test_first_token_mass_reads_the_raw_weights():
     """The sink question: how much weight key 0 gets (queries t >= 2), per layer, rows as they are."""
     assert first_token_mass([SINK, 0.2 * SINK, -0.1 * SINK]) == pytest.approx([1.0, 0.2, -0.1])
     assert first_token_mass([PREVIOUS]) == [0.0]
+
+
+def test_first_token_mass_reads_implied_weights_on_no_scale_as_shares():
+    """A mixer's implied weights (retention's grow with the keys' norm) give a share of each row's absolute
+    total: the same map at any scale gives the same mass, in [0, 1]; attention's layers stay raw."""
+    rows = 7.0 * SINK - 3.0 * PREVIOUS  # all of key 0's weight and a signed previous token, on no scale
+    raw, share = first_token_mass([rows, rows], as_shares=[False, True])
+    assert raw == pytest.approx(7.0) and share == pytest.approx(0.7)
+    assert first_token_mass([100 * rows], as_shares=[True]) == pytest.approx([0.7])

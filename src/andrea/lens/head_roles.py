@@ -17,7 +17,8 @@ defined query is not applicable (NaN here, "n/a" wherever it is shown), never a 
 Weights whose rows do not sum to 1 (sigmoid, sink and differential attention: the mechanism's
 rows_sum_to_one) are scored as shares: each row divided by its total absolute weight (`shares`), so a
 score is the part of what the head reads that follows the role, and stays in [0, 1].
-first_token_mass reads the raw weights instead: the sink question.
+first_token_mass reads the raw weights instead, the sink question (shares only for a mixer's implied weights
+on no fixed scale).
 
 Weights from any backend give the same numbers (the block returns the same weights for all of
 them), so the metrics compare backends too. TransformerLens's figures: andrea.lens.transformer_lens.
@@ -77,10 +78,16 @@ def shares(weights: Tensor) -> Tensor:
     return magnitude / magnitude.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(weights.dtype).tiny)
 
 
-def first_token_mass(weights: list[Tensor]) -> list[float]:
+def first_token_mass(weights: list[Tensor], as_shares: list[bool] | None = None) -> list[float]:
     """The raw weight on key 0 (the attention sink), per layer: the mean over heads, rows and queries
-    t >= 2 of A[t, 0] (negative where a differential head subtracts it), whatever the rows sum to."""
-    return [float(w[..., 2:, 0].double().mean()) if w.shape[-2] > 2 else math.nan for w in weights]
+    t >= 2 of A[t, 0] (negative where a differential head subtracts it), whatever the rows sum to; in the
+    layers `as_shares` marks (implied weights on no fixed scale: WeightStyle.first_token_as_share), of
+    |A[t, 0]| as a share of the row's absolute total."""
+    as_shares = as_shares or [False] * len(weights)
+    return [
+        float((shares(w.double()) if share else w)[..., 2:, 0].double().mean()) if w.shape[-2] > 2 else math.nan
+        for w, share in zip(weights, as_shares, strict=True)
+    ]
 
 
 def _positions(T: int, device: torch.device) -> Tensor:

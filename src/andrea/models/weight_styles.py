@@ -30,6 +30,14 @@ class WeightStyle:
     signed: bool  # whether a weight can be negative
     rows_sum_to_one: bool  # each row a distribution
     mask: str  # the mask's name: a recurrent mixer's order is causal
+    implied: bool = False  # a mixer's implied weights, on no fixed scale unless its rows sum to 1
+
+    @property
+    def first_token_as_share(self) -> bool:
+        """Whether the first-token mass reads this layer's weights as shares of each row's absolute total: implied
+        weights on no fixed scale (retention's q·k γ^(i-j) grows with the keys' norm), where a raw weight says
+        nothing on its own. Attention's are read raw, a differential head's negative mass included."""
+        return self.implied and not self.rows_sum_to_one
 
 
 def weight_styles(net: Network) -> list[WeightStyle]:
@@ -47,6 +55,7 @@ def _style(mixer: object) -> WeightStyle:
         bool(getattr(mixer, "signed", True)),
         bool(getattr(mixer, "rows_sum_to_one", False)),
         "causal",
+        implied=True,
     )
 
 

@@ -160,8 +160,10 @@ class AttentionMaps(L.Callback):
         if not weights:  # a model without attention (the ablation): nothing to draw
             pl_module.train(was_training)
             return
-        normalised = all(style.rows_sum_to_one for style in weight_styles(net))
+        styles = weight_styles(net)
+        normalised = all(style.rows_sum_to_one for style in styles)
         scores = self._score(trainer, weights, input_ids, step, normalised)
+        self.first_token_mass = first_token_mass(weights, [style.first_token_as_share for style in styles])
         if always:
             self._trace(trainer, net, input_ids, scores, normalised)
         pl_module.train(was_training)
@@ -210,7 +212,6 @@ class AttentionMaps(L.Callback):
         self.verdict = verdicts.verdict(pattern, scores) if pattern is not None else None
         if self.verdict_step is None and self.verdict is not None and self.verdict["appeared"]:
             self.verdict_step = step
-        self.first_token_mass = first_token_mass(weights)
         self.history.append((step, self.scores))
         role_history.append(Path(trainer.default_root_dir) / role_history.HISTORY_FILE, step, self.scores)
         for logger in trainer.loggers:
