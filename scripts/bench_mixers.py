@@ -11,7 +11,7 @@ One layer, B=1, d_model=256 in 4 heads (each mixer with its published defaults, 
     decode     one token's step from a cache holding T tokens: median ms, and the bytes the cache keeps
                (a state: flat in T; a KV cache: growing)
 
-and reports the targets of the token-mixer issue, met or not, with the numbers: the chunked form grows linearly
+and reports the targets set for the token mixers, met or not, with the numbers: the chunked form grows linearly
 (16k at most 4.5x 4k), trains at least 10x faster than the recurrent form at 2048, and beats sdpa at 8k.
 """
 

@@ -95,6 +95,24 @@ def test_the_mechanisms_experiment_sweeps_every_built_in_over_three_seeds():
     assert cfg.hydra.sweeper.params.seed == "0,1,2" and cfg.attention.backend == "eager"
 
 
+def test_the_mixers_experiment_sweeps_every_built_in_mixer_and_a_hybrid_on_two_tasks(tmp_path):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from andrea.mixers.layers import mixer_registry
+
+    with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
+        cfg = compose("train", overrides=["experiment=mixers"], return_hydra_config=True)
+    params = cfg.hydra.sweeper.params
+    assert cfg.hydra.mode.name == "MULTIRUN" and params.data == "induction,lookback" and params.seed == "0,1,2"
+    (layouts,) = OverridesParser.create().parse_overrides([f"model.net.layout={params['model.net.layout']}"])
+    swept = [list(layout) for layout in layouts.sweep_iterator() if isinstance(layout, list)]
+    assert sorted(layout[0] for layout in swept if len(layout) == 1) == sorted(mixer_registry.builtins)
+    assert ["gated_deltanet", "attention"] in swept
+    # one of its jobs, as the sweep composes it, passes the config's checks
+    job = ["experiment=mixers", "data=lookback", "model.net.layout=[gated_deltanet,attention]"]
+    validate(compose_train(tmp_path, job))
+
+
 def test_hparams_search_optuna_composes(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the optional `sweep` extra is not installed")
     with initialize_config_module(config_module="andrea.conf", version_base="1.3"):

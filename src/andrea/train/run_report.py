@@ -123,6 +123,15 @@ def _memory_estimate(need: Estimate | None) -> dict | None:
     return {"bytes": need.total_bytes, "parameters": need.parameters, "text": need.describe()}
 
 
+def _cache_lines(sizes: dict[str, Any] | None) -> list[str]:
+    """Each layer's cache in bytes, where a layer is not attention (else the KV cache line says it all)."""
+    if not sizes or all(layer["mixer"] == "attention" for layer in sizes["layers"]):
+        return []
+    kept = ", ".join(f"{layer['mixer']} {layer['bytes']:,}" for layer in sizes["layers"])
+    mha = sizes["mha_layer"]
+    return [f"cache of a {sizes['length']}-token sequence, bytes per layer: {kept} (an MHA layer: {mha:,})"]
+
+
 def _found_lines(result: RunResult) -> list[str]:
     """The summary's lines after the first: memory, run dir, KV cache, maps, roles, and the verdict last."""
     lines = [f"estimated training memory: {result.memory_estimate['text']}"] if result.memory_estimate else []
@@ -133,13 +142,7 @@ def _found_lines(result: RunResult) -> list[str]:
             f"KV cache: {cache['kept']:,} numbers a token ({cache['heads']}; MHA would keep {cache['mha']:,}, "
             f"MQA {cache['mqa']:,})"
         )
-    sizes = result.cache_bytes
-    if sizes and any(layer["mixer"] != "attention" for layer in sizes["layers"]):
-        kept = ", ".join(f"{layer['mixer']} {layer['bytes']:,}" for layer in sizes["layers"])
-        lines.append(
-            f"cache of a {sizes['length']}-token sequence, bytes per layer: {kept} "
-            f"(an MHA layer: {sizes['mha_layer']:,})"
-        )
+    lines += _cache_lines(result.cache_bytes)
     if result.attention_maps:
         skipped = result.attention_maps_skipped
         behind = f" ({skipped} records skipped: the drawing worker was behind)" if skipped else ""
