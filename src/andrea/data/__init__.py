@@ -10,6 +10,13 @@ from importlib import import_module
 from typing import Any
 
 _WHERE = {
+    "FlipFlopDataModule": "andrea.data.algorithmic",
+    "FuzzyRecallDataModule": "andrea.data.mad_recall",
+    "MemorizationDataModule": "andrea.data.mad_copy",
+    "ModularAdditionDataModule": "andrea.data.algorithmic",
+    "MQARDataModule": "andrea.data.mqar",
+    "RecallDataModule": "andrea.data.mad_recall",
+    "SelectiveCopyDataModule": "andrea.data.mad_copy",
     "IGNORE_INDEX": "andrea.data.tasks",
     "InductionDataModule": "andrea.data.tasks",
     "LookbackDataModule": "andrea.data.tasks",

@@ -1,7 +1,11 @@
 """Synthetic tasks whose answer is known, so what the heads learn can be checked.
 
 Every task makes rows of `seq_len` input ids and `seq_len` labels (IGNORE_INDEX
-where nothing can be predicted), seeded and split into train and validation.
+where nothing can be predicted), seeded and split into train and validation. A task
+may draw its training rows otherwise than the rows it is scored on (`make_split`: MAD's
+recall trains on the next token everywhere and scores only the recalled values), and may name
+evaluation sets beside its validation set (`eval_sets`: {name: the settings that
+differ}, e.g. twice the length), each validated and logged under its own name.
 
 - repetition (docs/spec.md §5): each row is one random id repeated; the label is the
   next id. The current token alone predicts the next, so attention is NOT
@@ -16,6 +20,10 @@ where nothing can be predicted), seeded and split into train and validation.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +75,7 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         batch_size: int = 64,
         seed: int = 0,
         num_workers: int = 0,
+        eval_sets: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         super().__init__()
         sizes = dict(vocab_size=vocab_size, seq_len=seq_len, num_train=num_train, num_val=num_val)
@@ -74,20 +83,61 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         self.vocab_size, self.seq_len = vocab_size, seq_len
         self.num_train, self.num_val, self.batch_size = num_train, num_val, batch_size
         self.seed, self.num_workers = seed, num_workers
+        self.eval_sets = _eval_sets(eval_sets)
         self.train_set: TokenRows | None = None
         self.val_set: TokenRows | None = None
+        self.extra_val: dict[str, TokenRows] = {}  # the evaluation sets' rows, by name
 
     def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """(n, seq_len) input ids and (n, seq_len) labels."""
         raise NotImplementedError
 
+    def make_split(self, n: int, generator: torch.Generator, train: bool) -> tuple[Tensor, Tensor]:
+        """Rows of one split, for a task whose training rows differ from its scored ones (by default
+        `make_rows`; then the two splits are cut from one call, as they always were)."""
+        return self.make_rows(n, generator)
+
+    def settings(self) -> dict[str, Any]:
+        """Every argument the module was built with, by name (each kept under its own name)."""
+        names = {
+            name
+            for cls in type(self).__mro__
+            if "__init__" in vars(cls) and issubclass(cls, SyntheticTaskDataModule)
+            for name, p in inspect.signature(cls.__init__).parameters.items()
+            if name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        }
+        return {name: getattr(self, name) for name in sorted(names)}
+
+    def variant(self, **changes: Any) -> SyntheticTaskDataModule:
+        """The same task with some settings changed, checked as the task checks its own (no evaluation sets)."""
+        return type(self)(**(self.settings() | {"eval_sets": None} | changes))
+
+    @property
+    def val_set_names(self) -> list[str]:
+        """The validation sets in the order val_dataloader returns them: `val`, then each evaluation set."""
+        return ["val", *self.eval_sets]
+
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is None:
             generator = torch.Generator().manual_seed(self.seed)
-            input_ids, labels = self.make_rows(self.num_train + self.num_val, generator)
-            n = self.num_train
-            self.train_set = TokenRows(input_ids[:n], labels[:n])
-            self.val_set = TokenRows(input_ids[n:], labels[n:])
+            if type(self).make_split is SyntheticTaskDataModule.make_split:
+                input_ids, labels = self.make_rows(self.num_train + self.num_val, generator)
+                n = self.num_train
+                self.train_set = TokenRows(input_ids[:n], labels[:n])
+                self.val_set = TokenRows(input_ids[n:], labels[n:])
+            else:
+                self.train_set = TokenRows(*self.make_split(self.num_train, generator, train=True))
+                self.val_set = TokenRows(*self.make_split(self.num_val, generator, train=False))
+            self.extra_val = {name: self._eval_rows(name, changes) for name, changes in self.eval_sets.items()}
+
+    def _eval_rows(self, name: str, changes: dict[str, Any]) -> TokenRows:
+        """An evaluation set's rows, from a generator of its own (never the training rows' draws)."""
+        try:
+            other = self.variant(**changes)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"data.eval_sets.{name}: {error}") from None
+        seed = int.from_bytes(hashlib.sha256(f"{self.seed}:{name}".encode()).digest()[:7], "big")
+        return TokenRows(*other.make_split(other.num_val, torch.Generator().manual_seed(seed), train=False))
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None  # setup() comes first
@@ -96,15 +146,31 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
             self.train_set, self.batch_size, sampler=sampler, num_workers=self.num_workers, drop_last=True
         )
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        """The validation set's loader; with evaluation sets, one loader per set in `val_set_names`' order."""
         assert self.val_set is not None  # setup() comes first
-        return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers)
+        sets = [self.val_set, *self.extra_val.values()]
+        loaders = [DataLoader(rows, batch_size=self.batch_size, num_workers=self.num_workers) for rows in sets]
+        return loaders if self.eval_sets else loaders[0]
 
     def probe_batch(self, n: int = 4) -> dict[str, Tensor]:
         """A few fixed validation rows, for attention maps and head-role metrics."""
         self.setup()
         assert self.val_set is not None  # made by setup()
         return {"input_ids": self.val_set.input_ids[:n], "labels": self.val_set.labels[:n]}
+
+
+def _eval_sets(eval_sets: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """{name: settings} as plain values; a name is letters, digits and underscores (it names logged metrics)."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, changes in (eval_sets or {}).items():
+        if not re.fullmatch(r"\w+", str(name)) or str(name) == "val" or not isinstance(changes, Mapping):
+            raise ValueError(
+                f"data.eval_sets.{name}: give each evaluation set a name of letters, digits and underscores (not "
+                "val) and the settings that differ, e.g. data.eval_sets={long: {seq_len: 128}}"
+            )
+        found[str(name)] = {str(key): value for key, value in changes.items()}
+    return found
 
 
 class RepetitionDataModule(SyntheticTaskDataModule):

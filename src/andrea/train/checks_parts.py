@@ -36,6 +36,13 @@ def check_data(cfg: DictConfig) -> None:
     seq_len, max_context = _ints(cfg, "data.seq_len", "model.net.max_context")
     if _below(max_context, seq_len):
         raise ConfigError(f"data.seq_len={seq_len} exceeds model.net.max_context={max_context}; raise max_context")
+    for name in _get(cfg, "data.eval_sets") or {}:
+        (longer,) = _ints(cfg, f"data.eval_sets.{name}.seq_len")
+        if _below(max_context, longer):
+            raise ConfigError(
+                f"data.eval_sets.{name}.seq_len={longer} exceeds model.net.max_context={max_context}; raise "
+                "model.net.max_context to the longest set (positions past the training length stay untrained)"
+            )
     rows_key = "data.num_train" if _get(cfg, "data.num_train") is not None else "data.samples_per_epoch"
     rows, batch = _ints(cfg, rows_key, "data.batch_size")
     if _below(rows, batch):

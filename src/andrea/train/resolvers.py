@@ -24,6 +24,7 @@ RESOLVERS: dict[str, Callable[..., Any]] = {
     "andrea.slurm_gpus_per_node": gpus_per_node,
     "andrea.tokenizer_vocab": tokenizer_vocab,
     "andrea.package_data": package_data,
+    "andrea.add": lambda a, b: a + b,  # modular addition's vocabulary: ${andrea.add:${.p},1}
 }
 
 

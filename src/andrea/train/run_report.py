@@ -20,6 +20,7 @@ from andrea.train.hydra_run import is_multirun, job_log, job_number, task_overri
 from andrea.train.lit.attempts import RunRecord
 from andrea.train.lit.attention_maps import AttentionMaps
 from andrea.train.lit.run_stats import RunStats
+from andrea.train.lit.val_metrics import MAIN, SCORES, set_names
 from andrea.train.sweep import done_line, job_line
 from andrea.utils.run_result import RunResult
 
@@ -44,7 +45,9 @@ def summary(
         train_acc=metrics.get("train/acc_epoch"),
         val_loss=metrics.get("val/loss"),
         val_acc=metrics.get("val/acc"),
+        val_acc_macro=metrics.get("val/acc_macro"),
         val_perplexity=metrics.get("val/perplexity"),
+        eval_sets=_eval_sets(trainer, metrics),
         parameters=sum(p.numel() for p in trainer.lightning_module.parameters()),
         wall_s=record.wall_s(),  # every attempt's
         attempts=record.attempts("finished"),
@@ -123,6 +126,14 @@ def _memory_estimate(need: Estimate | None) -> dict | None:
     return {"bytes": need.total_bytes, "parameters": need.parameters, "text": need.describe()}
 
 
+def _eval_sets(trainer: L.Trainer, metrics: dict[str, float]) -> dict[str, dict[str, float]] | None:
+    """Each evaluation set's loss and accuracies (the data module's, beside its validation set), or None."""
+    names = set_names(getattr(trainer, "datamodule", None))[1:]
+    found = {name: {m: float(metrics[f"{MAIN}_{name}/{m}"]) for m in SCORES if f"{MAIN}_{name}/{m}" in metrics}
+             for name in names}  # fmt: skip
+    return found or None
+
+
 def _cache_lines(sizes: dict[str, Any] | None) -> list[str]:
     """Each layer's cache in bytes, where a layer is not attention (else the KV cache line says it all)."""
     if not sizes or all(layer["mixer"] == "attention" for layer in sizes["layers"]):
@@ -130,6 +141,10 @@ def _cache_lines(sizes: dict[str, Any] | None) -> list[str]:
     kept = ", ".join(f"{layer['mixer']} {layer['bytes']:,}" for layer in sizes["layers"])
     mha = sizes["mha_layer"]
     return [f"cache of a {sizes['length']}-token sequence, bytes per layer: {kept} (an MHA layer: {mha:,})"]
+
+
+def _scores(scores: dict[str, float]) -> str:
+    return ", ".join(f"{metric} {scores[metric]:.4f}" for metric in SCORES if metric in scores)
 
 
 def _found_lines(result: RunResult) -> list[str]:
@@ -143,6 +158,8 @@ def _found_lines(result: RunResult) -> list[str]:
             f"MQA {cache['mqa']:,})"
         )
     lines += _cache_lines(result.cache_bytes)
+    if result.eval_sets:
+        lines.append("evaluation sets: " + " · ".join(f"{name} {_scores(s)}" for name, s in result.eval_sets.items()))
     if result.attention_maps:
         skipped = result.attention_maps_skipped
         behind = f" ({skipped} records skipped: the drawing worker was behind)" if skipped else ""

@@ -31,10 +31,10 @@ def result_path(run_dir: Path, keep_existing: bool = False) -> Path:
 
 
 _COMPLETED = (
-    "status", "exit_code", "overrides", "train_loss", "train_acc", "val_loss", "val_acc", "val_perplexity",
-    "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s", "memory_estimate", "global_step",
-    "epochs", "run_dir", "attention_maps", "attention_maps_skipped", "head_roles", "roles", "verdict",
-    "verdict_step", "first_token_mass", "kv_cache", "cache_bytes", "attempts", "log", "config",
+    "status", "exit_code", "overrides", "train_loss", "train_acc", "val_loss", "val_acc", "val_acc_macro",
+    "val_perplexity", "eval_sets", "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s",
+    "memory_estimate", "global_step", "epochs", "run_dir", "attention_maps", "attention_maps_skipped", "head_roles",
+    "roles", "verdict", "verdict_step", "first_token_mass", "kv_cache", "cache_bytes", "attempts", "log", "config",
 )  # fmt: skip
 KEYS = {
     "completed": _COMPLETED,
@@ -70,7 +70,9 @@ class RunResult:
     train_acc: float | None = None
     val_loss: float | None = None
     val_acc: float | None = None
+    val_acc_macro: float | None = None  # accuracy per class, averaged over the classes (MAD's figure)
     val_perplexity: float | None = None
+    eval_sets: dict[str, dict[str, float]] | None = None  # the data's evaluation sets: name -> loss, acc, acc_macro
     tokens_per_s: float | None = None
     tokens_per_s_steps: dict[str, float] | None = None  # median, p25, p75 over the steps
     parameters: int | None = None

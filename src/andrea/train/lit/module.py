@@ -9,10 +9,8 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from torch import Tensor, nn
-from torchmetrics import MeanMetric
-from torchmetrics.classification import MulticlassAccuracy
-from torchmetrics.text import Perplexity
 
+from andrea.data.catalog import CHECKPOINT_TASK_KEY, task_record
 from andrea.data.tasks import IGNORE_INDEX
 from andrea.lens.interventions import install, parse_heads
 from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
@@ -21,6 +19,7 @@ from andrea.models.network import heads_shape, network
 from andrea.train.lit.finite_watch import FiniteWatch
 from andrea.train.lit.lightning_internals import log_every_n_steps
 from andrea.train.lit.step_metrics import StepMetrics, StepRow, logs_now
+from andrea.train.lit.val_metrics import MAIN, SetMetrics, set_names
 
 
 def next_token_loss(logits: Tensor, labels: Tensor) -> Tensor:
@@ -80,10 +79,7 @@ class LanguageModelModule(L.LightningModule):
         self.tokenizer: str | None = None  # the data's tokenizer name, saved too (andrea-sample reads it)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self._matrices = {f"net.{n}" for n, p in net.named_parameters() if p.dim() >= 2}  # weight decay
-        vocab_size = network(net).vocab_size
-        self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
-        self.val_loss = MeanMetric()
-        self.val_perplexity = Perplexity(ignore_index=IGNORE_INDEX)
+        self.val_metrics = nn.ModuleDict({MAIN: SetMetrics(network(net).vocab_size)})  # + the data's eval sets
 
     def forward(self, input_ids: Tensor) -> Tensor:
         return self._forward_net(input_ids)[0]
@@ -151,14 +147,19 @@ class LanguageModelModule(L.LightningModule):
                 logger.log_metrics(metrics, step=rows[-1].step)
         return rows
 
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        loss, logits, labels = self._loss(batch)
-        self.val_loss(loss, weight=(labels != IGNORE_INDEX).sum())
-        self.val_acc(logits.flatten(0, 1), labels.flatten())
-        self.val_perplexity(logits.float(), labels)
-        self.log("val/loss", self.val_loss, on_epoch=True, prog_bar=True)
-        self.log("val/acc", self.val_acc, on_epoch=True, prog_bar=True)
-        self.log("val/perplexity", self.val_perplexity, on_epoch=True)
+    def setup(self, stage: str) -> None:
+        """One set of metrics per validation set the data module names (before Lightning moves the module)."""
+        datamodule = getattr(self.trainer, "datamodule", None)
+        for name in set_names(datamodule):
+            if name not in self.val_metrics:
+                self.val_metrics[name] = SetMetrics(network(self.net).vocab_size)
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        outputs = self._loss(batch)
+        name = set_names(getattr(self.trainer, "datamodule", None))[dataloader_idx]
+        metrics: SetMetrics = self.val_metrics[name]  # type: ignore[assignment]  # a ModuleDict of SetMetrics
+        metrics.update(*outputs)
+        metrics.log_to(self, name)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.net_config is not None:
@@ -167,6 +168,9 @@ class LanguageModelModule(L.LightningModule):
         if self.tokenizer is not None:
             checkpoint[CHECKPOINT_TOKENIZER_KEY] = self.tokenizer
         checkpoint["andrea_skipped_steps"] = self.skipped_steps
+        task = task_record(getattr(self._trainer, "datamodule", None)) if self._trainer is not None else None
+        if task is not None:  # plain values: andrea-eval maps the name onto our own class
+            checkpoint[CHECKPOINT_TASK_KEY] = task
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.skipped_steps = checkpoint.get("andrea_skipped_steps", 0)
