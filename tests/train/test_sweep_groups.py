@@ -11,14 +11,18 @@ from andrea.train.sweep_groups import seed_groups, spread
 from andrea.utils.run_result import RunResult
 
 
-def seeded_job(sweep_dir, number, mechanism, seed, val, step=None, mass=(0.3, 0.1), status="completed"):
-    """A job's result.json as andrea-train writes it for `mechanism=<m> seed=<s>`."""
+def seeded_job(
+    sweep_dir, number, mechanism, seed, val, step=None, mass=(0.3, 0.1), status="completed", extra=(), acc=None
+):
+    """A job's result.json as andrea-train writes it for `mechanism=<m> seed=<s>` (and `extra` overrides)."""
     run_dir = sweep_dir / str(number)
     run_dir.mkdir(parents=True)
     train = [[s, math.log(64) * math.exp(-s / (30 + 5 * seed))] for s in range(0, 100)]
     result = {
-        "status": status, "exit_code": 0, "overrides": [f"mechanism={mechanism}", f"seed={seed}"],
-        "val_loss": val, "parameters": 43392, "run_dir": str(run_dir), "curves": {"train": train, "val": []},
+        "status": status, "exit_code": 0, "overrides": [f"mechanism={mechanism}", *extra, f"seed={seed}"],
+        "val_loss": val, "val_acc": acc, "verdict_cadence": 16 if step else None, "tokens_per_cpu_s": 500.0 + seed,
+        "load_max": {"load": 3.5 if seed == 2 else 1.0, "cores": 2.0}, "parameters": 43392, "run_dir": str(run_dir),
+        "curves": {"train": train, "val": []},
         "tokens_per_s_steps": {"median": 1000.0 * (seed + 1), "p25": 900.0, "p75": 1100.0},
         "verdict": {"role": "induction", "appeared": step is not None, "best": "L1H0", "score": 1.0 - val,
                     "text": "..."},
@@ -50,13 +54,51 @@ def test_groups_md_gives_each_setting_the_mean_and_range_of_its_seeds(tmp_path):
     header, _, softmax, sink = (tmp_path / "groups.md").read_text().splitlines()
     assert header.split(" | ")[:5] == ["| setting", "seeds", "val_loss", "verdict met at the end", "first met at step"]
     assert softmax.split(" | ")[1:7] == [
-        "2 of 2", "0.200 (0.100 to 0.300)", "2 of 2", "80 (64 to 96)", "0.80 (0.70 to 0.90)",
+        "2 of 2", "0.200 (0.100 to 0.300)", "2 of 2", "80 (64 to 96) ±16", "0.80 (0.70 to 0.90)",
         "L0 0.30 (0.20 to 0.40) · L1 0.20 (0.20 to 0.20)",
     ]  # fmt: skip
     assert sink.split(" | ")[1:5] == ["1 of 2", "0.200", "0 of 1", ""]  # the failed seed counted, not averaged
     cache = header.split(" | ").index("cache (bytes a sequence)")
     assert softmax.split(" | ")[cache] == "16,896"  # the layers' caches summed: a state and a KV cache
     assert (tmp_path / "curves_by_setting.png").stat().st_size > 10_000
+
+
+def test_best_over_a_nuisance_axis_stands_one_run_for_each_seed(tmp_path):
+    """report.best_over=[model.optimizer.lr]: of each seed's runs over the learning rates, the most accurate."""
+    (tmp_path / "multirun.yaml").write_text("report:\n  best_over: [model.optimizer.lr]\n")
+    number = 0
+    for mechanism in ("softmax", "sink"):
+        for seed in (0, 1):
+            for lr, acc in (("1e-3", 0.5), ("1e-2", 0.9 if mechanism == "softmax" else 0.4)):
+                lr_override = [f"model.optimizer.lr={lr}"]
+                val = 1.0 - acc - 0.01 * seed
+                seeded_job(tmp_path, number, mechanism, seed, val, step=32, extra=lr_override, acc=acc + 0.01 * seed)
+                number += 1
+    write_summary(tmp_path)
+    _, _, softmax, sink, *note = (tmp_path / "groups.md").read_text().splitlines()
+    assert softmax.split(" | ")[:3] == [
+        "| mechanism=softmax (best of 2 over model.optimizer.lr)",
+        "2 of 2",
+        "0.095 (0.090 to 0.100)",
+    ]  # lr 1e-2's runs, each seed's best
+    assert sink.split(" | ")[2] == "0.495 (0.490 to 0.500)"  # lr 1e-3's
+    assert note == ["", "Tied for the earliest verdict (first met within one record of each other): "
+                    "mechanism=softmax (best of 2 over model.optimizer.lr), mechanism=sink (best of 2 over "
+                    "model.optimizer.lr)."]  # fmt: skip
+
+
+def test_each_job_row_gives_its_cpu_rate_load_and_environment_and_busy_jobs_are_named(tmp_path):
+    for seed in range(3):
+        seeded_job(tmp_path, seed, "softmax", seed, 0.1)
+    rows = write_summary(tmp_path)
+    assert [row["load"] for row in rows] == ["1.00 on 2 cores", "1.00 on 2 cores", "3.50 on 2 cores (busy)"]
+    assert [row["tokens_per_cpu_s"] for row in rows] == [500.0, 501.0, 502.0]
+    assert (
+        (tmp_path / "summary.md")
+        .read_text()
+        .splitlines()[-1]
+        .startswith("Jobs 2 trained while the machine's load exceeded its cores")
+    )
 
 
 @pytest.mark.slow  # reason: starts a browser (Debian's Chromium, installed by .ci/run)

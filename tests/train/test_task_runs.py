@@ -2,8 +2,11 @@
 with evaluation sets logs and prints each under its own name."""
 
 import math
+import subprocess
+from pathlib import Path
 
 import pytest
+import torch
 from hydra.core.hydra_config import HydraConfig
 
 from andrea.train.pipeline import train
@@ -23,11 +26,25 @@ def test_each_task_trains_with_attention_and_prints_its_accuracy(task, tmp_path,
     assert result.status == "completed" and result.val_acc is not None and 0 <= result.val_acc <= 1
     assert f"val acc {result.val_acc:.4f}" in printed
     assert result.val_acc_macro is not None and math.isfinite(result.val_acc_macro)
+    assert result.tokens_per_cpu_s is not None and result.tokens_per_cpu_s > 0
+    assert result.load_max is not None and result.load_max["cores"] >= 1
     named = {"mqar": ["2x", "4x"], "flip_flop": ["sparse", "dense"]}.get(task)
     assert (list(result.eval_sets) if result.eval_sets else None) == named
     if named and result.eval_sets:
         assert f"evaluation sets: {named[0]} loss " in printed
         assert all(0 <= scores["acc"] <= 1 and "acc_macro" in scores for scores in result.eval_sets.values())
+
+
+def test_a_result_records_what_it_ran_on(tmp_path):
+    """The commit andrea is checked out at (this repository's HEAD), the versions, threads and seed."""
+    root = Path(__file__).parents[2]
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    result = train(compose_train(tmp_path, ["experiment=flip_flop", "data.num_train=128", "seed=7", *SHORT]))
+    HydraConfig.instance().cfg = None
+    record = result.environment
+    assert record is not None and record["commit"].split("+")[0] == head.stdout.strip()
+    assert (record["torch"], record["threads"], record["seed"]) == (torch.__version__, torch.get_num_threads(), 7)
+    assert record["cpu"] and record["fla"] == "0.6.0"
 
 
 @pytest.mark.slow  # reason: 200 full-batch steps of a 1-layer model, about 20 s

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -74,6 +74,10 @@ RANGES: dict[str, Rule] = {  # data first: the presets interpolate model.net fro
     "callbacks.last_checkpoint.every_n_train_steps": POSITIVE,
     **prefixed(maps_settings.PREFIX, maps_settings.SETTINGS),
     "callbacks.run_stats.peak_tflops": optional(number(0.0, low_open=True)),
+    "report.best_over": (
+        lambda v: isinstance(v, Sequence) and not isinstance(v, str) and all(isinstance(x, str) and x for x in v),
+        "a list of sweep keys, e.g. [model.optimizer.lr]",
+    ),
 }
 
 

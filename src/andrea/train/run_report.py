@@ -22,6 +22,7 @@ from andrea.train.lit.attention_maps import AttentionMaps
 from andrea.train.lit.run_stats import RunStats
 from andrea.train.lit.val_metrics import MAIN, SCORES, set_names
 from andrea.train.sweep import done_line, job_line
+from andrea.utils.environment import environment
 from andrea.utils.run_result import RunResult
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ def summary(
         kv_cache=_kv_cache(trainer.lightning_module),
         cache_bytes=_cache_bytes(trainer.lightning_module),
         config=cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # a DictConfig gives a dict
+        environment=environment(cfg.get("seed")),
         **_speed_and_curves(stats, metrics),
         **_maps_found(maps),
     )
@@ -73,6 +75,8 @@ def _speed_and_curves(stats: RunStats | None, metrics: dict[str, float]) -> dict
         "train_loss": stats.final_train_loss if stats.train_curve else metrics.get("train/loss_epoch"),
         "tokens_per_s": stats.tokens_per_s,
         "tokens_per_s_steps": stats.rate_summary(),  # median, p25, p75 over the steps
+        "tokens_per_cpu_s": stats.tokens_per_cpu_s,  # per second of the process's CPU time: a busy machine's
+        "load_max": stats.load_max,
         "curves": {"train": stats.train_curve, "val": stats.val_curve},
     }
 
@@ -87,6 +91,7 @@ def _maps_found(maps: AttentionMaps | None) -> dict[str, Any]:
         "head_roles": maps.scores,
         "roles": maps.roles,
         "verdict_step": maps.verdict_step,
+        "verdict_cadence": maps.verdict_cadence,
         "first_token_mass": maps.first_token_mass,
     }
 
@@ -166,10 +171,16 @@ def _found_lines(result: RunResult) -> list[str]:
         lines.append(f"attention maps: {result.attention_maps}{behind}")
     if result.roles:
         lines.append(f"best head per role: {describe(result.roles)}")
-    if result.verdict:  # last: what the run found
-        first = f"; first met at step {result.verdict_step}" if result.verdict_step is not None else ""
-        lines.append(f"verdict: {result.verdict['text']}{first}")
-    return lines
+    return lines + _verdict_lines(result)  # last: what the run found
+
+
+def _verdict_lines(result: RunResult) -> list[str]:
+    """The verdict, with the step it was first met at and the cadence of the records it was read from."""
+    if not result.verdict:
+        return []
+    cadence = f" ±{result.verdict_cadence}" if result.verdict_cadence else ""
+    first = f"; first met at step {result.verdict_step}{cadence}" if result.verdict_step is not None else ""
+    return [f"verdict: {result.verdict['text']}{first}"]
 
 
 def print_summary(result: RunResult) -> None:

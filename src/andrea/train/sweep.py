@@ -26,6 +26,7 @@ from andrea.train.hydra_internals import job_error, quiet
 from andrea.train.hydra_run import is_multirun, job_log
 from andrea.train.slurm import added_overrides
 from andrea.utils.csv_cells import write_rows
+from andrea.utils.environment import describe
 from andrea.utils.run_result import RESULT_FILE, RunResult
 
 # The report's writers (sweep_report, sweep_groups, sweep_roles) bring torch in through andrea.lens: they are
@@ -46,9 +47,12 @@ COLUMNS = [
     "val_acc",
     "tokens_per_s",  # the median over the steps...
     "tokens_per_s_p25_p75",  # ...and its spread
+    "tokens_per_cpu_s",  # per second of the process's CPU time: what a busy machine leaves comparable
+    "load",  # the highest 1-minute load average while it trained, against the machine's cores
     "heads",  # the best head per role
     "verdict",
     "wall_s",
+    "environment",  # commit, versions, threads, seed (andrea.utils.environment)
     "run_dir",
     "log",  # the job's log: the launcher's (submitit's) file of a launched job, its errors too
 ]
@@ -106,6 +110,18 @@ def failure_line(sweep_dir: str | Path, error: BaseException) -> str:
     return f"{len(bad)} of {len(rows)} jobs did not complete: {jobs}; every job's row is in {Path(sweep_dir) / REPORT}"
 
 
+def best_over(sweep_dir: Path) -> list[str]:
+    """The sweep's `report.best_over`, read as plain values from the config Hydra saved in the sweep dir."""
+    import yaml
+
+    try:
+        saved = yaml.safe_load((sweep_dir / "multirun.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return []
+    keys = (saved.get("report") or {}).get("best_over") if isinstance(saved, dict) else None
+    return [str(key) for key in keys] if isinstance(keys, list) else []
+
+
 def write_summary(sweep_dir: str | Path) -> list[dict]:
     """summary.md, summary.csv, curves.png and report.html in the sweep dir; returns the rows."""
     from andrea.train.sweep_groups import seed_groups, write_groups
@@ -124,9 +140,10 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
         write_rows(f, COLUMNS, rows)  # an override such as ++seed=1 stays text in a spreadsheet
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_cell(row[k]) for k in COLUMNS) + " |" for row in rows]
+    lines += ["", note] if (note := busy_note(rows)) else []
     (sweep_dir / "summary.md").write_text("\n".join(lines) + "\n")
     plot_curves(results, labels, sweep_dir / CURVES)
-    groups = seed_groups(results)
+    groups = seed_groups(results, best_over(sweep_dir))
     grouped = write_groups(sweep_dir, groups) if groups else []
     write_roles(sweep_dir, results, labels, groups)
     shown = [c for c in COLUMNS if c not in ("overrides", "error", "log")] + ["error"]  # the log: in the run dir's cell
@@ -144,7 +161,27 @@ def _row(job: str, result: RunResult, label: str) -> dict:
         "tokens_per_s": rate["median"] if rate else result.tokens_per_s,
         "tokens_per_s_p25_p75": f"{rate['p25']:,.0f}-{rate['p75']:,.0f}" if rate else None,
         "verdict": _verdict_cell(result.verdict),
+        "load": _load_cell(result.load_max),
+        "environment": describe(result.environment),
     }
+
+
+def _load_cell(load: dict[str, float] | None) -> str:
+    if not load:
+        return ""
+    busy = " (busy)" if load["load"] > load["cores"] else ""
+    return f"{load['load']:.2f} on {load['cores']:.0f} cores{busy}"
+
+
+def busy_note(rows: list[dict]) -> str:
+    """A line naming the jobs that trained while the machine's load exceeded its cores, or ''."""
+    busy = [str(row["job"]) for row in rows if str(row.get("load", "")).endswith("(busy)")]
+    if not busy:
+        return ""
+    return (
+        f"Jobs {', '.join(busy)} trained while the machine's load exceeded its cores: their wall tokens/s is lower "
+        "than the machine gives one job alone; tokens_per_cpu_s compares them."
+    )
 
 
 def _verdict_cell(verdict: dict | None) -> str:

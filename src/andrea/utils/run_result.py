@@ -33,8 +33,9 @@ def result_path(run_dir: Path, keep_existing: bool = False) -> Path:
 _COMPLETED = (
     "status", "exit_code", "overrides", "train_loss", "train_acc", "val_loss", "val_acc", "val_acc_macro",
     "val_perplexity", "eval_sets", "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s",
-    "memory_estimate", "global_step", "epochs", "run_dir", "attention_maps", "attention_maps_skipped", "head_roles",
-    "roles", "verdict", "verdict_step", "first_token_mass", "kv_cache", "cache_bytes", "attempts", "log", "config",
+    "tokens_per_cpu_s", "load_max", "memory_estimate", "global_step", "epochs", "run_dir", "attention_maps",
+    "attention_maps_skipped", "head_roles", "roles", "verdict", "verdict_step", "verdict_cadence", "first_token_mass",
+    "kv_cache", "cache_bytes", "attempts", "log", "environment", "config",
 )  # fmt: skip
 KEYS = {
     "completed": _COMPLETED,
@@ -75,6 +76,8 @@ class RunResult:
     eval_sets: dict[str, dict[str, float]] | None = None  # the data's evaluation sets: name -> loss, acc, acc_macro
     tokens_per_s: float | None = None
     tokens_per_s_steps: dict[str, float] | None = None  # median, p25, p75 over the steps
+    tokens_per_cpu_s: float | None = None  # per second of the process's CPU time (all its threads)
+    load_max: dict[str, float] | None = None  # the highest 1-minute load average seen while training, and the cores
     parameters: int | None = None
     curves: dict[str, list] | None = None  # {"train": [[step, loss], ...], "val": [...]}
     wall_s: float | None = None  # the whole run's: every attempt's summed
@@ -87,12 +90,14 @@ class RunResult:
     roles: dict[str, dict] = field(default_factory=dict)  # the best head per role
     verdict: dict[str, Any] | None = None
     verdict_step: int | None = None  # the step of the first record whose verdict was met
+    verdict_cadence: int | None = None  # the steps since the record before it: met within that many steps
     first_token_mass: list[float] | None = None  # per layer, the last record's raw weight on key 0
     kv_cache: dict[str, Any] | None = None  # numbers a token keeps in the KV cache, all layers (models.network)
     cache_bytes: dict[str, Any] | None = None  # a sequence's cache per layer at full context (models.network)
     # each attempt of the run (a resume, a requeue): attempt, start_step, last_step, ended, wall_s (lit.attempts)
     attempts: list[dict[str, Any]] = field(default_factory=list)
     log: str | None = None  # where the job's output went: a launched job's own log, else Hydra's log file
+    environment: dict[str, Any] | None = None  # commit, versions, CPU, threads, seed (andrea.utils.environment)
     config: dict[str, Any] | None = None  # the resolved config
 
     def as_dict(self) -> dict[str, Any]:

@@ -75,12 +75,14 @@ class AttentionMaps(L.Callback):
         self.max_pending = max_pending
         self.out_dir: Path | None = None
         self.last_step, self.next_step = -1, 0
+        self.previous_step = -1  # the record before the last
         self.written: list[str] = []
         self.skipped = 0  # records dropped because the worker was behind
         self.scores: dict[str, float] = {}  # "heads/<role>/L<l>H<h>" -> score, the applicable ones
         self.roles: dict[str, dict] = {}  # role -> its best head (andrea.lens.verdict.summary)
         self.verdict: dict | None = None  # whether the head the task needs appeared
         self.verdict_step: int | None = None  # the first record at which it had
+        self.verdict_cadence: int | None = None  # and the steps since the record before it: met within that many
         self.first_token_mass: list[float] | None = None  # per layer, the raw weight on key 0 (the sink)
         self.history: list[tuple[int, dict[str, float]]] = []  # (step, scores) of every record, for grouped charts
         self._worker: ThreadPoolExecutor | None = None
@@ -150,7 +152,7 @@ class AttentionMaps(L.Callback):
         self.next_step = self.next_record(step)
         if not self._room(step, always):
             return
-        self.last_step = step
+        self.previous_step, self.last_step = self.last_step, step
         probe = trainer.datamodule.probe_batch(self.probe_rows)  # type: ignore[attr-defined]  # Lightning sets it
         input_ids = probe["input_ids"].to(pl_module.device)
         net = network(cast("LanguageModelModule", pl_module).net)  # the module this callback is written for
@@ -212,6 +214,7 @@ class AttentionMaps(L.Callback):
         self.verdict = verdicts.verdict(pattern, scores) if pattern is not None else None
         if self.verdict_step is None and self.verdict is not None and self.verdict["appeared"]:
             self.verdict_step = step
+            self.verdict_cadence = step - max(self.previous_step, 0)
         self.history.append((step, self.scores))
         role_history.append(Path(trainer.default_root_dir) / role_history.HISTORY_FILE, step, self.scores)
         for logger in trainer.loggers:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Any
@@ -28,6 +29,7 @@ class RunStats(L.Callback):
     # checkpoint by the earlier attempt counted once (the later attempt's). A validation run after the checkpoint
     # an attempt resumes from (the epoch's last one is saved before its validation) is not among them.
     KEPT = ("tokens", "train_seconds", "step_rates", "train_curve", "val_curve")
+    LATER = {"cpu_seconds": 0.0, "load": 0.0}  # kept too; absent from checkpoints written before them
 
     def __init__(self, peak_tflops: float | None = None) -> None:
         if peak_tflops is not None and peak_tflops <= 0:
@@ -35,7 +37,10 @@ class RunStats(L.Callback):
         self.peak_tflops = peak_tflops
         self.tokens = 0
         self.train_seconds = 0.0
+        self.cpu_seconds = 0.0  # the process's CPU time while training, all its threads
+        self.load = 0.0  # the highest 1-minute load average seen at a logging step
         self._interval_start: float | None = None  # the wall time of the last logging step (or the first batch)
+        self._interval_cpu = 0.0  # the process's CPU time then
         self._interval_tokens = 0
         self._seq_len = 0  # of the last batch: the FLOPs a token costs depend on it
         self.step_rates: list[float] = []  # tokens/s of each logging interval
@@ -45,6 +50,15 @@ class RunStats(L.Callback):
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.train_seconds if self.train_seconds else 0.0
+
+    @property
+    def tokens_per_cpu_s(self) -> float | None:
+        """Tokens per second of the process's CPU time: what a busy machine's wall figure hides."""
+        return self.tokens / self.cpu_seconds if self.cpu_seconds else None
+
+    @property
+    def load_max(self) -> dict[str, float]:
+        return {"load": round(self.load, 2), "cores": float(os.cpu_count() or 1)}
 
     def rate_summary(self) -> dict[str, float] | None:
         """Median tokens/s over the logging intervals (the first left out as warm-up) and its spread: p25, p75."""
@@ -60,12 +74,15 @@ class RunStats(L.Callback):
         return sum(last) / len(last) if last else None
 
     def state_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.KEPT}
+        return {name: getattr(self, name) for name in (*self.KEPT, *self.LATER)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """The earlier attempts' numbers, checked as plain values (a crafted checkpoint poses nothing else)."""
-        if not isinstance(state_dict, dict) or set(state_dict) != set(self.KEPT):
+        if not isinstance(state_dict, dict) or not set(self.KEPT) <= set(state_dict) <= {*self.KEPT, *self.LATER}:
             raise ValueError(f"the run stats must have the keys {', '.join(self.KEPT)}")
+        for name, default in self.LATER.items():
+            value = state_dict.get(name, default)
+            setattr(self, name, float(read_value(value, number(0.0), f"the run stats' {name}")))
         self.tokens = read_value(state_dict["tokens"], integer(0), "the run stats' tokens")
         self.train_seconds = float(read_value(state_dict["train_seconds"], number(0.0), "the run stats' train_seconds"))
         rates = read_list(state_dict["step_rates"], "the run stats' step_rates")
@@ -87,7 +104,7 @@ class RunStats(L.Callback):
     ) -> None:
         if self._interval_start is None:  # the first batch of this fit (or after a validation)
             synchronize(pl_module.device)
-            self._interval_start = time.perf_counter()
+            self._interval_start, self._interval_cpu = time.perf_counter(), time.process_time()
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
@@ -126,9 +143,11 @@ class RunStats(L.Callback):
         seconds = time.perf_counter() - self._interval_start  # the read just made waited for the device
         self.tokens += self._interval_tokens
         self.train_seconds += seconds
+        self.cpu_seconds += time.process_time() - self._interval_cpu
+        self.load = max(self.load, os.getloadavg()[0])
         tokens_per_s = self._interval_tokens / max(seconds, 1e-9)
         self.step_rates.append(tokens_per_s)
-        self._interval_start, self._interval_tokens = time.perf_counter(), 0
+        self._interval_start, self._interval_cpu, self._interval_tokens = time.perf_counter(), time.process_time(), 0
         speed = {"train/tokens_per_s": tokens_per_s}
         flops_per_token = getattr(pl_module.net, "flops_per_token", None)
         if self.peak_tflops and flops_per_token and self._seq_len:
