@@ -22,6 +22,7 @@ def seeded_job(
         "status": status, "exit_code": 0, "overrides": [f"mechanism={mechanism}", *extra, f"seed={seed}"],
         "val_loss": val, "val_acc": acc, "verdict_cadence": 16 if step else None, "tokens_per_cpu_s": 500.0 + seed,
         "load_max": {"load": 3.5 if seed == 2 else 1.0, "cores": 2.0}, "parameters": 43392, "run_dir": str(run_dir),
+        "environment": {"commit": "abc123", "torch": "2.13.0", "threads": 2, "seed": seed},
         "curves": {"train": train, "val": []},
         "tokens_per_s_steps": {"median": 1000.0 * (seed + 1), "p25": 900.0, "p75": 1100.0},
         "verdict": {"role": "induction", "appeared": step is not None, "best": "L1H0", "score": 1.0 - val,

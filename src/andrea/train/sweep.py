@@ -125,7 +125,7 @@ def best_over(sweep_dir: Path) -> list[str]:
 def write_summary(sweep_dir: str | Path) -> list[dict]:
     """summary.md, summary.csv, curves.png and report.html in the sweep dir; returns the rows."""
     from andrea.train.sweep_groups import seed_groups, write_groups
-    from andrea.train.sweep_report import CURVES, differing_overrides, heads_cell, plot_curves, write_html
+    from andrea.train.sweep_report import CURVES, busy_note, differing_overrides, heads_cell, plot_curves, write_html
     from andrea.train.sweep_roles import write_roles
 
     sweep_dir = Path(sweep_dir)
@@ -146,7 +146,8 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     groups = seed_groups(results, best_over(sweep_dir))
     grouped = write_groups(sweep_dir, groups) if groups else []
     write_roles(sweep_dir, results, labels, groups)
-    shown = [c for c in COLUMNS if c not in ("overrides", "error", "log")] + ["error"]  # the log: in the run dir's cell
+    # the log: in the run dir's cell; what the jobs ran on and the busy ones: above the table (sweep_report._ran_on)
+    shown = [c for c in COLUMNS if c not in ("overrides", "error", "log", "environment", "load")] + ["error"]
     write_html(sweep_dir / REPORT, rows, shown, grouped)
     return rows
 
@@ -171,17 +172,6 @@ def _load_cell(load: dict[str, float] | None) -> str:
         return ""
     busy = " (busy)" if load["load"] > load["cores"] else ""
     return f"{load['load']:.2f} on {load['cores']:.0f} cores{busy}"
-
-
-def busy_note(rows: list[dict]) -> str:
-    """A line naming the jobs that trained while the machine's load exceeded its cores, or ''."""
-    busy = [str(row["job"]) for row in rows if str(row.get("load", "")).endswith("(busy)")]
-    if not busy:
-        return ""
-    return (
-        f"Jobs {', '.join(busy)} trained while the machine's load exceeded its cores: their wall tokens/s is lower "
-        "than the machine gives one job alone; tokens_per_cpu_s compares them."
-    )
 
 
 def _verdict_cell(verdict: dict | None) -> str:

@@ -25,7 +25,7 @@ HEADERS = {  # the summary's column -> what report.html's header calls it
     "differs": "differs (the job's label)", "exit_code": "exit code", "train_loss": "train loss (last 20 steps)",
     "val_loss": "val loss", "val_acc": "val acc", "tokens_per_s": "tokens/s (median)",
     "tokens_per_s_p25_p75": "tokens/s (p25-p75)", "heads": "best head per role", "wall_s": "wall (s)",
-    "run_dir": "run dir",
+    "run_dir": "run dir", "tokens_per_cpu_s": "tokens/CPU s", "load": "load (max)",
 }  # fmt: skip
 WRAPPED = ("differs", "heads", "verdict", "error", "run_dir")  # long text: wrapped, so the table fits a window
 SORT = """
@@ -143,7 +143,7 @@ table {{ border-collapse: collapse; margin-top: 1em; font-size: 13px; }}
 th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; white-space: nowrap; }}
 th {{ background: #f0f0f0; white-space: normal; cursor: pointer; vertical-align: bottom; max-width: 8em; }}
 th[data-sorted="up"]::after {{ content: " ▲"; }} th[data-sorted="down"]::after {{ content: " ▼"; }}
-td.wrap {{ white-space: normal; overflow-wrap: anywhere; min-width: 7em; max-width: 16em; }}
+td.wrap {{ white-space: normal; overflow-wrap: anywhere; min-width: 6em; max-width: 16em; }}
 td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 tr.failed td, tr.killed td {{ background: #fde8e8; }} tr.interrupted td {{ background: #fff6dc; }}
 img {{ max-width: 100%; }}
@@ -152,6 +152,7 @@ img {{ max-width: 100%; }}
 <p>{done} of {len(rows)} jobs completed. Folder: <code>{html.escape(str(sweep_dir))}</code></p>
 {by_setting}
 <h2>Every job</h2>
+{_ran_on(rows)}
 {f'<img alt="train and val loss of every job" src="data:image/png;base64,{image}">' if image else ""}
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
 {over_training}
@@ -160,6 +161,30 @@ img {{ max-width: 100%; }}
 """
     path.write_text(page)
     return path
+
+
+def busy_note(rows: list[dict]) -> str:
+    """A line naming the jobs that trained while the machine's load exceeded its cores, or ''."""
+    busy = [str(row["job"]) for row in rows if str(row.get("load", "")).endswith("(busy)")]
+    if not busy:
+        return ""
+    return (
+        f"Jobs {', '.join(busy)} trained while the machine's load exceeded its cores: their wall tokens/s is lower "
+        "than the machine gives one job alone; tokens_per_cpu_s compares them."
+    )
+
+
+def _ran_on(rows: list[dict]) -> str:
+    """What the jobs ran on (commit, versions, threads, seed), each record once with the jobs that share it, and
+    the jobs that trained while the machine's load exceeded its cores."""
+
+    jobs: dict[str, list[str]] = {}
+    for row in rows:
+        if row.get("environment"):
+            jobs.setdefault(str(row["environment"]), []).append(str(row["job"]))
+    items = "".join(f"<li>{html.escape(env)}: jobs {', '.join(numbers)}</li>" for env, numbers in jobs.items())
+    busy = f"<p>{html.escape(note)}</p>" if (note := busy_note(rows)) else ""
+    return (f'<p>Ran on:</p><ul class="ran-on">{items}</ul>' if items else "") + busy
 
 
 def _cell(row: dict, column: str) -> str:
