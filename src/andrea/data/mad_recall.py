@@ -27,7 +27,19 @@ from andrea.data.tasks import IGNORE_INDEX, SyntheticTaskDataModule
 Rows = tuple[list[int], list[int]]  # tokens and targets, seq_len + 1 each
 
 
-class RecallDataModule(SyntheticTaskDataModule):
+class _ShiftedRecall(SyntheticTaskDataModule):
+    """A recall task drawn as MAD draws it, one row at a time from a Python generator seeded by torch's: rows of
+    seq_len + 1 tokens, trained on the next token and scored on the recalled values (`shifted`)."""
+
+    def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        return self.make_split(n, generator, train=False)
+
+    @staticmethod
+    def rng(generator: torch.Generator) -> random.Random:
+        return random.Random(int(torch.randint(2**62, (1,), generator=generator)))
+
+
+class RecallDataModule(_ShiftedRecall):
     """In-context recall (`noise_vocab_size` and `frac_noise` make it noisy recall)."""
 
     name = "recall"
@@ -44,11 +56,8 @@ class RecallDataModule(SyntheticTaskDataModule):
             raise ValueError(f"data.vocab_size={self.vocab_size} leaves no keys and values beside the noise")
         self.noise_vocab_size, self.frac_noise = noise_vocab_size, float(frac_noise)
 
-    def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        return self.make_split(n, generator, train=False)
-
     def make_split(self, n: int, generator: torch.Generator, train: bool) -> tuple[Tensor, Tensor]:
-        rng = random.Random(int(torch.randint(2**62, (1,), generator=generator)))
+        rng = self.rng(generator)
         return shifted([self.row(rng, train) for _ in range(n)], train)
 
     def row(self, rng: random.Random, train: bool) -> Rows:
@@ -74,7 +83,7 @@ class RecallDataModule(SyntheticTaskDataModule):
         return tokens + [probe, seen[probe]], targets + [IGNORE_INDEX, seen[probe]]
 
 
-class FuzzyRecallDataModule(SyntheticTaskDataModule):
+class FuzzyRecallDataModule(_ShiftedRecall):
     """Fuzzy in-context recall: keys and values of up to `k_motif_size` and `v_motif_size` distinct tokens."""
 
     name = "fuzzy_recall"
@@ -91,12 +100,8 @@ class FuzzyRecallDataModule(SyntheticTaskDataModule):
             raise ValueError(f"data.seq_len={self.seq_len} is too short for motifs of {k_motif_size} + {v_motif_size}")
         self.k_motif_size, self.v_motif_size = k_motif_size, v_motif_size
 
-    def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        return self.make_split(n, generator, train=False)
-
     def make_split(self, n: int, generator: torch.Generator, train: bool) -> tuple[Tensor, Tensor]:
-        rng = random.Random(int(torch.randint(2**62, (1,), generator=generator)))
-        plain = self.vocab_size - 1
+        rng, plain = self.rng(generator), self.vocab_size - 1
         key_sizes = range(1, self.k_motif_size + 1) if train else [self.k_motif_size]
         keys = {size: list(permutations(range(plain // 2), size)) for size in key_sizes}
         values = {size: list(permutations(range(plain // 2, plain), size)) for size in range(1, self.v_motif_size + 1)}

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from andrea.data.tasks import IGNORE_INDEX, SyntheticTaskDataModule
+from andrea.data.tasks import IGNORE_INDEX, SyntheticTaskDataModule, distinct
 
 
 class MQARDataModule(SyntheticTaskDataModule):
@@ -40,8 +40,8 @@ class MQARDataModule(SyntheticTaskDataModule):
 
     def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         pairs, half = self.num_kv_pairs, self.vocab_size // 2
-        keys = _distinct(n, half - 1, pairs, generator) + 1  # from [1, V/2)
-        values = _distinct(n, self.vocab_size - half, pairs, generator) + half  # from [V/2, V)
+        keys = distinct(n, half - 1, pairs, generator) + 1  # from [1, V/2)
+        values = distinct(n, self.vocab_size - half, pairs, generator) + half  # from [V/2, V)
         slots = torch.multinomial(self.slot_weights().expand(n, -1), pairs, replacement=False, generator=generator)
         ids = torch.zeros(n, self.seq_len, dtype=torch.long)
         ids[:, 0 : 2 * pairs : 2], ids[:, 1 : 2 * pairs : 2] = keys, values
@@ -58,8 +58,3 @@ class MQARDataModule(SyntheticTaskDataModule):
         a, space = self.power_a, (self.seq_len - 2 * self.num_kv_pairs) // 2
         weights = a * torch.arange(1, space + 1, dtype=torch.float64) ** (a - 1)
         return weights / weights.sum()
-
-
-def _distinct(n: int, choices: int, k: int, generator: torch.Generator) -> Tensor:
-    """(n, k) draws without replacement from range(choices), each row its own."""
-    return torch.rand(n, choices, generator=generator).argsort(dim=-1)[:, :k]

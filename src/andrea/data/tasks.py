@@ -160,6 +160,11 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         return {"input_ids": self.val_set.input_ids[:n], "labels": self.val_set.labels[:n]}
 
 
+def distinct(n: int, choices: int, k: int, generator: torch.Generator) -> Tensor:
+    """(n, k) draws without replacement from range(choices), each row its own (a random permutation's prefix)."""
+    return torch.rand(n, choices, generator=generator).argsort(dim=-1)[:, :k]
+
+
 def _eval_sets(eval_sets: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
     """{name: settings} as plain values; a name is letters, digits and underscores (it names logged metrics)."""
     found: dict[str, dict[str, Any]] = {}
@@ -216,7 +221,7 @@ class InductionDataModule(SyntheticTaskDataModule):
     def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         periods = torch.randint(self.min_period, self.max_period + 1, (n, 1), generator=generator)
         # distinct ids per block (a random permutation's prefix), so a previous occurrence is unique
-        blocks = torch.rand(n, self.vocab_size, generator=generator).argsort(dim=-1)
+        blocks = distinct(n, self.vocab_size, self.vocab_size, generator)
         positions = torch.arange(self.seq_len + 1).unsqueeze(0) % periods  # (n, seq_len + 1)
         ids = blocks.gather(1, positions)
         labels = ids[:, 1:].clone()

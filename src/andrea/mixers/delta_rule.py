@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from andrea.mixers.gated_linear import CHUNK, FORMS, chunks, tokens
+from andrea.mixers.gated_linear import CHUNK, FORMS, chunk_padding, chunks, tokens
 
 __all__ = ["CHUNK", "FORMS", "chunked", "parallel", "recurrent", "run", "weights"]
 
@@ -113,8 +113,7 @@ def chunked(
     """Chunks of `chunk` tokens (T padded inside: k = 0 and no decay leave the state as it was)."""
     q, k, v, beta, g = _prepared(q, k, v, beta, g)
     T = q.shape[2]
-    chunk = max(1, min(chunk, T))  # a sequence shorter than a chunk is one chunk, not padded to one
-    pad = -T % chunk
+    chunk, pad = chunk_padding(T, chunk)
     q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
     beta, g = F.pad(beta, (0, pad)), F.pad(g, (0, pad))
     S, out = _state(q, v, state), []

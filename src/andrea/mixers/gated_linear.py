@@ -68,6 +68,13 @@ def tokens(*xs: Tensor) -> Iterator[tuple[Tensor, ...]]:
     return zip(*(x.unbind(2) for x in xs), strict=True)
 
 
+def chunk_padding(length: int, chunk: int) -> tuple[int, int]:
+    """The chunk's length and the tokens padded to fill the last one: a sequence shorter than a chunk is one chunk
+    of its own length, not padded to a whole one."""
+    chunk = max(1, min(chunk, length))
+    return chunk, -length % chunk
+
+
 def chunks(
     length: int, chunk: int, seg: Tensor | None, *xs: Tensor
 ) -> Iterator[tuple[Tensor | None, tuple[Tensor, ...]]]:
@@ -114,8 +121,7 @@ def chunked(
     before it left: (o (B, H, T, V), the final state)."""
     q, k, v, g = _prepared(q, k, v, g)
     T = q.shape[2]
-    chunk = max(1, min(chunk, T))  # a sequence shorter than a chunk is one chunk, not padded to one
-    pad = -T % chunk  # padded tokens: k = v = 0 and no decay, so they leave the state as it was
+    chunk, pad = chunk_padding(T, chunk)  # padded tokens: k = v = 0 and no decay leave the state as it was
     q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
     S, out = _state(q, v, state), []
     for here, (q_c, k_c, v_c, g_c) in chunks(T + pad, chunk, seg, q, k, v, g):
