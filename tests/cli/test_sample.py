@@ -101,6 +101,25 @@ def test_settings_are_checked(key, value, message):
         check_settings(OmegaConf.create({**DEFAULTS, key: value}))
 
 
+@pytest.mark.parametrize(
+    "stream, message",
+    [
+        ({"window": 0, "keep_first": 4}, "stream.window=0 must be a positive integer, or null"),
+        ({"window": 8, "keep_first": -1}, "stream.keep_first=-1 must be an integer"),
+    ],
+)
+def test_stream_settings_are_checked(stream, message):
+    with pytest.raises(SettingError, match=message):
+        check_settings(OmegaConf.create({**DEFAULTS, "stream": stream}))
+
+
+@pytest.mark.slow  # reason: an andrea-sample process
+def test_streaming_a_model_without_rope_is_refused_in_one_line(toy_weights, tmp_path):
+    done = run_sample(f"ckpt_path={toy_weights[0]}", "prompt=3", "stream.window=8", "stream.keep_first=4", cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "stream.window: layer 0 has position=learned: positions within the cache need position=rope" in done.stderr
+
+
 def test_more_tokens_than_memory_holds_is_refused_before_any_work():
     with pytest.raises(SettingError, match="max_new_tokens=10000000 x num_samples=2 is more than 10,000,000 tokens"):
         check_settings(OmegaConf.create({**DEFAULTS, "max_new_tokens": 10_000_000, "num_samples": 2}))

@@ -157,11 +157,16 @@ class FusedQKV(nn.Linear):
         q, k, v = self.heads.split_qkv(self(x), self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2
         q, k, v = points["hook_q"].heads(q), points["hook_k"].heads(k), points["hook_v"].heads(v)
         q, k = mechanism.project(q, k, x)  # e.g. QK-norm, before positions
-        if self.rope is not None:
+        in_cache = cache is not None and cache.rotate_cached  # a streaming cache numbers positions within itself
+        if self.rope is not None and not in_cache:
             q, k = points["hook_rot_q"].heads(self.rope(q, start)), points["hook_rot_k"].heads(self.rope(k, start))
         q, k = mechanism.extend(q, k, x, None if cache is None else cache.k)  # e.g. forgetting attention's gate
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, H_kv, S, d) x2: cached tokens, then the new ones
+        if self.rope is not None and in_cache:  # every key at its place in the cache, the queries at the end
+            S = k.shape[2]
+            q = points["hook_rot_q"].heads(self.rope(q, S - q.shape[2]))
+            k = points["hook_rot_k"].heads(self.rope(k, 0))
         return q, k, v
 
     def finish(self, z: Tensor, cache: KVCache | None) -> Tensor:

@@ -32,6 +32,8 @@ class CacheSize:
 
 
 class KVCache:
+    rotate_cached = False  # True: keys are cached before RoPE and rotated at their place in the cache each step
+
     def __init__(self, max_lookback: int | None = None) -> None:
         self.max_lookback = max_lookback
         self.k: Tensor | None = None  # (B, H_kv, S, d)
@@ -63,6 +65,39 @@ class KVCache:
 
     def __repr__(self) -> str:
         return f"KVCache(start={self.start}, length={len(self)}, max_lookback={self.max_lookback})"
+
+
+class StreamingCache(KVCache):
+    """StreamingLLM's cache (Xiao et al. 2023): the first `keep_first` tokens (the attention sinks) and the last
+    `window`, the new token among them, whatever the length. Positions are numbered within the cache, not in the
+    text: keys are kept before RoPE and rotated at their place in the cache every step (FusedQKV.project), so a
+    query always sees its keys at positions the model trained on, with the evicted middle closed up."""
+
+    rotate_cached = True
+
+    def __init__(self, window: int, keep_first: int = 0) -> None:
+        super().__init__()
+        self.window, self.keep_first = window, keep_first
+
+    @property
+    def next_position(self) -> int:
+        """The next token's position within the cache (the last place, once the cache is full)."""
+        return min(len(self), self.keep_first + self.window - 1)
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append the new tokens, then evict the oldest past the first `keep_first`: the new tokens attend to
+        exactly what the cache keeps."""
+        k, v = super().extend(k, v)
+        drop = len(self) - self.keep_first - self.window
+        if drop > 0:
+            first, last = slice(0, self.keep_first), slice(self.keep_first + drop, None)
+            self.k = k = torch.cat((k[:, :, first], k[:, :, last]), dim=2)
+            self.v = v = torch.cat((v[:, :, first], v[:, :, last]), dim=2)
+            self.start += drop  # tokens evicted so far
+        return k, v
+
+    def __repr__(self) -> str:
+        return f"StreamingCache(keep_first={self.keep_first}, window={self.window}, length={len(self)})"
 
 
 class LatentCache(KVCache):

@@ -3,6 +3,7 @@
     andrea-sample ckpt_path=.../last.ckpt prompt="ROMEO:" max_new_tokens=100
     andrea-sample ckpt_path=model.safetensors temperature=0 cache=false
     andrea-sample ckpt_path=.../last.ckpt tokenizer=ids prompt="3 1 4 1"   # a synthetic-task model
+    andrea-sample ckpt_path=.../last.ckpt stream.window=124 stream.keep_first=4 max_new_tokens=2000  # StreamingLLM
 
 Every setting is checked before the model is loaded; a bad one is refused in one line.
 """
@@ -43,6 +44,8 @@ SETTINGS = {
         "cpu, cuda or cuda:<n>",
     ),
     "prompt": ((lambda v: isinstance(v, (str, int, float))), "text (or token ids with tokenizer=ids)"),
+    "stream.window": optional(integer(1)),
+    "stream.keep_first": integer(0),
 }
 
 
@@ -54,7 +57,7 @@ def check_settings(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         raise SettingError(
             "ckpt_path is required: give ckpt_path=<run dir>/checkpoints/last.ckpt or a .safetensors export"
         )
-    problem = first_problem(SETTINGS, cfg)
+    problem = first_problem(SETTINGS, _flat(cfg))
     if problem:
         raise SettingError(problem)
     if cfg.num_samples * cfg.max_new_tokens > MAX_TOKENS:
@@ -66,6 +69,12 @@ def check_settings(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         raise SettingError(f"tokenizer={cfg.tokenizer!r} is not one of auto, ids, {', '.join(TOKENIZERS)}")
     if cfg.device != "cpu" and not torch.cuda.is_available():
         raise SettingError(f"device={cfg.device!r}: no GPU here; use device=cpu")
+
+
+def _flat(cfg: DictConfig) -> dict[str, object]:
+    """The settings by SETTINGS' keys: the stream's as stream.window and stream.keep_first."""
+    stream = cfg.get("stream") or {}
+    return {str(key): value for key, value in cfg.items()} | {f"stream.{key}": value for key, value in stream.items()}
 
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="sample")
@@ -92,7 +101,9 @@ def sample_app(cfg: DictConfig) -> None:
             top_p=cfg.top_p,
             generator=generator,
             use_cache=cfg.cache,
-        )  # fmt: skip  (refuses a cache the model's masks cannot serve)
+            window=cfg.stream.window,
+            keep_first=cfg.stream.keep_first,
+        )  # fmt: skip  (refuses a cache the model's masks cannot serve, a stream the model cannot number)
     except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"andrea-sample: error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -107,10 +118,15 @@ def sample_app(cfg: DictConfig) -> None:
             print(tokenizer.decode(prompt + row))
     seconds = time.perf_counter() - start
     print(
-        f"[{new.numel()} tokens in {seconds:.2f} s, {new.numel() / seconds:.1f} tokens/s, "
-        f"cache={'on' if cfg.cache else 'off'}]",
+        f"[{new.numel()} tokens in {seconds:.2f} s, {new.numel() / seconds:.1f} tokens/s, cache={_cache_word(cfg)}]",
         file=sys.stderr,
     )
+
+
+def _cache_word(cfg: DictConfig) -> str:
+    if cfg.stream.window is not None:
+        return f"streaming (first {cfg.stream.keep_first} + last {cfg.stream.window})"
+    return "on" if cfg.cache else "off"
 
 
 def _stream_text(tokenizer: Tokenizer | TokenIds, prompt: list[int], steps: Iterator[tuple[Tensor, Tensor]]) -> Tensor:

@@ -22,6 +22,7 @@ from torch.nn import functional as F
 from andrea.attention.block import MultiHeadSelfAttention
 from andrea.mixers import MixerCache
 from andrea.models.network import Network, network
+from andrea.models.streaming import streaming_cache
 
 
 def sample_next(
@@ -71,15 +72,26 @@ def stream(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
+    window: int | None = None,
+    keep_first: int = 0,
 ) -> Iterator[tuple[Tensor, Tensor]]:
     """idx (B, T) prompt -> per step the sampled token (B, 1) and the logits it came from (B, V).
 
-    A cache the model's masks cannot serve is refused here, when called, not at the first step."""
-    net = network(model)
+    `window` streams (andrea.models.streaming): each attention layer keeps the first `keep_first` tokens and the
+    last `window`, past the model's context. A cache the model cannot serve is refused here, when called, not at
+    the first step."""
+    net, sampling = network(model), (temperature, top_k, top_p, generator)
+    if window is not None:
+        if idx.shape[1] > window + keep_first:
+            raise ValueError(
+                f"a prompt of {idx.shape[1]} tokens is longer than the streaming cache (stream.window={window} + "
+                f"stream.keep_first={keep_first}); shorten the prompt"
+            )
+        return _steps(net, idx, max_new_tokens, streaming_cache(net, window, keep_first), sampling, streaming=True)
     cache = net.new_cache() if use_cache and len(net.mixers) > 0 else None
     if cache is not None:
         check_cacheable(model, idx.shape[1], idx.shape[1] + max_new_tokens)
-    return _steps(net, idx, max_new_tokens, cache, (temperature, top_k, top_p, generator))
+    return _steps(net, idx, max_new_tokens, cache, sampling)
 
 
 def _steps(
@@ -88,12 +100,13 @@ def _steps(
     max_new_tokens: int,
     cache: list[MixerCache] | None,
     sampling: tuple[float, int | None, float | None, torch.Generator | None],
+    streaming: bool = False,
 ) -> Iterator[tuple[Tensor, Tensor]]:
     context = model.max_context
     fed = 0  # tokens of idx already in the cache
     with torch.no_grad():
         for _ in range(max_new_tokens):
-            if cache is not None and idx.shape[1] <= context:
+            if cache is not None and (streaming or idx.shape[1] <= context):
                 logits = model(idx[:, fed:], cache=cache)[0][:, -1]  # (B, V): the new tokens only
                 fed = idx.shape[1]
             else:

@@ -20,6 +20,8 @@ into the residual stream scaled by 1/sqrt(2 · n_layer).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 from torch import Tensor, nn
@@ -31,23 +33,29 @@ from andrea.mixers import MixerCache, TokenMixer, build_mixers, layer_kinds
 from andrea.models.embedding import Embeddings
 from andrea.models.layer_norm import LayerNorm
 from andrea.models.network import attention_layers
-from andrea.models.settings import ACTIVATIONS, NET
+from andrea.models.settings import NET
 from andrea.utils.rules import enforce
+
+ACTIVATE: dict[str, Callable[[Tensor], Tensor]] = {
+    "gelu": F.gelu,
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),
+    "relu": F.relu,
+}  # model.net.activation (andrea.models.settings.ACTIVATIONS) -> the function
 
 
 class MLP(nn.Module):
-    """d_model -> mlp_ratio · d_model -> GELU (exact, or GPT-2's tanh approximation) -> d_model."""
+    """d_model -> mlp_ratio · d_model -> GELU (exact, or GPT-2's tanh approximation) or ReLU -> d_model."""
 
     def __init__(self, d_model: int, mlp_ratio: int, dropout: float, bias: bool, activation: str) -> None:
         super().__init__()
         self.fc = nn.Linear(d_model, mlp_ratio * d_model, bias=bias)
         self.proj = nn.Linear(mlp_ratio * d_model, d_model, bias=bias)  # writes into the residual stream
         self.dropout = nn.Dropout(dropout)
-        self.approximate = ACTIVATIONS[activation]
+        self.activate = ACTIVATE[activation]
         self.hook_pre, self.hook_post = HookPoint("hook_pre"), HookPoint("hook_post")
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.hook_post(F.gelu(self.hook_pre(self.fc(x)), approximate=self.approximate))  # (B, T, 4D)
+        h = self.hook_post(self.activate(self.hook_pre(self.fc(x))))  # (B, T, 4D)
         return self.dropout(self.proj(h))  # (B, T, D)
 
 

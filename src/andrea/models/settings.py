@@ -5,7 +5,7 @@ model-file schema checks a file's fields with it.
     vocab_size, max_context, d_model, n_layer, mlp_ratio    positive integers
     dropout      a number in [0, 1)
     bias         true or false (GPT only)
-    activation   gelu, or gelu_tanh: GPT-2's tanh approximation (GPT only)
+    activation   gelu, gelu_tanh (GPT-2's tanh approximation) or relu (the grokking papers' MLP) (GPT only)
     position     learned, rope, alibi or none: where positions enter (andrea.attention.positions)
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from andrea.attention.positions import POSITIONS
 from andrea.utils.rules import BOOLEAN, POSITIVE, Rule, number, one_of
 
-ACTIVATIONS = {"gelu": "none", "gelu_tanh": "tanh"}  # activation -> F.gelu's `approximate`
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 SIZES = ("vocab_size", "max_context", "d_model", "n_layer", "mlp_ratio")
 
 NET: dict[str, Rule] = {

@@ -5,7 +5,7 @@ builds the run's parts next). Every refusal is one line that names the config ke
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from hydra.utils import get_class, instantiate
@@ -19,6 +19,7 @@ from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.train.keys import check_added_keys, check_ranges, check_targets
 from andrea.train.maps_settings import check_settings as check_maps
+from andrea.train.studies import build as build_study
 from andrea.utils.rules import SettingError
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ def check_config(cfg: DictConfig) -> Checked:
     _validate_distributed(cfg)
     check_data(cfg)
     check_mixers(cfg)
+    _check_study(cfg)
     attention = attention_parts(cfg, on_cpu(cfg))
     check_accelerator(cfg)
     return Checked(estimate, attention, finished)
@@ -74,6 +76,20 @@ def _check_keys_and_values(cfg: DictConfig) -> None:
     mode = _get(cfg, "logger.wandb.mode")
     if mode is not None and mode not in ("online", "offline", "disabled"):
         raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
+
+
+def _check_study(cfg: DictConfig) -> None:
+    """A reproduction's `study` names a study, with settings it takes, on a task it reads."""
+    settings = _get(cfg, "study")
+    if settings is None:
+        return
+    try:
+        study = build_study(cast(dict, OmegaConf.to_container(settings, resolve=True)))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    task = getattr(get_class(cfg.data._target_), "name", None)
+    if study.tasks and task not in study.tasks:
+        raise ConfigError(f"study.name={study.name} reads the {' or '.join(study.tasks)} task; drop data={task}")
 
 
 def _refuse(problem: str | None) -> None:

@@ -24,6 +24,8 @@ from andrea.train.lit.module import NonFiniteLossError
 from andrea.train.lit.progress import progress_callbacks
 from andrea.train.lit.resume import LAST, RESTORE_ERRORS, RestoreWatch, ResumeData, StopOnSignal, time_limit_ignored
 from andrea.train.run_report import print_summary, summary
+from andrea.train.studies import build as build_study
+from andrea.train.studies.probe import StudyProbe
 from andrea.utils.run_result import RESULT_FILE, RunResult, result_path
 
 
@@ -51,7 +53,8 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
     loggers = _instantiate_all(cfg.get("logger"))
     stop, restore = StopOnSignal(Path(cfg.paths.output_dir) / "checkpoints"), RestoreWatch(cfg.get("ckpt_path"))
     record = RunRecord(stop, start, cfg.get("ckpt_path"))
-    trainer = _trainer(cfg, loggers, [ResumeData(), record, stop, restore])
+    probe = StudyProbe(build_study(cfg.study)) if cfg.get("study") else None
+    trainer = _trainer(cfg, loggers, [ResumeData(), record, stop, restore, *([probe] if probe else [])])
     run_dir = Path(trainer.default_root_dir)
     status = "failed"
     try:
@@ -60,7 +63,7 @@ def train(cfg: DictConfig, parts: Parts | None = None) -> RunResult:
             status = "interrupted"
             return _interrupted(stop, record, trainer, run_dir)
         with time_limit_ignored():  # trained to the end: a late time-limit warning has nothing to save or requeue
-            result = _finish(cfg, trainer, parts, record, restore)
+            result = _finish(cfg, trainer, parts, record, restore, probe)
         status = "success"
     finally:
         _finish_loggers(loggers, status)
@@ -84,12 +87,21 @@ def _trainer(cfg: DictConfig, loggers: list, own: list[Callback]) -> L.Trainer:
     )  # fmt: skip
 
 
-def _finish(cfg: DictConfig, trainer: L.Trainer, parts: Parts, record: RunRecord, restore: RestoreWatch) -> RunResult:
-    """A run trained to its end: validated once more (cfg.validate), summarised, its result written."""
+def _finish(
+    cfg: DictConfig,
+    trainer: L.Trainer,
+    parts: Parts,
+    record: RunRecord,
+    restore: RestoreWatch,
+    probe: StudyProbe | None,
+) -> RunResult:
+    """A run trained to its end: validated once more (cfg.validate), summarised (with its study's numbers), its
+    result written."""
     run_dir = Path(trainer.default_root_dir)
     fitted = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     final = trainer.validate(parts.module, datamodule=parts.datamodule, verbose=False)[0] if cfg.get("validate") else {}
     result = summary(cfg, trainer, {**fitted, **final}, record, run_dir, parts.memory)
+    result.study = probe.results(trainer, parts.module) if probe else None
     if trainer.is_global_zero:
         result.write(result_path(run_dir, keep_existing=restore.trained_steps(trainer) == 0))
     return result

@@ -110,23 +110,12 @@ def failure_line(sweep_dir: str | Path, error: BaseException) -> str:
     return f"{len(bad)} of {len(rows)} jobs did not complete: {jobs}; every job's row is in {Path(sweep_dir) / REPORT}"
 
 
-def best_over(sweep_dir: Path) -> list[str]:
-    """The sweep's `report.best_over`, read as plain values from the config Hydra saved in the sweep dir."""
-    import yaml
-
-    try:
-        saved = yaml.safe_load((sweep_dir / "multirun.yaml").read_text())
-    except (OSError, yaml.YAMLError):
-        return []
-    keys = (saved.get("report") or {}).get("best_over") if isinstance(saved, dict) else None
-    return [str(key) for key in keys] if isinstance(keys, list) else []
-
-
 def write_summary(sweep_dir: str | Path) -> list[dict]:
     """summary.md, summary.csv, curves.png and report.html in the sweep dir; returns the rows."""
     from andrea.train.sweep_groups import seed_groups, write_groups
     from andrea.train.sweep_report import CURVES, busy_note, differing_overrides, heads_cell, plot_curves, write_html
     from andrea.train.sweep_roles import write_roles
+    from andrea.train.sweep_saved import best_over, study_section
 
     sweep_dir = Path(sweep_dir)
     paths = sorted(sweep_dir.glob(f"*/{RESULT_FILE}"), key=lambda p: _job_number(p.parent.name))
@@ -146,9 +135,10 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     groups = seed_groups(results, best_over(sweep_dir))
     grouped = write_groups(sweep_dir, groups) if groups else []
     write_roles(sweep_dir, results, labels, groups)
+    found = study_section(sweep_dir, results, labels)
     # the log: in the run dir's cell; what the jobs ran on and the busy ones: above the table (sweep_report._ran_on)
     shown = [c for c in COLUMNS if c not in ("overrides", "error", "log", "environment", "load")] + ["error"]
-    write_html(sweep_dir / REPORT, rows, shown, grouped)
+    write_html(sweep_dir / REPORT, rows, shown, grouped, found)
     return rows
 
 
@@ -235,3 +225,7 @@ class SweepSummary(Callback):
         done = sum(row["status"] == "completed" for row in rows)
         report = Path(config.hydra.sweep.dir) / REPORT
         print(f"sweep report: {report} ({done} of {len(rows)} jobs completed)", flush=True)
+        from andrea.train.studies.report import verdict_lines
+
+        for line in verdict_lines(Path(config.hydra.sweep.dir)):
+            print(line, flush=True)

@@ -114,10 +114,13 @@ def _dress(ax: Any, title: str, x_label: str) -> None:
         ax.set_yscale("log")
 
 
-def write_html(path: Path, rows: list[dict], columns: list[str], grouped: list[dict] | None = None) -> Path:
-    """The sweep's report.html at `path`, in its sweep dir: the sweep's curves (inlined) and its table, first its
-    settings with their seeds grouped (andrea.train.sweep_groups) when it has any; no network; one small script
-    sorts a table by a column."""
+def write_html(
+    path: Path, rows: list[dict], columns: list[str], grouped: list[dict] | None = None, study: str = ""
+) -> Path:
+    """The sweep's report.html at `path`, in its sweep dir: a reproduction's verdicts and figure (`study`, HTML
+    from andrea.train.studies.report) first, the sweep's curves (inlined) and its table, first its settings with
+    their seeds grouped (andrea.train.sweep_groups) when it has any; no network; one small script sorts a table by
+    a column."""
     sweep_dir = path.parent
     image = _inline(sweep_dir / CURVES)
     names = {c: html.escape(HEADERS.get(c, c)) for c in columns}
@@ -146,11 +149,11 @@ th[data-sorted="up"]::after {{ content: " ▲"; }} th[data-sorted="down"]::after
 td.wrap {{ white-space: normal; overflow-wrap: anywhere; min-width: 6em; max-width: 16em; }}
 td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 tr.failed td, tr.killed td {{ background: #fde8e8; }} tr.interrupted td {{ background: #fff6dc; }}
-img {{ max-width: 100%; }}
+img {{ max-width: 100%; }} table.claims td {{ max-width: 24em; }} td.verdict {{ font-weight: bold; }}
 </style></head><body>
 <h1>Sweep {html.escape(sweep_dir.name)}</h1>
 <p>{done} of {len(rows)} jobs completed. Folder: <code>{html.escape(str(sweep_dir))}</code></p>
-{by_setting}
+{study}{by_setting}
 <h2>Every job</h2>
 {_ran_on(rows)}
 {f'<img alt="train and val loss of every job" src="data:image/png;base64,{image}">' if image else ""}

@@ -35,7 +35,7 @@ _COMPLETED = (
     "val_perplexity", "eval_sets", "tokens_per_s", "tokens_per_s_steps", "parameters", "curves", "wall_s",
     "tokens_per_cpu_s", "load_max", "memory_estimate", "global_step", "epochs", "run_dir", "attention_maps",
     "attention_maps_skipped", "head_roles", "roles", "verdict", "verdict_step", "verdict_cadence", "first_token_mass",
-    "kv_cache", "cache_bytes", "attempts", "log", "environment", "config",
+    "kv_cache", "cache_bytes", "study", "attempts", "log", "environment", "config",
 )  # fmt: skip
 KEYS = {
     "completed": _COMPLETED,
@@ -94,6 +94,7 @@ class RunResult:
     first_token_mass: list[float] | None = None  # per layer, the last record's raw weight on key 0
     kv_cache: dict[str, Any] | None = None  # numbers a token keeps in the KV cache, all layers (models.network)
     cache_bytes: dict[str, Any] | None = None  # a sequence's cache per layer at full context (models.network)
+    study: dict[str, Any] | None = None  # a reproduction's records and final numbers (andrea.train.studies)
     # each attempt of the run (a resume, a requeue): attempt, start_step, last_step, ended, wall_s (lit.attempts)
     attempts: list[dict[str, Any]] = field(default_factory=list)
     log: str | None = None  # where the job's output went: a launched job's own log, else Hydra's log file

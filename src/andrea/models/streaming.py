@@ -1,0 +1,80 @@
+"""StreamingLLM's cache policy (Xiao et al. 2023) for a network: every attention layer keeps its first
+`keep_first` tokens and its last `window`, and numbers positions within the cache (andrea.attention.kv_cache.
+StreamingCache), so generation goes on past the context the model trained on at a constant cost.
+
+Positions within the cache need RoPE with keys cached before rotation; anything else is refused in one line:
+learned or ALiBi positions, a recurrent mixer (a state has no tokens to evict), latent heads, a mask other than
+causal, a mechanism that appends channels to the keys (forgetting attention), or a cache longer than the context.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from andrea.attention.block import MultiHeadSelfAttention
+from andrea.attention.kv_cache import StreamingCache
+from andrea.mixers import MixerCache
+from andrea.models.network import Network
+
+
+def streaming_cache(net: Network, window: int, keep_first: int = 0) -> list[MixerCache]:
+    """A StreamingCache per layer; ValueError in one line naming the setting and the fix."""
+    if not isinstance(window, int) or window < 1 or not isinstance(keep_first, int) or keep_first < 0:
+        raise ValueError(
+            f"stream.window={window}, stream.keep_first={keep_first}: give a window >= 1 and keep_first >= 0"
+        )
+    if window + keep_first > net.max_context:
+        raise ValueError(
+            f"stream.window={window} + stream.keep_first={keep_first} exceeds the model's max_context="
+            f"{net.max_context}: positions past it were never trained; lower stream.window"
+        )
+    for layer, mixer in enumerate(net.mixers):
+        problem = _unstreamable(mixer)
+        if problem:
+            raise ValueError(f"stream.window: layer {layer} {problem}; sample without stream.window")
+    return [StreamingCache(window, keep_first) for _ in net.mixers]
+
+
+def _unstreamable(mixer: object) -> str | None:
+    """Why a layer cannot number positions within a streaming cache, or None."""
+    if not isinstance(mixer, MultiHeadSelfAttention):
+        return f"is {getattr(mixer, 'name', type(mixer).__name__)}, whose state has no tokens to evict"
+    if mixer.position != "rope":
+        return (
+            f"has position={mixer.position}: positions within the cache need position=rope (keys cached before "
+            "rotation)"
+        )
+    if mixer.head_kind == "mla":
+        return "has latent heads (heads=mla), whose cache holds keys already rotated"
+    if mixer.mask.kind != "causal":
+        return f"has mask {mixer.mask.name}; streaming needs the causal mask"
+    if mixer.mechanism.extra_channels:
+        return f"has mechanism {mixer.mechanism.name}, whose extra key channels carry positions of their own"
+    return None
+
+
+def streaming_losses(net: Network, ids: Tensor, window: int | None, keep_first: int = 0) -> Tensor:
+    """ids (B, L) -> (B, L - 1) the loss of each next token, read as a stream: the first window + keep_first tokens
+    at once, then one a step through the streaming cache. window None: each token from the last max_context
+    tokens recomputed (the sliding window with re-computation: exact, and O(context) a token)."""
+    B, L = ids.shape
+    if window is None:
+        return _recomputed_losses(net, ids)
+    cache, first = streaming_cache(net, window, keep_first), min(L - 1, window + keep_first)
+    logits = [net(ids[:, :first], cache=cache)[0]]
+    logits += [net(ids[:, t : t + 1], cache=cache)[0] for t in range(first, L - 1)]
+    return F.cross_entropy(torch.cat(logits, dim=1).transpose(1, 2).float(), ids[:, 1:], reduction="none")
+
+
+def _recomputed_losses(net: Network, ids: Tensor, rows: int = 256) -> Tensor:
+    C, L = net.max_context, ids.shape[1]
+    head = net(ids[:, : min(C, L - 1)])[0]  # the first tokens see everything before them
+    ends = list(range(C, L - 1))
+    tails = []
+    for chunk in (ends[i : i + rows] for i in range(0, len(ends), rows)):
+        windows = torch.stack([ids[:, end - C + 1 : end + 1] for end in chunk], dim=1)  # (B, n, C)
+        tails.append(net(windows.flatten(0, 1))[0][:, -1].unflatten(0, (ids.shape[0], len(chunk))))  # (B, n, V)
+    logits = torch.cat([head, *tails], dim=1)  # (B, L - 1, V)
+    return F.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")

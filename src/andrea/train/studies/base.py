@@ -1,0 +1,134 @@
+"""What a reproduction is made of: a Study measures its runs while they train (`probe`) and once they end
+(`final`), then reads its sweep's jobs into a figure and a verdict per published claim (`findings`).
+
+A study's settings are fixed in its experiment's config (`study: {name: ..., ...}`) before the first run; its
+thresholds are class constants, written down with the claim they judge, never moved after a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from andrea.models.network import Network, network
+from andrea.utils.run_result import RunResult
+
+HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
+VERDICTS = (HOLDS, FAILS, UNSURE)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One published claim: what it says, the paper's figure for it, what andrea measured, and the verdict."""
+
+    claim: str
+    paper: str
+    ours: str
+    verdict: str
+
+    def __post_init__(self) -> None:
+        assert self.verdict in VERDICTS, self.verdict
+
+
+@dataclass
+class Job:
+    """One completed job of a study's sweep: its label (the overrides that differ) and its result."""
+
+    label: str
+    result: RunResult
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        """A value of the job's resolved config by its dotted key (`model.net.d_model`)."""
+        node: Any = self.result.config or {}
+        for part in key.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    @property
+    def series(self) -> list[dict[str, float]]:
+        """The probe's records, each {"step": ..., measured: value}."""
+        return list((self.result.study or {}).get("series") or [])
+
+    @property
+    def final(self) -> dict[str, Any]:
+        return dict((self.result.study or {}).get("final") or {})
+
+    def curve(self, name: str) -> tuple[list[int], list[float]]:
+        """(steps, values) of one measured number over training."""
+        rows = [row for row in self.series if row.get(name) is not None]
+        return [int(row["step"]) for row in rows], [float(row[name]) for row in rows]
+
+
+@dataclass
+class Study:
+    """A reproduction's measurements and verdicts. Subclasses add their settings as fields and set the class
+    constants; `every_n_steps` is how often `probe` records (0: never, only `final`)."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]  # the paper(s), as docs/reproductions.md heads the section
+    tasks: ClassVar[tuple[str, ...]] = ()  # the data modules' `name`s it reads (empty: any)
+    every_n_steps: int = 0
+
+    def probe(self, module: torch.nn.Module, data: Any) -> dict[str, float]:
+        """Numbers to record now, from the model in eval mode under no_grad (`data`: the run's data module)."""
+        return {}
+
+    def final(self, module: torch.nn.Module, data: Any) -> dict[str, Any]:
+        """Numbers from the trained model, kept in result.json beside the probe's records."""
+        return {}
+
+    def findings(self, jobs: list[Job], figure: Path) -> list[Claim]:
+        """The verdict of each claim from the sweep's completed jobs; the figure drawn at `figure`."""
+        raise NotImplementedError
+
+    @classmethod
+    def build(cls, settings: Mapping[str, Any]) -> Study:
+        """The study with `settings` (the config's `study` node without `name`); one line for an unknown key."""
+        fields = [f.name for f in dataclasses.fields(cls)]
+        for key in settings:
+            if key not in fields:
+                close = difflib.get_close_matches(str(key), fields, n=1)
+                hint = f" (did you mean study.{close[0]}?)" if close else ""
+                raise ValueError(f"study.{key} is not a setting of the {cls.name} study{hint}; it takes {fields}")
+        study = cls(**settings)
+        if not isinstance(study.every_n_steps, int) or study.every_n_steps < 0:
+            raise ValueError(f"study.every_n_steps={study.every_n_steps!r}: give an integer >= 0")
+        return study
+
+
+def net_of(module: torch.nn.Module) -> Network:
+    """The network a LanguageModelModule trains."""
+    return network(module.get_submodule("net"))
+
+
+def logits(module: torch.nn.Module, ids: Tensor) -> Tensor:
+    """(B, T, V) logits of the network a LanguageModelModule trains."""
+    return net_of(module)(ids)[0]
+
+
+def token_losses(module: torch.nn.Module, ids: Tensor, targets: Tensor) -> Tensor:
+    """(B, T) cross-entropy of each position's prediction of `targets` (same shape as ids)."""
+    out = logits(module, ids)
+    return torch.nn.functional.cross_entropy(out.transpose(1, 2).float(), targets, reduction="none")
+
+
+def judged(outcomes: list[bool]) -> str:
+    """A claim judged in several runs (seeds, mixers, widths): holds in all, fails in none, else inconclusive."""
+    return HOLDS if outcomes and all(outcomes) else FAILS if outcomes and not any(outcomes) else UNSURE
+
+
+def first_reaching(steps: list[int], values: list[float], level: float, above: bool = True) -> int | None:
+    """The first step whose value reaches `level` (from below with `above`, else from above), None if none."""
+    for step, value in zip(steps, values, strict=True):
+        if (value >= level) if above else (value <= level):
+            return step
+    return None
