@@ -141,3 +141,36 @@ def test_a_bad_study_is_refused_in_one_line_before_anything_is_built(overrides, 
         validate(compose_train(tmp_path, [*overrides, "hydra.mode=RUN"]))
     HydraConfig.instance().cfg = None
     assert refusal in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.slow  # reason: a 2-job sweep through andrea-train, then a browser
+def test_the_command_prints_its_verdicts_and_the_report_shows_them_first(tmp_path, browser):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from selenium.webdriver.common.by import By
+
+    from tests.compose import plain_env
+
+    script = str(Path(sys.executable).with_name("andrea-train"))
+    sweep = tmp_path / "sweep"
+    args = ["experiment=induction_bump", "seed=0", "data.num_train=256", "data.num_val=64", "trainer.max_epochs=2"]
+    done = subprocess.run(
+        [script, *args, "logger=none", f"hydra.sweep.dir={sweep}"],
+        capture_output=True, text=True, cwd=tmp_path, env=plain_env(tmp_path), timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = done.stdout.splitlines()
+    title = printed.index("The induction bump (Olsson et al. 2022), 2 jobs:")
+    assert all(line.startswith(("  HOLDS: ", "  DOES NOT HOLD: ", "  INCONCLUSIVE: ")) for line in printed[title + 1 :])
+    browser.get((sweep / "report.html").as_uri())
+    first = browser.find_element(By.TAG_NAME, "h2")
+    assert first.text == "Reproduction: The induction bump (Olsson et al. 2022)"  # above the jobs' tables
+    verdicts = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.claims td.verdict")]
+    assert len(verdicts) == 2 and set(verdicts) <= set(VERDICTS)
+    figure = browser.find_element(By.CSS_SELECTOR, "img[alt='The induction bump (Olsson et al. 2022)']")
+    assert browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth", figure) > 1000
+    assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")  # fits
+    browser.save_screenshot(str(tmp_path / "report.png"))
+    assert (tmp_path / "report.png").stat().st_size > 10_000

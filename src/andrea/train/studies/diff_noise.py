@@ -100,7 +100,8 @@ def _plot(runs: dict[str, list[Job]], path: Path) -> None:
             ax.bar(x + 0.2 * (2 * offset - 1), sum(values) / len(values), width=0.4, color=colour, label=label)
             ax.scatter([x + 0.2 * (2 * offset - 1)] * len(values), values, color="black", s=10, zorder=3)
     ax.set_xticks(range(len(names)), [f"mechanism={n}" for n in names])
-    ax.set(title="retrieval head's weight at MQAR's queries (mean over seeds; dots: each seed)", ylabel="weight")
+    ax.set_title("retrieval head's weight at MQAR's queries (bars: mean over seeds, dots: each)", fontsize=10)
+    ax.set_ylabel("weight")
     ax.grid(alpha=0.3, axis="y")
     if ax.has_data():
         ax.legend(fontsize=8)

@@ -78,8 +78,8 @@ def _logits(runs: dict[str, dict[float, Job]]) -> Claim:
     low, top = min(soft), max(soft)
     grown, bounded = _peak(soft[top]) / _peak(soft[low]), _peak(soft[top]) / _peak(qk[top])
     ours = (
-        f"largest logit at lr {top:g}: softmax {_peak(soft[top]):.1f} ({grown:.1f}x its {_peak(soft[low]):.1f} at "
-        f"lr {low:g}), qknorm {_peak(qk[top]):.1f}"
+        f"largest logit at lr {top:g}: softmax {_peak(soft[top]):,.1f} ({grown:,.0f}x its {_peak(soft[low]):.1f} at "
+        f"lr {low:g}), qknorm {_peak(qk[top]):,.1f}"
     )
     return Claim(claim, paper, ours, HOLDS if grown >= GROWTH and bounded >= BOUNDED else FAILS)
 
