@@ -178,3 +178,27 @@ def test_a_terminal_sees_each_token_as_it_comes(toy_weights, tmp_path):
     assert len(token_reads) > 10, "the tokens came in one piece, not as they were sampled"
     piped = run_sample(*args, cwd=tmp_path)
     assert piped.stdout.strip() == text
+
+
+@pytest.mark.slow  # reason: a short training run, then an andrea-sample process
+def test_a_rope_model_streams_past_its_context(tmp_path):
+    from hydra.core.hydra_config import HydraConfig
+
+    from andrea.train.pipeline import train
+    from tests.compose import compose_train
+
+    overrides = [
+        "model=andrea-tiny",
+        "position=rope",
+        "trainer.max_steps=2",
+        "logger=none",
+        "callbacks.attention_maps=null",
+    ]
+    train(compose_train(tmp_path / "run", overrides))
+    HydraConfig.instance().cfg = None
+    checkpoint = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    settings = ["prompt=3 1", "max_new_tokens=100", "temperature=0", "stream.window=8", "stream.keep_first=2"]
+    done = run_sample(f"ckpt_path={checkpoint}", "tokenizer=ids", *settings, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.split()) == 102  # the prompt and 100 new ids: past the model's context of 32
+    assert "cache=streaming (first 2 + last 8)" in done.stderr

@@ -157,5 +157,8 @@ def _plot(points: dict[str, list[Point]], path: Path) -> None:
         ax.grid(alpha=0.3)
         if ax.has_data():
             ax.legend(fontsize=8)
+    widths = sorted({p.width for ps in points.values() for p in ps})
+    axes[0].set_xticks(widths, [str(w) for w in widths], minor=False)
+    axes[0].minorticks_off()
     fig.savefig(path)
     plt.close(fig)
