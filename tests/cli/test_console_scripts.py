@@ -68,3 +68,16 @@ def test_train_then_export_sample_and_inspect_as_the_readme_shows_them(tmp_path)
     for args in ([str(ckpt)], ["toy.safetensors", "3 1 4 1"], [str(ckpt), "ablate=[L0H1]", "ablation=mean"]):
         inspect = run("andrea-inspect", *args, cwd=tmp_path)
         assert inspect.returncode == 0, (args, inspect.stderr[-2000:])
+
+
+@pytest.mark.slow  # reason: six processes, each loading its tool (about 3 s each)
+@pytest.mark.parametrize(
+    "script", ["andrea-demo", "andrea-show-mask", "andrea-sample", "andrea-eval", "andrea-inspect", "andrea-export"]
+)
+def test_each_command_s_help_says_what_it_does_with_an_example(script, tmp_path):
+    done = run(script, "--help", cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"{script}: " in done.stdout  # its name, then what it does
+    examples = done.stdout.split("xample")[-1]
+    assert f"{script} " in examples  # and a command line to copy
+    assert "== Configuration groups ==" not in done.stdout  # not andrea-train's groups

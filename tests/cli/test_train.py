@@ -2,8 +2,10 @@
 
 import csv
 import os
+import re
 import subprocess
 import sys
+from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
@@ -59,6 +61,16 @@ def test_help_lists_every_group(tmp_path):
         " noisy_recall, recall, repetition, repetition_no_attention, selective_copy, shakespeare-chars, sinks, zoology",
     ):
         assert line in result.stdout
+    from andrea.train.experiments import summaries
+
+    listed = result.stdout.split("== Experiments (experiment=<name>) ==")[1]
+    for name, summary in summaries().items():  # each experiment in one line: what it does
+        assert re.search(rf"^  {re.escape(name)} +{re.escape(summary)}$", listed, re.M), name
+    scripts = {ep.name for ep in distribution("andrea").entry_points if ep.group == "console_scripts"}
+    others = listed.split("Other commands (each with --help):")[1]
+    assert {line.split()[0] for line in others.splitlines()[1:] if line.startswith("  andrea-")} == set(scripts) - {
+        "andrea-train"
+    }  # every other command named
 
 
 @pytest.mark.slow  # reason: an andrea-train process (4 s)

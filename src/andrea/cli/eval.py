@@ -15,6 +15,7 @@ import argparse
 import datetime
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,12 @@ def write_beside(checkpoint: Path, task: str, settings: dict, scores: dict, argv
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog=COMMAND,
+        description=textwrap.fill(" ".join(__doc__.split("\n\n")[0].split()), 100),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example: andrea-eval <run dir>/checkpoints/last.ckpt data.seq_len=128 data.num_kv_pairs=8",
+    )
     parser.add_argument(
         "checkpoint", help="an andrea-train .ckpt of a synthetic task, e.g. <run dir>/checkpoints/last.ckpt"
     )

@@ -19,7 +19,12 @@ COMMAND = "andrea-export"
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=COMMAND, description="Export an andrea-train checkpoint to safetensors.")
+    parser = argparse.ArgumentParser(
+        prog=COMMAND,
+        description="andrea-export: an andrea-train checkpoint's network as safetensors, loaded with no pickle.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example: andrea-export <run dir>/checkpoints/last.ckpt model.safetensors",
+    )
     parser.add_argument("checkpoint", help="an andrea-train .ckpt, e.g. <run dir>/checkpoints/last.ckpt")
     parser.add_argument("out", nargs="?", help="the .safetensors file (default: beside the checkpoint)")
     parser.add_argument("--force", action="store_true", help="replace OUT if it exists")

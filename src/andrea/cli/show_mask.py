@@ -15,7 +15,12 @@ from andrea.attention.masks.draw import mask_as_text
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="andrea-show-mask", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="andrea-show-mask",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog='example: andrea-show-mask "prefix_lm(prefix_len=4) & sliding_window(window=3)" --length 10',
+    )
     parser.add_argument("expression", help=f"a mask expression over: {', '.join(mask_registry.names())}")
     parser.add_argument("--length", type=int, default=16, help="sequence length to draw (default 16)")
     parser.add_argument("-o", "--output", help="PNG file to write (default: <mask name>.png)")

@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 from andrea.data.packages import package_data, tokenizer_vocab
 from andrea.train import slurm_settings
+from andrea.train.experiments import help_lines
 from andrea.train.hydra_run import config_subdir, run_id, run_name, sweep_group
 from andrea.train.slurm import gpus_per_node
 from hydra_plugins import andrea_configs
@@ -25,6 +26,7 @@ RESOLVERS: dict[str, Callable[..., Any]] = {
     "andrea.tokenizer_vocab": tokenizer_vocab,
     "andrea.package_data": package_data,
     "andrea.add": lambda a, b: a + b,  # modular addition's vocabulary: ${andrea.add:${.p},1}
+    "andrea.experiments_help": help_lines,  # andrea-train --help's experiments, each with its summary
 }
 
 
