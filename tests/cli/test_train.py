@@ -321,3 +321,30 @@ def test_a_wait_limit_that_is_no_time_is_refused_before_any_job_is_submitted(tmp
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("andrea-train: error: ") and message in line
     assert not (sweep_dir / ".submitit").exists()  # nothing submitted
+
+
+def test_the_default_run_prints_andrea_s_lines_only_and_logs_the_rest(tmp_path):
+    """In a user's plain shell (no WANDB_SILENT): andrea's lines and one progress line every 50 steps, at most 40
+    lines in all; other tools' lines (Lightning's accelerator lines, tips and model table, the srun hint, wandb's
+    banner and history) in the run's log file, not on the console."""
+    import shutil
+
+    from tests.compose import plain_env
+
+    (tmp_path / "home").mkdir()
+    done = subprocess.run(
+        [SCRIPT], cwd=tmp_path, capture_output=True, text=True, timeout=240, env=plain_env(tmp_path / "home")
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = (done.stdout + done.stderr).splitlines()
+    assert len(printed) <= 40 and not done.stderr, printed
+    assert not [line for line in printed if any(w in line for w in ("srun", "Tip", "wandb", "GPU available", "Params"))]
+    progress = [line for line in printed if line.startswith("step ")]
+    assert progress[0].startswith("step 50/192 epoch 0 train/loss_step=")  # the planned steps, counted
+    for line in progress:  # a validation's numbers once, on the line after it, never repeated as news
+        assert ("val/loss=" in line) == (line.split()[1].split("/")[0] in ("64", "128", "192")), line
+    assert printed[-1].startswith("verdict: ")
+    (log,) = tmp_path.glob("logs/train/runs/*/train.log")
+    kept = log.read_text()
+    assert "GPU available" in kept and "Trainable params" in kept  # silenced, not lost
+    assert ("The `srun` command is available" in kept) == (shutil.which("srun") is not None)

@@ -32,6 +32,7 @@ COMMAND = "andrea-train"
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="train")
 def train_app(cfg: DictConfig) -> float | None:
+    quiet_console()  # before the checks: they may import matplotlib, whose first import logs its font cache
     with ExitStack() as job:
         parts = _validated(cfg, job)
         if parts is None:
@@ -78,8 +79,6 @@ def _one_copy_of_each_line() -> None:
     lightning_logger = logging.getLogger("lightning")
     for handler in list(lightning_logger.handlers):
         lightning_logger.removeHandler(handler)
-    if is_multirun():  # each job's console output is one line; its log file keeps everything
-        quiet_console()
 
 
 def _train(cfg: DictConfig, parts: Parts) -> RunResult:
@@ -101,11 +100,23 @@ def _train(cfg: DictConfig, parts: Parts) -> RunResult:
 
 
 def quiet_console() -> None:
-    """Warnings and errors only on the console (Hydra's file handler keeps every record); wandb silent."""
+    """andrea's lines on the console, other tools' in the run's log (Hydra's file handler keeps every record):
+    their info lines (Lightning's accelerator lines, tips and model table, matplotlib's font cache) and the hint
+    Lightning gives wherever `srun` is installed, run under SLURM or not; wandb silent (its files keep its run).
+    A multirun job keeps only warnings and errors on the console: its one line is the sweep's."""
     os.environ.setdefault("WANDB_SILENT", "true")
+    logging.captureWarnings(True)  # warnings as records: each still on the console, and in the log
     for handler in logging.getLogger().handlers:
         if type(handler) is logging.StreamHandler:  # the console, not the job's log file (a FileHandler)
             handler.setLevel(logging.WARNING)
+            handler.addFilter(_not_for_the_console)
+
+
+def _not_for_the_console(record: logging.LogRecord) -> bool:
+    """False for what the console need not show: Lightning's srun hint (the run is not under SLURM's srun)."""
+    return not (
+        record.name == "py.warnings" and "The `srun` command is available on your system" in record.getMessage()
+    )
 
 
 def main() -> None:

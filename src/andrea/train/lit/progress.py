@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.callbacks import Callback, ModelSummary
 from lightning.pytorch.callbacks import RichProgressBar as _LightningRichProgressBar
 from lightning.pytorch.callbacks.progress import ProgressBar
 from lightning.pytorch.utilities.types import STEP_OUTPUT
@@ -36,6 +36,7 @@ class PlainProgressBar(_ShowsStepMetrics):
         super().__init__()
         self.every_n_steps = every_n_steps
         self._enabled = True
+        self._fresh_val = False  # a validation ended since the last line: its numbers are news
 
     def disable(self) -> None:
         self._enabled = False
@@ -53,12 +54,25 @@ class PlainProgressBar(_ShowsStepMetrics):
         if self._enabled:
             self._line(trainer, pl_module)
 
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._fresh_val = not trainer.sanity_checking
+
     def _line(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """The step's numbers; a validation's only on the first line after it (not repeated as news)."""
         metrics = self.get_metrics(trainer, pl_module)
         metrics.pop("v_num", None)
+        if not self._fresh_val:
+            metrics = {k: v for k, v in metrics.items() if not k.startswith("val")}
+        self._fresh_val = False
         shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items())
-        total = trainer.max_steps if trainer.max_steps > 0 else "?"
+        total = trainer.max_steps if trainer.max_steps > 0 else _planned_steps(trainer)
         print(f"step {trainer.global_step}/{total} epoch {trainer.current_epoch} {shown}", flush=True)
+
+
+def _planned_steps(trainer: L.Trainer) -> int | str:
+    """The steps max_epochs makes, where Lightning can count them ("?" where it cannot: an endless run)."""
+    steps = trainer.estimated_stepping_batches
+    return int(steps) if steps != float("inf") else "?"
 
 
 def progress_callbacks(callbacks: list[Callback], multirun: bool) -> tuple[list[Callback], dict[str, bool]]:
@@ -68,6 +82,9 @@ def progress_callbacks(callbacks: list[Callback], multirun: bool) -> tuple[list[
     others = [c for c in callbacks if not isinstance(c, ProgressBar)]
     if multirun:
         return others, {"enable_progress_bar": False, "enable_model_summary": False}
+    # the model's table into the run's log, not onto the console (Lightning's own logger: andrea.cli.train's
+    # quiet console keeps its info lines for the log file), unless the config has a summary of its own
+    table = [] if any(isinstance(c, ModelSummary) for c in callbacks) else [ModelSummary(max_depth=1)]
     if sys.stdout.isatty() or any(isinstance(c, PlainProgressBar) for c in callbacks):
-        return callbacks, {}
-    return [*others, PlainProgressBar()], {}  # in place of Rich's bar, or of the TQDM bar Lightning would add
+        return [*callbacks, *table], {}
+    return [*others, PlainProgressBar(), *table], {}  # in place of Rich's bar, or of the TQDM bar Lightning adds
