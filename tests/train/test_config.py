@@ -64,8 +64,7 @@ BIG_EXPERIMENTS = ("andrea-120m", "andrea-12m-shakespeare")  # their models' dry
 
 
 def experiment_marks(experiment: str) -> list[pytest.MarkDecorator]:
-    marks = [pytest.mark.slow] if experiment in BIG_EXPERIMENTS else []
-    return marks + [pytest.mark.corpus] if "shakespeare" in experiment else marks  # reads the corpus package
+    return [pytest.mark.slow] if experiment in BIG_EXPERIMENTS else []
 
 
 @pytest.mark.parametrize(

@@ -107,7 +107,6 @@ def test_tiny_gpt_on_text(tmp_path):
 
 
 @pytest.mark.slow  # reason: tokenises the whole Shakespeare corpus (5 MB) and runs ANDREA-12M steps on CPU
-@pytest.mark.corpus
 def test_andrea_12m_shakespeare_smoke(tmp_path):
     overrides = ["experiment=andrea-12m-shakespeare", "trainer.max_steps=3", "model.scheduler.warmup_steps=1",
                  "data.samples_per_epoch=48", "trainer.limit_val_batches=2", "logger=none"]  # fmt: skip

