@@ -29,8 +29,10 @@ def test_andrea_demo_shows_every_backend_that_runs_here_and_names_the_others(tmp
     for backend in ("naive", "eager", "sdpa"):
         assert f"│ {backend} " in done.stdout
     assert "not run here: triton: attention backend 'triton' runs on CUDA GPUs" in " ".join(done.stdout.split())
-    pictures = {path.name for path in tmp_path.glob("outputs/*/*/*.png")}  # in its own run dir
-    assert pictures == {"mask.png", "attention_heads.png"}
+    (folder,) = tmp_path.glob("logs/demo/*")  # a dated folder of its own under the run root, named on the console
+    assert {path.name for path in folder.glob("*.png")} == {"mask.png", "attention_heads.png"}
+    assert f"wroteinto{folder}:" in "".join(done.stdout.split())  # however the console wraps it
+    assert "flex: its first call traces and compiles its kernel" in done.stdout  # the long first call announced
 
 
 @pytest.mark.slow  # reason: an andrea-show-mask process (4 s)
@@ -41,6 +43,7 @@ def test_andrea_show_mask_as_the_readme_shows_it(tmp_path):
     rows = done.stdout.splitlines()[1:11]
     assert rows[2] == "■■■■······"  # inside the prefix a query looks ahead, within the window
     assert rows[6] == "····■■■···"  # after it: the causal window of 3
+    assert (tmp_path / "prefix_lm_4_sliding_window_3_bidirectional.png").exists()  # a plain file name
 
 
 @pytest.mark.slow(reason="trains, then runs export, sample and inspect on the checkpoint (~1 min)")

@@ -32,7 +32,9 @@ def test_tokens_on_both_axes():
     tokens = [f"w{i}" for i in range(10)]
     layout = viz.grid_layout(1, 6, 6, start=4, tokens=tokens)
     assert [label for _, label in layout.x_ticks] == tokens[4:] == [label for _, label in layout.y_ticks]
-    assert not viz.grid_layout(1, 60, 60, tokens=[str(i) for i in range(60)]).tokens  # too many: positions
+    text = viz.grid_layout(1, 64, 64, tokens=[chr(65 + i % 26) for i in range(64)])  # a character model's context
+    assert text.tokens and len(text.x_ticks) == 64  # every position labelled
+    assert not viz.grid_layout(1, 200, 200, tokens=[str(i) for i in range(200)]).tokens  # too many: positions
 
 
 def test_a_log_scale_shows_weights_near_one_over_t(tmp_path):

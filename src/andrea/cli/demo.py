@@ -7,7 +7,7 @@
 Prints how far each backend that can run here is from `naive` on the same weights
 and input (and names each one that cannot, with its reason), one head's attention
 weights as a text heatmap, and writes PNGs of the mask and of every head's weights
-into the run directory.
+into a dated folder of its own, logs/demo/<date>_<time>, which it names.
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ def demo_app(cfg: DictConfig) -> None:
     latent = cast(dict | None, OmegaConf.to_container(cfg.block.latent) if cfg.block.latent is not None else None)
     results, cannot = {}, {}  # backend -> (output, weights, milliseconds); backend -> why it cannot run here
     for name in backend_registry.names():
+        if name == "flex" and x.device.type == "cpu":
+            console.print(
+                "flex: its first call traces and compiles its kernel, on a CPU up to half a minute the first time"
+            )
         try:
             other = MultiHeadSelfAttention(
                 block.d_model, block.heads.n_head, block.heads.n_kv_head, backend=name,
@@ -79,7 +83,7 @@ def demo_app(cfg: DictConfig) -> None:
         weights[0], run_dir / "attention_heads.png", f"{block.mask.name} · {block.mechanism.label}",
         signed=block.mechanism.signed, subtitle=block.mechanism.weights_meaning, masked=hidden,
     )  # fmt: skip
-    console.print(f"wrote {mask_png} and {maps_png}")
+    console.print(f"wrote into {run_dir}: {Path(mask_png).name} (the mask) and {Path(maps_png).name} (every head)")
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ and writes it as a PNG. Any registered strategy, composed with & and |.
 from __future__ import annotations
 
 import argparse
+import re
 
 from andrea.attention import mask_registry, parse_mask
 from andrea.attention.masks.draw import mask_as_text
@@ -23,7 +24,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("expression", help=f"a mask expression over: {', '.join(mask_registry.names())}")
     parser.add_argument("--length", type=int, default=16, help="sequence length to draw (default 16)")
-    parser.add_argument("-o", "--output", help="PNG file to write (default: <mask name>.png)")
+    parser.add_argument(
+        "-o", "--output", help="PNG file to write (default: the mask's name, e.g. causal_sliding_window_4.png)"
+    )
     args = parser.parse_args(argv)
     if args.length <= 0:
         parser.error(f"--length={args.length} must be a positive integer")
@@ -37,7 +40,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(err))
     print(mask.name)
     print(mask_as_text(mask, args.length))
-    print(f"wrote {mask.draw(args.output or f'{mask.name}.png', length=args.length)}")
+    print(f"wrote {mask.draw(args.output or file_name(mask.name), length=args.length)}")
+
+
+def file_name(mask_name: str) -> str:
+    """A plain file name for a mask: letters, digits and underscores (no parentheses, & or | a shell trips on)."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", mask_name).strip("_") + ".png"
 
 
 if __name__ == "__main__":

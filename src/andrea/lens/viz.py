@@ -25,7 +25,7 @@ SIGNED_LABEL = "signed weight (linear: red < 0 < blue)"  # weights that can be n
 # near-white), so that it never reads as a weight of 0; the PNG maps and the explorer page alike
 MASKED_RGB = (184, 180, 172)  # a warm grey: no antialiased black text on white gives it either
 MASKED_LABEL = "masked: the query may not see the key"
-MAX_TOKEN_LABELS = 48  # beyond this many positions, numbered ticks instead of the tokens
+MAX_TOKEN_LABELS = 128  # beyond this many positions, numbered ticks instead of the tokens (sinks' 128 labelled)
 PANEL = 256  # pixels a head's map takes at most, each side
 MAPS_DIR = "attention_maps"  # a run dir's folder of map PNGs, unless callbacks.attention_maps.dirname says otherwise
 _MAP_FILE = re.compile(r"layer(\d+)_step(\d+)\.png")
