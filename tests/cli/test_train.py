@@ -189,7 +189,7 @@ def test_multirun_sweep_summary_and_wandb_groups(tmp_path):
     assert [int(r["parameters"]) for r in rows] == [9344, 8320, 9344, 8320]  # GQA: half the k and v weights
     summary = (sweep_dir / "summary.md").read_text().splitlines()
     assert summary[0].startswith("| job | overrides | differs | status | exit_code | error | parameters |")
-    assert len(summary) == 2 + 4
+    assert len([line for line in summary if line.startswith("|")]) == 2 + 4  # (a busy machine adds a note below)
     # the sweep's console: a line per job and one line with the report, never the jobs' tables and bars
     assert result.stdout.splitlines()[-1] == f"sweep report: {sweep_dir / 'report.html'} (4 of 4 jobs completed)"
     assert len(result.stdout.splitlines()) < 20 and "Trainable params" not in result.stdout
