@@ -1,0 +1,34 @@
+"""The documentation site (mkdocs.yml) builds with every warning an error, and a browser shows its front page and
+an API page generated from the docstrings."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_the_site_builds_strict_and_a_browser_shows_its_front_page_and_an_api_page(tmp_path, browser):
+    from selenium.webdriver.common.by import By
+
+    site = tmp_path / "site"
+    mkdocs = Path(sys.executable).with_name("mkdocs")
+    done = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    browser.get((site / "index.html").as_uri())
+    assert browser.find_element(By.TAG_NAME, "h1").text == "andrea"
+    nav = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "nav.md-nav a") if a.text]
+    assert "Reproductions" in nav and "The lens (andrea.lens)" in nav
+    browser.save_screenshot(str(tmp_path / "front.png"))
+    browser.get((site / "api" / "lens" / "index.html").as_uri())
+    headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, ".doc-heading")]
+    assert any(h.startswith("run_with_cache") for h in headings), headings  # from the docstrings
+    assert "Looking inside a network" in browser.find_element(By.CSS_SELECTOR, ".doc-contents").text
+    browser.save_screenshot(str(tmp_path / "api.png"))
+    assert (tmp_path / "front.png").stat().st_size > 10_000 and (tmp_path / "api.png").stat().st_size > 10_000
