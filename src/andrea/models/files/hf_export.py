@@ -1,0 +1,127 @@
+"""An ANDREA GPT as a Hugging Face GPT-2 folder (`andrea-export <ckpt> <folder> --format hf`): config.json,
+model.safetensors under GPT-2's names, generation_config.json and, for a model of GPT-2's tokens, the tokenizer's
+files. `transformers.AutoModelForCausalLM.from_pretrained(folder)` loads it with andrea's logits, and
+TransformerLens's bridge boots from it.
+
+GPT-2's architecture holds an ANDREA GPT with learned positions, attention in every layer, MHA heads, softmax,
+the causal mask and a GELU (exact or tanh) or ReLU MLP; LayerNorm and a tied LM head it always has. A model
+without biases (bias=false) is written with zero biases, which compute the same. Anything else is refused in
+one line naming what does not fit. The inverse of andrea.models.files.gpt2's import, name for name.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from torch import Tensor, nn
+
+from andrea.models.files import gpt2
+
+ACTIVATION_FUNCTIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}  # ours -> GPT2Config's
+EOT = 50256  # GPT-2's <|endoftext|>
+
+
+def does_not_fit(config: dict[str, Any]) -> str | None:
+    """What of an andrea net config GPT-2's architecture cannot hold, or None."""
+    attention = config.get("attention") or {}
+    layout = config.get("layout") or [str((config.get("mixer") or {}).get("name", "attention"))]
+    found = {
+        "the model": (config.get("_target_"), "andrea.models.gpt.GPT"),
+        "position": (config.get("position"), "learned"),
+        "mechanism": ((attention.get("mechanism") or {}).get("name", "softmax"), "softmax"),
+        "mask": ((attention.get("mask") or {}).get("name", "causal"), "causal"),
+        "heads": ("mla" if attention.get("latent") else _kind(attention), "mha"),
+        "layers": (",".join(sorted(set(layout))), "attention"),
+    }
+    for what, (value, wanted) in found.items():
+        if value != wanted:
+            return f"{what} is {value}; GPT-2's architecture holds {wanted} only"
+    if config.get("activation", "gelu") not in ACTIVATION_FUNCTIONS:
+        return f"activation is {config.get('activation')}; GPT-2 takes {', '.join(ACTIVATION_FUNCTIONS)}"
+    return None
+
+
+def _kind(attention: dict[str, Any]) -> str:
+    n_head, n_kv = attention.get("n_head"), attention.get("n_kv_head")
+    return "mha" if n_kv in (None, n_head) else f"gqa (n_kv_head={n_kv} of n_head={n_head})"
+
+
+def write_folder(net: nn.Module, config: dict[str, Any], tokenizer: str | None, folder: Path) -> list[str]:
+    """The Hugging Face folder; returns the names of the files written. ValueError where GPT-2 cannot hold it."""
+    problem = does_not_fit(config)
+    if problem:
+        raise ValueError(f"--format hf: {problem}; export it with andrea-export's own format (.safetensors)")
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(gpt2_tensors(net, config), str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(hf_config(config), indent=2))
+    generation = {"bos_token_id": EOT, "eos_token_id": EOT} if tokenizer == gpt2.TOKENIZER else {}
+    (folder / "generation_config.json").write_text(json.dumps({**generation, "max_length": config["max_context"]}))
+    written = ["config.json", "model.safetensors", "generation_config.json"]
+    if tokenizer == gpt2.TOKENIZER:
+        written += _tokenizer_files(folder, config["max_context"])
+    return written
+
+
+def hf_config(config: dict[str, Any]) -> dict[str, Any]:
+    """GPT2Config's values for an andrea net config that fits."""
+    return {
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "vocab_size": config["vocab_size"],
+        "n_positions": config["max_context"],
+        "n_embd": config["d_model"],
+        "n_layer": config["n_layer"],
+        "n_head": config["attention"]["n_head"],
+        "n_inner": config.get("mlp_ratio", 4) * config["d_model"],
+        "activation_function": ACTIVATION_FUNCTIONS[config.get("activation", "gelu")],
+        "layer_norm_epsilon": 1e-5,  # torch's LayerNorm default, which andrea's keeps
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        "tie_word_embeddings": True,
+        "bos_token_id": EOT,
+        "eos_token_id": EOT,
+        "torch_dtype": "float32",
+    }
+
+
+def gpt2_tensors(net: nn.Module, config: dict[str, Any]) -> dict[str, Tensor]:
+    """andrea's tensors under GPT-2's names, Linear weights transposed to Conv1D's layout, missing biases as 0."""
+    ours = {name: tensor.detach().float().cpu() for name, tensor in net.state_dict().items()}
+    tensors = {}
+    for theirs, name in gpt2._our_names(config["n_layer"]).items():
+        if name in ours:
+            tensors[theirs] = ours[name]
+        elif name.endswith(".bias"):  # bias=false: the bias of the weight beside it, zero
+            weight = ours[name.removesuffix(".bias") + ".weight"]
+            conv1d = any(k in theirs for k in ("c_attn", "c_proj", "c_fc"))
+            tensors[theirs] = torch.zeros(weight.shape[0] if conv1d else weight.shape[-1])
+        else:
+            raise ValueError(f"--format hf: the network has no {name}")
+    return {
+        name: gpt2._as_linear(name, t).contiguous() for name, t in tensors.items()
+    }  # a transpose is its own inverse
+
+
+def _tokenizer_files(folder: Path, max_length: int) -> list[str]:
+    """GPT-2's vocab.json and merges.txt (the encoder.json and vocab.bpe andrea's gpt2 tokenizer reads)."""
+    from andrea.data.tokenizers import gpt2_files  # the checked files andrea's gpt2 tokenizer reads
+
+    files = gpt2_files()
+    shutil.copyfile(files / "encoder.json", folder / "vocab.json")
+    shutil.copyfile(files / "vocab.bpe", folder / "merges.txt")
+    special = "<|endoftext|>"
+    settings = {
+        "tokenizer_class": "GPT2Tokenizer", "model_max_length": max_length, "bos_token": special,
+        "eos_token": special, "unk_token": special, "add_prefix_space": False,
+    }  # fmt: skip
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings, indent=2))
+    (folder / "special_tokens_map.json").write_text(
+        json.dumps({k: special for k in ("bos_token", "eos_token", "unk_token")})
+    )
+    return ["vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"]
