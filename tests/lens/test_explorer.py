@@ -1,6 +1,8 @@
 """The explorer page for a mechanism with signed weights (differential attention), opened in a browser:
 the weights it reads back keep their sign, negative ones are drawn red, and the page says what they are."""
 
+import json
+
 import pytest
 import torch
 
@@ -57,6 +59,9 @@ def test_the_explorer_s_panels_in_a_browser(induction_run, browser, tmp_path, mo
     inspect_cli.main()
     capsys.readouterr()
     browser.get(page.as_uri())
+    best = json.loads((run_dir / "result.json").read_text())["verdict"]["best"]
+    assert browser.find_element(By.ID, "selected").text == best  # opened on the run's best induction head
+    assert f"opened on {best}: the run's best induction head" in browser.find_element(By.TAG_NAME, "body").text
     about = browser.find_element(By.CSS_SELECTOR, ".about").text
     assert about == "checkpoint last.ckpt · backend eager · mechanism softmax · mask causal · ablated (zero): L1H1"
     ablated = browser.find_elements(By.CSS_SELECTOR, ".head.ablated")

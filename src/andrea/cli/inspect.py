@@ -116,6 +116,18 @@ def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
     return {layer: sorted(found) for layer, found in sorted(frames.items())}
 
 
+def task_head(run_dir: Path | None) -> tuple[str, str] | None:
+    """The head the run's task needs and the run found best for it (its result's verdict: "L1H2" and why), or
+    None: no run, a task that needs no attention, or a run that recorded no verdict."""
+    from andrea.utils.run_result import RESULT_FILE, RunResult
+
+    result = run_dir / RESULT_FILE if run_dir is not None else None
+    verdict = RunResult.read(result).verdict if result is not None and result.is_file() else None
+    if not verdict or not verdict.get("best"):
+        return None
+    return str(verdict["best"]), f"the run's best {verdict['role']} head, what its task needs ({verdict['needs']})"
+
+
 def _measures(
     net: object,
     model: Network,
@@ -156,7 +168,7 @@ def inspect_app(cfg: DictConfig) -> None:
     except (SettingError, ValueError, FileNotFoundError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
         sys.exit(2)
-    about = _about(model, cfg)
+    about = _about(model, cfg, task_head(run_dir))
     labels = token_labels(tokenizer, ids[0].tolist())
     means = head_means(model, [ids]) if cfg.ablation == "mean" and heads else None
     with intervene(model, dict.fromkeys(heads, None if means is not None else 0.0), means):
@@ -168,7 +180,7 @@ def inspect_app(cfg: DictConfig) -> None:
     print(f"explorer: {out}")
 
 
-def _about(model: Network, cfg: DictConfig) -> About:
+def _about(model: Network, cfg: DictConfig, start: tuple[str, str] | None) -> About:
     """The page's header: the first layer's mask and what its weights are; every layer's label (a mechanism, a
     mixer), and the backend of its attention layers (a network without any: its mixers')."""
     from andrea.attention.block import MultiHeadSelfAttention
@@ -181,7 +193,7 @@ def _about(model: Network, cfg: DictConfig) -> About:
     first = styles[0]
     return About(
         Path(cfg.ckpt_path).name, backends[0] if backends else labels, labels, first.mask, first.meaning,
-        any(style.signed for style in styles), list(cfg.ablate), cfg.ablation,
+        any(style.signed for style in styles), list(cfg.ablate), cfg.ablation, *(start or (None, "")),
     )  # fmt: skip
 
 

@@ -7,7 +7,7 @@ const bytes = b64 => Uint8Array.from(atob(b64), c => c.charCodeAt(0));
 const views = D.views.map(v => ({...v, colours: bytes(v.colours), weights: bytes(v.weights), masked: bytes(v.masked)}));
 const {L, H} = D;
 const MASKED = D.masked_rgb;
-let view = 0, selected = {l: 0, h: 0}, query = null;
+let view = 0, selected = {l: D.start[0], h: D.start[1]}, query = null;  // the run's task's best head
 
 const at = (v, l, h, t, j) => ((l * H + h) * v.T + t) * v.T + j;
 const weight = (v, l, h, t, j) =>

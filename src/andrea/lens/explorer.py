@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from andrea.lens.attribution import Attribution
-from andrea.lens.heads import SHORT_NAMES, head_name
+from andrea.lens.heads import SHORT_NAMES, head_name, parse_head
 from andrea.lens.viz import MASKED_LABEL, MASKED_RGB, GridLayout, colour_values, colours, grid_layout, scale_marks
 
 
@@ -53,6 +53,8 @@ class About:
     signed: bool = False
     ablated: list[str] = field(default_factory=list)
     ablation: str = "zero"
+    start: str | None = None  # the head the page opens on (the run's task's best, "L1H2"); None: L0H0
+    start_why: str = ""  # why that head, said beside it
 
 
 def _encode(view: View, signed: bool, limit: float) -> dict:
@@ -98,8 +100,8 @@ def explorer_page(
 </head><body>
 <h1>{html.escape(title)}</h1>
 {_about(about)}
-<p>Hover a query token to see what it attends to in the selected head (<b id="selected"></b>); click a head to
-select it and enlarge it. Weights: {html.escape(about.meaning)}.</p>
+<p>Hover a query token to see what it attends to in the selected head (<b id="selected"></b>{_why(about)}); click a
+head to select it and enlarge it. Weights: {html.escape(about.meaning)}.</p>
 <div class="views">{choices}</div>
 {_legend(layout)}
 <div>queries (hover):</div><div id="queries" class="strip"></div>
@@ -113,6 +115,11 @@ select it and enlarge it. Weights: {html.escape(about.meaning)}.</p>
 <script>{_asset("explorer.js")}</script>
 </body></html>
 """
+
+
+def _why(about: About) -> str:
+    """Why the page opens on its head: the run's task's best one."""
+    return f", opened on {html.escape(about.start)}: {html.escape(about.start_why)}" if about.start else ""
 
 
 def _limit(views: list[View]) -> float:
@@ -140,7 +147,8 @@ def _payload(
     """What the page's script reads, as JSON that cannot close its script element early."""
     data = {
         "L": len(views[0].weights), "H": views[0].weights[0].shape[0], "signed": about.signed, "limit": limit,
-        "ablated": about.ablated, "short": SHORT_NAMES, "views": [_encode(v, about.signed, limit) for v in views],
+        "ablated": about.ablated, "start": list(parse_head(about.start)) if about.start else [0, 0],
+        "short": SHORT_NAMES, "views": [_encode(v, about.signed, limit) for v in views],
         "lut": colours(np.linspace(0, 1, 256), about.signed).tolist(), "masked_rgb": list(MASKED_RGB),
         "composition": {mode: s.tolist() for mode, s in (composition or {}).items()},
         "steps": {str(layer): [[step, _data_url(p)] for step, p in frames] for layer, frames in (steps or {}).items()},
