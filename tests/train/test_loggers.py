@@ -16,7 +16,9 @@ def test_tensorboard_scalars_and_images(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     result = quick(tmp_path, "logger=tensorboard")
-    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0, "scalars": 0})
+    (run,) = (tmp_path / "tensorboard").iterdir()  # a run of its own, not "." (andrea-train names it by its run
+    assert run.is_dir() and run.name == "run"  # folder, a sweep's job by its overrides; composed here, it has neither)
+    events = EventAccumulator(str(run), size_guidance={"images": 0, "scalars": 0})
     events.Reload()
     losses = events.Scalars("train/loss_step")
     assert [e.step for e in losses] == [0, 1, 2, 3] and result.global_step == 4
@@ -25,7 +27,9 @@ def test_tensorboard_scalars_and_images(tmp_path):
     images = events.Images("attention/layer0")
     assert [e.step for e in images] == [0, 2, 4]
     assert images[0].encoded_image_string[:4] == b"\x89PNG" and images[0].height > 0.6 * images[0].width  # a grid
-    assert custom_scalar_charts(tmp_path / "tensorboard") == {
+    every_head = events.Images("head_roles/every_head")  # a line per head, each its own colour, with a legend
+    assert len(every_head) == 1 and every_head[0].encoded_image_string[:4] == b"\x89PNG"
+    assert custom_scalar_charts(run) == {
         f"{role} · layer 0": [rf"heads/{role}/L0H\d+$"]
         for role in ("entropy", "previous_token", "first_token", "induction")
     }  # one chart per role and layer, every head a line (the Custom Scalars tab)

@@ -20,6 +20,7 @@ from hydra_plugins import andrea_configs
 RESOLVERS: dict[str, Callable[..., Any]] = {
     "andrea.sweep_group": sweep_group,
     "andrea.run_name": run_name,
+    "andrea.tensorboard_run": lambda: (run_name() or "run").replace("/", "_"),  # a folder's name: no "/"
     "andrea.run_id": run_id,
     "andrea.config_subdir": config_subdir,
     "andrea.slurm_gpus_per_node": gpus_per_node,

@@ -2,7 +2,8 @@
 
     layout(roles, n_layer)   how the head-role scalars are grouped (TensorBoard's custom-scalar layout)
     image(key, path, step)   an attention map's PNG
-    role_charts(history)     the head-role scores of every record as charts (wandb's line series, at the end)
+    role_charts(history)     the head-role scores of every record as charts, a line per head (at the end: wandb's
+                             line series, TensorBoard's figure)
     finish(status)           the logger's run closed, so the next job in this process starts its own
 
 `dashboard(logger)` gives a logger its adapter: wandb, TensorBoard, and for any other logger (CSV, a user's) the
@@ -52,6 +53,13 @@ class TensorBoardDashboard(Dashboard):
 
         image = imread(path)[..., :3]  # (H, W, 3) floats in [0, 1]
         self.logger.experiment.add_image(key, image, global_step=step, dataformats="HWC")
+
+    def role_charts(self, history: History) -> None:
+        """Every role and layer as a chart whose lines are the heads, each its own colour, with a legend (an image:
+        TensorBoard's custom scalars colour a run's lines alike)."""
+        if history:
+            figure = role_figure(history)
+            self.logger.experiment.add_figure("head_roles/every_head", figure, global_step=history[-1][0])
 
 
 class WandbDashboard(Dashboard):
@@ -103,6 +111,31 @@ def grouped_charts(history: History) -> dict[str, Any]:
         title = f"{role} · layer {layer}"
         charts[f"head_roles/{role}_L{layer}"] = wandb.plot.line_series(steps, ys, keys=keys, title=title, xname="step")
     return charts
+
+
+def role_figure(history: History) -> Any:
+    """A matplotlib figure: a panel per role and layer, x the step, a line per head with its own colour and a
+    legend (the figure TensorBoard shows; wandb draws its own line series)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = sorted(_series(history).items())
+    columns = min(4, len(series))
+    rows = -(-len(series) // columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(4 * columns, 3 * rows), dpi=100, squeeze=False, layout="constrained"
+    )
+    for ax, ((role, layer), heads) in zip(axes.flat, series, strict=False):
+        for h, points in sorted(heads.items()):
+            ax.plot(*zip(*points, strict=True), marker=".", label=f"L{layer}H{h}")
+        ax.set(title=f"{role} · layer {layer}", xlabel="step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in axes.flat[len(series) :]:
+        ax.axis("off")
+    return fig
 
 
 def _series(history: History) -> dict[tuple[str, int], dict[int, list[tuple[int, float]]]]:
