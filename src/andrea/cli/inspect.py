@@ -26,7 +26,15 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from andrea.cli.app import SettingError, run_app
-from andrea.cli.inspect_reports import ablation_effect, importance, patching, validation_batches, validation_rows
+from andrea.cli.inspect_reports import (
+    ablation_effect,
+    importance,
+    patching,
+    task_head,
+    training_frames,
+    validation_batches,
+    validation_rows,
+)
 from andrea.cli.prompt import encode_prompt, pick_tokenizer, token_labels
 from andrea.train.hydra_run import task_overrides
 from andrea.train.keys import check_added_keys
@@ -96,36 +104,6 @@ def input_ids(cfg: DictConfig, tokenizer: object, vocab_size: int, run_dir: Path
     if len(ids) > cfg.max_tokens:
         raise SettingError(f"the input is {len(ids)} tokens, more than max_tokens={cfg.max_tokens}; shorten it")
     return torch.tensor([ids], device=cfg.device)
-
-
-def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
-    """layer -> [(step, PNG)] of the maps the run drew, in the folder its result.json names."""
-    from andrea.lens.viz import MAPS_DIR, parse_map_file
-    from andrea.utils.run_result import RESULT_FILE, RunResult
-
-    frames: dict[int, list[tuple[int, Path]]] = {}
-    if run_dir is None:
-        return frames
-    result = run_dir / RESULT_FILE
-    drawn = RunResult.read(result).attention_maps if result.is_file() else None
-    folder = run_dir / (Path(drawn).name if drawn else MAPS_DIR)  # the run's own folder, wherever the run dir is now
-    for png in sorted(folder.glob("*.png")):
-        found = parse_map_file(png.name)
-        if found is not None:
-            frames.setdefault(found[0], []).append((found[1], png))
-    return {layer: sorted(found) for layer, found in sorted(frames.items())}
-
-
-def task_head(run_dir: Path | None) -> tuple[str, str] | None:
-    """The head the run's task needs and the run found best for it (its result's verdict: "L1H2" and why), or
-    None: no run, a task that needs no attention, or a run that recorded no verdict."""
-    from andrea.utils.run_result import RESULT_FILE, RunResult
-
-    result = run_dir / RESULT_FILE if run_dir is not None else None
-    verdict = RunResult.read(result).verdict if result is not None and result.is_file() else None
-    if not verdict or not verdict.get("best"):
-        return None
-    return str(verdict["best"]), f"the run's best {verdict['role']} head, what its task needs ({verdict['needs']})"
 
 
 def _measures(

@@ -1,5 +1,6 @@
-"""What andrea-inspect computes besides the page: the head-importance table, what an ablation costs, the
-patching heatmaps, and the validation rows they (and the page's mean view) read."""
+"""What andrea-inspect computes besides the page, and what it reads from the run: the head-importance table, what
+an ablation costs, the patching heatmaps, the validation rows they (and the page's mean view) read, the maps the
+run drew, and the head its task needs."""
 
 from __future__ import annotations
 
@@ -148,3 +149,33 @@ def one_token(tokenizer: object, value: object, key: str) -> int:
     if len(ids) != 1:
         raise SettingError(f"{key}={value!r} is {len(ids)} tokens ({ids}); give one token, or its id")
     return int(ids[0])
+
+
+def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
+    """layer -> [(step, PNG)] of the maps the run drew, in the folder its result.json names."""
+    from andrea.lens.viz import MAPS_DIR, parse_map_file
+    from andrea.utils.run_result import RESULT_FILE, RunResult
+
+    frames: dict[int, list[tuple[int, Path]]] = {}
+    if run_dir is None:
+        return frames
+    result = run_dir / RESULT_FILE
+    drawn = RunResult.read(result).attention_maps if result.is_file() else None
+    folder = run_dir / (Path(drawn).name if drawn else MAPS_DIR)  # the run's own folder, wherever the run dir is now
+    for png in sorted(folder.glob("*.png")):
+        found = parse_map_file(png.name)
+        if found is not None:
+            frames.setdefault(found[0], []).append((found[1], png))
+    return {layer: sorted(found) for layer, found in sorted(frames.items())}
+
+
+def task_head(run_dir: Path | None) -> tuple[str, str] | None:
+    """The head the run's task needs and the run found best for it (its result's verdict: "L1H2" and why), or
+    None: no run, a task that needs no attention, or a run that recorded no verdict."""
+    from andrea.utils.run_result import RESULT_FILE, RunResult
+
+    result = run_dir / RESULT_FILE if run_dir is not None else None
+    verdict = RunResult.read(result).verdict if result is not None and result.is_file() else None
+    if not verdict or not verdict.get("best"):
+        return None
+    return str(verdict["best"]), f"the run's best {verdict['role']} head, what its task needs ({verdict['needs']})"
