@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[1]
 
 
+@pytest.mark.slow  # reason: starts a browser (Debian's Chromium, installed by .ci/run)
 def test_the_site_builds_strict_and_a_browser_shows_its_front_page_and_an_api_page(tmp_path, browser):
     from selenium.webdriver.common.by import By
 
