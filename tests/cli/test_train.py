@@ -340,7 +340,9 @@ def test_the_default_run_prints_andrea_s_lines_only_and_logs_the_rest(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     printed = (done.stdout + done.stderr).splitlines()
     assert len(printed) <= 40 and not done.stderr, printed
-    assert not [line for line in printed if any(w in line for w in ("srun", "Tip", "wandb", "GPU available", "Params"))]
+    noise = ("srun", "Tip", "wandb:", "GPU available", "Params")
+    assert not [line for line in printed if any(word in line for word in noise)]
+    assert [line for line in printed if line.startswith("dashboard: wandb's offline run ")]  # andrea says where
     progress = [line for line in printed if line.startswith("step ")]
     assert progress[0].startswith("step 50/192 epoch 0 train/loss_step=")  # the planned steps, counted
     for line in progress:  # a validation's numbers once, on the line after it, never repeated as news

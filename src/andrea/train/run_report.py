@@ -156,6 +156,9 @@ def _found_lines(result: RunResult) -> list[str]:
     """The summary's lines after the first: memory, run dir, KV cache, maps, roles, and the verdict last."""
     lines = [f"estimated training memory: {result.memory_estimate['text']}"] if result.memory_estimate else []
     lines.append(f"run dir: {result.run_dir}")
+    offline = sorted(Path(result.run_dir).glob("wandb/offline-run-*"))  # wandb is silent: where its run is
+    if offline:
+        lines.append(f"dashboard: wandb's offline run {offline[-1]} (wandb sync {offline[-1]} uploads it)")
     if result.kv_cache:
         cache = result.kv_cache
         lines.append(
