@@ -31,15 +31,20 @@ def test_the_config_group_table_lists_every_option_conf_holds():
         assert table[group] == options, (group, table[group] ^ options)
 
 
-def test_every_fenced_block_is_run_or_says_why_not():
-    """A block added to the README without a marker fails here: it is run by the slow test below, shortened only
-    through the arguments its marker appends, or marked not runnable here with the reason."""
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # the README and every page of the docs site
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_fenced_block_is_run_or_says_why_not(page):
+    """A block added to the README or a docs page without a marker fails here: it is run by the slow test below,
+    shortened only through the arguments its marker appends, or marked not runnable here with the reason."""
     from .readme_blocks import blocks
 
-    found = blocks()
-    unmarked = [f"README.md:{block.line} ({block.language or 'text'})" for block in found if block.marker is None]
+    found = blocks(page)
+    where = page.relative_to(ROOT)
+    unmarked = [f"{where}:{block.line} ({block.language or 'text'})" for block in found if block.marker is None]
     assert not unmarked, f"add a <!-- readme: ... --> marker before: {', '.join(unmarked)}"
-    assert sum(block.runs for block in found) >= 10
+    assert sum(block.runs for block in found) >= (10 if page.name == "README.md" else 0)
     for block in found:
         assert block.marker is not None  # every block is marked (above)
         assert block.runs or len(block.marker.removeprefix("not run here: ")) > 5, block.line  # a reason
