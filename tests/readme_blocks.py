@@ -1,4 +1,4 @@
-"""The fenced blocks of README.md, each with the marker that says how the tests treat it.
+"""The fenced blocks of README.md and of the docs pages, each with the marker that says how the tests treat it.
 
 A marker is an HTML comment on the line right before the block's opening fence (invisible once rendered):
 
@@ -7,10 +7,10 @@ A marker is an HTML comment on the line right before the block's opening fence (
                                                            that command (a documented way to shorten it)
     <!-- readme: not run here: GPU (every GPU of the machine) -->   with the reason, read by the test
 
-Lines run in order, README block after README block, in one folder of the test's (so a later block finds the
-runs an earlier one made), as a user's shell runs them (no test-only variables). Placeholders name what an
-earlier block made: `logs/train/runs/<run>`, `<run dir>`, `<a repetition run>` and `<ckpt>` the newest run of
-andrea-train's default task (and its last.ckpt), `logs/<task>/runs/<run>` the newest run of that task,
+Lines run in order, block after block, the README's first, then each docs page's, in one folder of the test's (so a
+later block finds the runs an earlier one made), as a user's shell runs them (no test-only variables). Placeholders
+name what an earlier block made: `logs/train/runs/<run>`, `<run dir>`, `<a repetition run>` and `<ckpt>` the newest
+run of andrea-train's default task (and its last.ckpt), `logs/<task>/runs/<run>` the newest run of that task,
 `logs/.../checkpoints/last.ckpt` and `ckpt_path=...` the newest checkpoint, `<same overrides>` the block's appended
 arguments. `pip install` lines are not run: the set-up installs what they name (.ci/run does too).
 """

@@ -79,7 +79,9 @@ def resolve(command: str, folder: Path, appended: str) -> str:
     return re.sub(r"(^|\s|\$\()(scripts|examples)/", rf"\g<1>{ROOT}/\g<2>/", command)
 
 
-@pytest.mark.slow(reason="every runnable README block, in order, shortened where its marker says (~6 min)")
+@pytest.mark.slow(
+    reason="every runnable block of the README, then the docs pages', shortened where its marker says (~6 min)"
+)
 def test_the_readme_runs_as_written(tmp_path):
     from tests.compose import plain_env
 
@@ -88,7 +90,7 @@ def test_the_readme_runs_as_written(tmp_path):
     (tmp_path / "home").mkdir()
     env = plain_env(tmp_path / "home")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    for block in blocks():
+    for page, block in ((path, block) for path in PAGES for block in blocks(path)):  # the README's first
         if not block.runs:
             continue
         appended = block.extra.get("andrea-train", "")
@@ -102,7 +104,8 @@ def test_the_readme_runs_as_written(tmp_path):
                 args = ["bash", "-c", resolved]
             done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
                                   stdin=subprocess.DEVNULL)  # fmt: skip
-            assert done.returncode == 0, f"README.md:{block.line}: {resolved}\n{done.stderr[-3000:]}"
+            where = page.relative_to(ROOT)
+            assert done.returncode == 0, f"{where}:{block.line}: {resolved}\n{done.stderr[-3000:]}"
 
 
 @pytest.mark.slow(reason="runs andrea-train and builds every preset to count its parameters (~13 s)")
