@@ -1,5 +1,6 @@
-"""README "On a cluster": its cluster block runs as written, in one shell (its `eval` sets what the later lines
-read), against the local cluster, with the shortening arguments its marker appends to each andrea-train line."""
+"""docs/cluster.md (the README's "On a cluster" points at it): its cluster block runs as written, in one shell (its
+`eval` sets what the later lines read), against the local cluster, with the shortening arguments its marker appends
+to each andrea-train line."""
 
 import csv
 import os
@@ -11,14 +12,15 @@ import pytest
 
 from tests.compose import plain_env
 from tests.readme_blocks import blocks
-from tests.test_readme import resolve
+from tests.test_readme import PAGES, resolve
 
 MARKER = "a SLURM cluster"
 
 
 @pytest.mark.slow(reason="three SLURM sweeps of small runs (6 jobs), ~2 min")
 def test_the_readme_cluster_block_runs_as_written(slurm_env, tmp_path):
-    (block,) = [b for b in blocks() if b.marker and b.marker.startswith(f"not run here: {MARKER}")]
+    found = [b for page in PAGES for b in blocks(page) if b.marker and b.marker.startswith(f"not run here: {MARKER}")]
+    (block,) = found
     appended = block.extra["andrea-train"]
     script = "\n".join(resolve(command, tmp_path, appended) for command in block.commands())
     (tmp_path / "home").mkdir()
