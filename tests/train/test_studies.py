@@ -14,7 +14,6 @@ from andrea.train.studies.base import VERDICTS
 from andrea.train.studies.diff_noise import answer_mass
 from andrea.train.studies.grokking import key_share, spectrum
 from andrea.train.studies.report import FINDINGS, verdict_lines, write_study
-from andrea.train.sweep_report import differing_overrides
 from tests.compose import compose_train
 
 QUIET = ["hydra.mode=RUN", "logger=none", "callbacks.model_checkpoint=null", "callbacks.last_checkpoint=null"]
@@ -70,7 +69,7 @@ def run_study(name, sweep_dir, jobs):
         HydraConfig.instance().cfg = None
     assert all(r.status == "completed" and r.study and r.study["name"] == name for r in results)
     settings = {"name": name, **({"every_n_steps": 10} if name == "grokking" else {})}
-    section = write_study(sweep_dir, settings, results, differing_overrides([r.overrides for r in results]))
+    section = write_study(sweep_dir, settings, results)
     return results, section, json.loads((sweep_dir / FINDINGS).read_text())
 
 
@@ -95,7 +94,7 @@ def test_a_study_records_at_its_cadence_and_keeps_its_final_numbers(tmp_path):
 
 def test_a_missing_job_makes_its_claims_inconclusive(tmp_path):
     for study in STUDIES:
-        write_study(tmp_path, {"name": study}, [], [])
+        write_study(tmp_path, {"name": study}, [])
         claims = json.loads((tmp_path / FINDINGS).read_text())["claims"]
         assert claims and all(c["verdict"] == "inconclusive" for c in claims), study
 

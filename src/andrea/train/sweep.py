@@ -135,7 +135,7 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     groups = seed_groups(results, best_over(sweep_dir))
     grouped = write_groups(sweep_dir, groups) if groups else []
     write_roles(sweep_dir, results, labels, groups)
-    found = study_section(sweep_dir, results, labels)
+    found = study_section(sweep_dir, results)
     # the log: in the run dir's cell; what the jobs ran on and the busy ones: above the table (sweep_report._ran_on)
     shown = [c for c in COLUMNS if c not in ("overrides", "error", "log", "environment", "load")] + ["error"]
     write_html(sweep_dir / REPORT, rows, shown, grouped, found)

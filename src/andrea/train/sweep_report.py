@@ -122,7 +122,7 @@ def write_html(
     their seeds grouped (andrea.train.sweep_groups) when it has any; no network; one small script sorts a table by
     a column."""
     sweep_dir = path.parent
-    image = _inline(sweep_dir / CURVES)
+    image = inline_png(sweep_dir / CURVES)
     names = {c: html.escape(HEADERS.get(c, c)) for c in columns}
     head = "".join(f'<th data-key="{c}" title="click to sort by {names[c]}">{names[c]}</th>' for c in columns)
     body = "".join(
@@ -130,7 +130,7 @@ def write_html(
         for row in rows
     )
     by_setting = _grouped_section(sweep_dir, grouped) if grouped else ""
-    roles = _inline(sweep_dir / ROLES_FIGURE)
+    roles = inline_png(sweep_dir / ROLES_FIGURE)
     over_training = (
         f'<h2>Head roles over training</h2><img alt="each role\'s best head score against the step" '
         f'src="data:image/png;base64,{roles}">'
@@ -214,7 +214,8 @@ def _log_link(row: dict) -> str:
     return f'<br><a href="{html.escape(relative)}" title="{html.escape(relative)}">log</a>'
 
 
-def _inline(png: Path) -> str:
+def inline_png(png: Path) -> str:
+    """A PNG's bytes as base64 for a data: URL in a page ('' where it was not drawn)."""
     return base64.b64encode(png.read_bytes()).decode() if png.exists() else ""
 
 
@@ -226,7 +227,7 @@ def _grouped_section(sweep_dir: Path, grouped: list[dict]) -> str:
     body = "".join(
         "<tr>" + "".join(f"{cell[c]}{html.escape(row[c])}</td>" for c in columns) + "</tr>" for row in grouped
     )
-    image = _inline(sweep_dir / GROUPED_CURVES)
+    image = inline_png(sweep_dir / GROUPED_CURVES)
     curves = f'<img alt="train loss of every setting over its seeds" src="data:image/png;base64,{image}">'
     return f"""<h2>By setting, seeds grouped: mean (min to max)</h2>
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>

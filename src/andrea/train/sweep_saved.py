@@ -26,9 +26,9 @@ def best_over(sweep_dir: Path) -> list[str]:
     return [str(key) for key in keys] if isinstance(keys, list) else []
 
 
-def study_section(sweep_dir: Path, results: list[RunResult], labels: list[str]) -> str:
+def study_section(sweep_dir: Path, results: list[RunResult]) -> str:
     """A reproduction's verdicts and figure (andrea.train.studies.report) for report.html; '' without a study."""
     from andrea.train.studies.report import write_study
 
     study = saved(sweep_dir, "study")
-    return write_study(sweep_dir, study, results, labels) if isinstance(study, dict) else ""
+    return write_study(sweep_dir, study, results) if isinstance(study, dict) else ""

@@ -39,9 +39,8 @@ class Claim:
 
 @dataclass
 class Job:
-    """One completed job of a study's sweep: its label (the overrides that differ) and its result."""
+    """One completed job of a study's sweep: its result, read by its settings and the study's records."""
 
-    label: str
     result: RunResult
 
     def setting(self, key: str, default: Any = None) -> Any:

@@ -8,7 +8,6 @@ job: a sweep that stops part-way says what its finished jobs show, a missing job
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import html
 import json
@@ -18,15 +17,16 @@ from typing import Any
 
 from andrea.train.studies import build
 from andrea.train.studies.base import Job
+from andrea.train.sweep_report import inline_png
 from andrea.utils.run_result import RunResult
 
 FINDINGS = "reproduction.json"
 
 
-def write_study(sweep_dir: Path, settings: dict[str, Any], results: Sequence[RunResult], labels: list[str]) -> str:
-    """The study's files in `sweep_dir`; returns report.html's section ('' for a sweep without a study)."""
+def write_study(sweep_dir: Path, settings: dict[str, Any], results: Sequence[RunResult]) -> str:
+    """The study's files in `sweep_dir`; returns report.html's section."""
     study = build(settings)
-    jobs = [Job(label, r) for r, label in zip(results, labels, strict=True) if r.status == "completed"]
+    jobs = [Job(r) for r in results if r.status == "completed"]
     figure = sweep_dir / f"{study.name}.png"
     claims = study.findings(jobs, figure)
     found = {
@@ -71,10 +71,8 @@ def _html(found: dict[str, Any], figure: Path) -> str:
         f'<td class="wrap">{html.escape(c["ours"])}</td><td class="verdict">{html.escape(c["verdict"])}</td></tr>'
         for c in found["claims"]
     )
-    image = ""
-    if figure.exists():
-        data = base64.b64encode(figure.read_bytes()).decode()
-        image = f'<img alt="{html.escape(found["title"])}" src="data:image/png;base64,{data}">'
+    data = inline_png(figure)
+    image = f'<img alt="{html.escape(found["title"])}" src="data:image/png;base64,{data}">' if data else ""
     return (
         f'<h2>Reproduction: {html.escape(found["title"])}</h2>\n<table class="claims"><thead><tr><th>claim</th>'
         f"<th>paper</th><th>here</th><th>verdict</th></tr></thead><tbody>{rows}</tbody></table>\n{image}\n"
