@@ -78,10 +78,14 @@ def _best_of_each_seed(results: list[RunResult]) -> list[RunResult]:
         seed = next((o.partition("=")[2] for o in result.overrides if _key(o) == SEED), "")
         by_seed.setdefault(seed, []).append(result)
 
-    def rank(r: RunResult) -> tuple:
-        return (r.status == "completed", r.val_acc if r.val_acc is not None else -1.0, -(r.val_loss or math.inf))
+    return [max(runs, key=standing) for runs in by_seed.values()]
 
-    return [max(runs, key=rank) for runs in by_seed.values()]
+
+def standing(result: RunResult) -> tuple:
+    """How runs compare when the best stands for them: completed first, then the highest val accuracy, then the
+    lowest val loss (max() picks the best)."""
+    return (result.status == "completed", result.val_acc if result.val_acc is not None else -1.0,
+            -(result.val_loss or math.inf))  # fmt: skip
 
 
 def spread(values: list[float], digits: int = 3) -> str:

@@ -104,6 +104,15 @@ class Study:
         return study
 
 
+def by_setting(jobs: list[Job], key: str, default: Any = None) -> dict[Any, list[Job]]:
+    """The jobs grouped by one setting's value (`mechanism.name`, `model.net.n_layer`), in the order each value
+    first appears."""
+    groups: dict[Any, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(job.setting(key, default), []).append(job)
+    return groups
+
+
 def net_of(module: torch.nn.Module) -> Network:
     """The network a LanguageModelModule trains."""
     return network(module.get_submodule("net"))

@@ -9,7 +9,6 @@ with the most weight on the answer is the model's retrieval head; the claims com
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from andrea.train.studies.base import UNSURE, Claim, Job, Study, judged, net_of
+from andrea.data.tasks import IGNORE_INDEX
+from andrea.train.studies.base import UNSURE, Claim, Job, Study, by_setting, judged, net_of
 
 ROWS = 256  # validation rows read
 
@@ -32,14 +32,12 @@ class DiffNoise(Study):
         batch = data.probe_batch(ROWS)
         ids, labels = batch["input_ids"], batch["labels"]
         _, weights = net_of(module)(ids, return_weights=True)
-        answer, rest = answer_mass(weights[-1].float(), ids, labels != -100)  # (H,), (H,)
+        answer, rest = answer_mass(weights[-1].float(), ids, labels != IGNORE_INDEX)  # (H,), (H,)
         best = int(answer.argmax())
         return {"answer": answer.tolist(), "rest": rest.tolist(), "head": best}
 
     def findings(self, jobs: list[Job], figure: Path) -> list[Claim]:
-        runs: dict[str, list[Job]] = defaultdict(list)
-        for job in jobs:
-            runs[str(job.setting("mechanism.name", "softmax"))].append(job)
+        runs = by_setting(jobs, "mechanism.name", "softmax")
         _plot(runs, figure)
         return [_compare(runs, "answer", more=True), _compare(runs, "rest", more=False)]
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from andrea.data.tasks import IGNORE_INDEX
 from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, first_reaching, logits
 
 KEY = 5  # frequencies counted as "a few" (Nanda et al. find five for p = 113)
@@ -64,7 +65,7 @@ def _embedding(module: torch.nn.Module) -> Tensor:
 
 
 def _accuracy(module: torch.nn.Module, ids: Tensor, labels: Tensor) -> float:
-    scored = labels != -100
+    scored = labels != IGNORE_INDEX
     return float((logits(module, ids).argmax(dim=-1)[scored] == labels[scored]).float().mean())
 
 

@@ -10,7 +10,6 @@ andrea.lens.head_roles.InductionScore). A claim is judged in each seed and holds
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import torch
 
 from andrea.lens.head_roles import InductionScore
-from andrea.train.studies.base import UNSURE, Claim, Job, Study, judged, net_of, token_losses
+from andrea.train.studies.base import UNSURE, Claim, Job, Study, by_setting, judged, net_of, token_losses
 
 ROWS = 256  # validation rows each record reads
 NEAR = 2  # records: the steepest drop of the score and the steepest rise of the head "coincide" within this many
@@ -45,9 +44,7 @@ class InductionBump(Study):
         return {"in_context": float(losses[late] - losses[early]), "prefix_matching": float(scores.compute().max())}
 
     def findings(self, jobs: list[Job], figure: Path) -> list[Claim]:
-        by_layers: dict[int, list[Job]] = defaultdict(list)
-        for job in jobs:
-            by_layers[int(job.setting("model.net.n_layer", 0))].append(job)
+        by_layers = by_setting(jobs, "model.net.n_layer")
         two, one = by_layers.get(2, []), by_layers.get(1, [])
         _plot(two, one, figure)
         return [_bump(two), _control(two, one)]
@@ -86,13 +83,13 @@ def _control(two: list[Job], one: list[Job]) -> Claim:
     outcomes, parts = [], []
     seeds = {job.setting("seed"): job for job in two}
     for control, model in ((c, seeds[c.setting("seed")]) for c in one if c.setting("seed") in seeds):
-        flat = _steepest(control, "in_context", rise=False)[1] <= FLAT * _steepest(model, "in_context", rise=False)[1]
-        apart = control.curve("in_context")[1][-1] - model.curve("in_context")[1][-1]
-        outcomes.append(flat and apart >= FAR)
-        parts.append(
-            f"ends at {control.curve('in_context')[1][-1]:.2f} against {model.curve('in_context')[1][-1]:.2f}, "
-            f"steepest drop {_steepest(control, 'in_context', rise=False)[1]:.2f}"
+        drop, model_drop = (
+            _steepest(control, "in_context", rise=False)[1],
+            _steepest(model, "in_context", rise=False)[1],
         )
+        end, model_end = control.curve("in_context")[1][-1], model.curve("in_context")[1][-1]
+        outcomes.append(drop <= FLAT * model_drop and end - model_end >= FAR)
+        parts.append(f"ends at {end:.2f} against {model_end:.2f}, steepest drop {drop:.2f}")
     return Claim(claim, paper, f"{sum(outcomes)} of {len(outcomes)} seeds: " + "; ".join(parts), judged(outcomes))
 
 

@@ -11,7 +11,6 @@ init) minus the best final loss on the grid (a run that diverged counts as its l
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import torch
 
 from andrea.lens.cache import run_with_cache
-from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, net_of, token_losses
+from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, by_setting, net_of, token_losses
 
 ROWS = 16  # validation rows each record reads
 GROWTH = 3.0  # softmax's largest logit at the top rate is at least this many times its own at the lowest rate...
@@ -45,9 +44,10 @@ class LRSensitivity(Study):
         return {"loss": float(loss), "max_logit": logit, "one_hot": one_hot}
 
     def findings(self, jobs: list[Job], figure: Path) -> list[Claim]:
-        runs: dict[str, dict[float, Job]] = defaultdict(dict)
-        for job in jobs:
-            runs[str(job.setting("mechanism.name", "softmax"))][float(job.setting("model.optimizer.lr"))] = job
+        runs = {
+            mechanism: {float(job.setting("model.optimizer.lr")): job for job in grid}
+            for mechanism, grid in by_setting(jobs, "mechanism.name", "softmax").items()
+        }
         _plot(runs, figure)
         return [_logits(runs), _collapse(runs), _sensitivity(runs)]
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study
+from andrea.train.sweep_groups import standing
 
 SOLVED = 0.9  # accuracy counted as solving MQAR (Zoology: attention near 1.0)
 APART = 0.05  # accuracy differences smaller than this are ties
@@ -49,11 +50,12 @@ def mixer_of(job: Job) -> str:
 
 
 def best_points(jobs: list[Job]) -> dict[str, list[Point]]:
-    """Per mixer, a point per width: the learning rate with the best validation accuracy."""
+    """Per mixer, a point per width: its best run over the learning rates, by the rule the sweep report's
+    best_over uses (andrea.train.sweep_groups.standing)."""
     best: dict[tuple[str, int], Job] = {}
     for job in jobs:
         key = (mixer_of(job), int(job.setting("model.net.d_model")))
-        if key not in best or (job.result.val_acc or 0.0) > (best[key].result.val_acc or 0.0):
+        if key not in best or standing(job.result) > standing(best[key].result):
             best[key] = job
     points: dict[str, list[Point]] = defaultdict(list)
     for (mixer, width), job in sorted(best.items()):
