@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import save_file
 from torch import Tensor, nn
 
+from andrea.attention.heads import HeadConfig
 from andrea.models.files import gpt2
 
 ACTIVATION_FUNCTIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}  # ours -> GPT2Config's
@@ -47,8 +48,11 @@ def does_not_fit(config: dict[str, Any]) -> str | None:
 
 
 def _kind(attention: dict[str, Any]) -> str:
-    n_head, n_kv = attention.get("n_head"), attention.get("n_kv_head")
-    return "mha" if n_kv in (None, n_head) else f"gqa (n_kv_head={n_kv} of n_head={n_head})"
+    """mha, or the other kind (andrea.attention.heads.HeadConfig's word) with its head counts."""
+    n_head = attention["n_head"]
+    n_kv = attention.get("n_kv_head") or n_head
+    kind = HeadConfig(n_head, n_kv).kind
+    return kind if kind == "mha" else f"{kind} (n_kv_head={n_kv} of n_head={n_head})"
 
 
 def write_folder(net: nn.Module, config: dict[str, Any], tokenizer: str | None, folder: Path) -> list[str]:
