@@ -47,6 +47,11 @@ def test_the_recomputed_reference_reads_each_tokens_last_context():
     losses = streaming_losses(network(model), ids, None)
     logits = model(ids[:, 30 - 1 - CONTEXT : 29])[0][:, -1]  # the last token's own window
     torch.testing.assert_close(losses[:, -1], torch.nn.functional.cross_entropy(logits, ids[:, -1], reduction="none"))
+    short = streaming_losses(network(model), ids[:, :10], None)  # shorter than the context: one plain forward
+    expected = torch.nn.functional.cross_entropy(
+        model(ids[:, :10])[0][:, :-1].transpose(1, 2), ids[:, 1:10], reduction="none"
+    )
+    torch.testing.assert_close(short, expected)
 
 
 def test_the_cache_keeps_the_first_and_the_last_tokens():

@@ -59,22 +59,26 @@ def streaming_losses(net: Network, ids: Tensor, window: int | None, keep_first: 
     """ids (B, L) -> (B, L - 1) the loss of each next token, read as a stream: the first window + keep_first tokens
     at once, then one a step through the streaming cache. window None: each token from the last max_context
     tokens recomputed (the sliding window with re-computation: exact, and O(context) a token)."""
-    B, L = ids.shape
+    L = ids.shape[1]
     if window is None:
-        return _recomputed_losses(net, ids)
+        return token_losses(_recomputed_logits(net, ids), ids[:, 1:])
     cache, first = streaming_cache(net, window, keep_first), min(L - 1, window + keep_first)
     logits = [net(ids[:, :first], cache=cache)[0]]
     logits += [net(ids[:, t : t + 1], cache=cache)[0] for t in range(first, L - 1)]
-    return F.cross_entropy(torch.cat(logits, dim=1).transpose(1, 2).float(), ids[:, 1:], reduction="none")
+    return token_losses(torch.cat(logits, dim=1), ids[:, 1:])
 
 
-def _recomputed_losses(net: Network, ids: Tensor, rows: int = 256) -> Tensor:
+def _recomputed_logits(net: Network, ids: Tensor, rows: int = 256) -> Tensor:
+    """(B, L - 1, V): each token's prediction from its last max_context tokens, `rows` windows a forward."""
     C, L = net.max_context, ids.shape[1]
     head = net(ids[:, : min(C, L - 1)])[0]  # the first tokens see everything before them
-    ends = list(range(C, L - 1))
-    tails = []
-    for chunk in (ends[i : i + rows] for i in range(0, len(ends), rows)):
-        windows = torch.stack([ids[:, end - C + 1 : end + 1] for end in chunk], dim=1)  # (B, n, C)
-        tails.append(net(windows.flatten(0, 1))[0][:, -1].unflatten(0, (ids.shape[0], len(chunk))))  # (B, n, V)
-    logits = torch.cat([head, *tails], dim=1)  # (B, L - 1, V)
-    return F.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")
+    if L - 1 <= C:
+        return head
+    windows = ids.unfold(1, C, 1)[:, 1 : L - C]  # (B, n, C): those ending at C .. L - 2
+    tails = [net(chunk.flatten(0, 1))[0][:, -1].unflatten(0, chunk.shape[:2]) for chunk in windows.split(rows, dim=1)]
+    return torch.cat([head, *tails], dim=1)
+
+
+def token_losses(logits: Tensor, targets: Tensor) -> Tensor:
+    """logits (B, T, V), targets (B, T) -> (B, T): the cross-entropy of each position's prediction."""
+    return F.cross_entropy(logits.transpose(1, 2).float(), targets, reduction="none")

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from andrea.models import streaming
 from andrea.models.network import Network, network
 from andrea.utils.run_result import RunResult
 
@@ -125,8 +126,7 @@ def logits(module: torch.nn.Module, ids: Tensor) -> Tensor:
 
 def token_losses(module: torch.nn.Module, ids: Tensor, targets: Tensor) -> Tensor:
     """(B, T) cross-entropy of each position's prediction of `targets` (same shape as ids)."""
-    out = logits(module, ids)
-    return torch.nn.functional.cross_entropy(out.transpose(1, 2).float(), targets, reduction="none")
+    return streaming.token_losses(logits(module, ids), targets)
 
 
 def judged(outcomes: list[bool]) -> str:
