@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from omegaconf import DictConfig
@@ -14,6 +15,9 @@ from torch import Tensor
 from andrea.cli.app import SettingError
 from andrea.cli.prompt import encode_prompt, token_labels
 from andrea.models.network import Network
+
+if TYPE_CHECKING:
+    from andrea.utils.run_result import RunResult
 
 
 def validation_batches(
@@ -154,13 +158,12 @@ def one_token(tokenizer: object, value: object, key: str) -> int:
 def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
     """layer -> [(step, PNG)] of the maps the run drew, in the folder its result.json names."""
     from andrea.lens.viz import MAPS_DIR, parse_map_file
-    from andrea.utils.run_result import RESULT_FILE, RunResult
 
     frames: dict[int, list[tuple[int, Path]]] = {}
     if run_dir is None:
         return frames
-    result = run_dir / RESULT_FILE
-    drawn = RunResult.read(result).attention_maps if result.is_file() else None
+    result = _result(run_dir)
+    drawn = result.attention_maps if result is not None else None
     folder = run_dir / (Path(drawn).name if drawn else MAPS_DIR)  # the run's own folder, wherever the run dir is now
     for png in sorted(folder.glob("*.png")):
         found = parse_map_file(png.name)
@@ -172,10 +175,16 @@ def training_frames(run_dir: Path | None) -> dict[int, list[tuple[int, Path]]]:
 def task_head(run_dir: Path | None) -> tuple[str, str] | None:
     """The head the run's task needs and the run found best for it (its result's verdict: "L1H2" and why), or
     None: no run, a task that needs no attention, or a run that recorded no verdict."""
-    from andrea.utils.run_result import RESULT_FILE, RunResult
-
-    result = run_dir / RESULT_FILE if run_dir is not None else None
-    verdict = RunResult.read(result).verdict if result is not None and result.is_file() else None
+    result = _result(run_dir) if run_dir is not None else None
+    verdict = result.verdict if result is not None else None
     if not verdict or not verdict.get("best"):
         return None
     return str(verdict["best"]), f"the run's best {verdict['role']} head, what its task needs ({verdict['needs']})"
+
+
+def _result(run_dir: Path) -> RunResult | None:
+    """The run's result.json, read as andrea-train wrote it (one line refusing any other file); None without one."""
+    from andrea.utils.run_result import RESULT_FILE, RunResult
+
+    path = run_dir / RESULT_FILE
+    return RunResult.read(path) if path.is_file() else None
