@@ -1,21 +1,45 @@
-"""The README tells the truth about what is installed: its config-group table lists every option conf/ holds."""
+"""The README and the docs pages tell the truth: the config-group table lists every option conf/ holds, the
+experiments table is the experiments' own lines, every block runs as written on a fresh checkout or says why not,
+and the numbers they quote are the code's."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).parents[1]
 
 
-def readme_table() -> dict[str, set[str]]:
-    """group -> the option names its row of the README's config-group table gives (keys like `mask.window` left out)."""
+def site_pages() -> list[Path]:
+    """The docs pages in the order of the site's nav (mkdocs.yml), the order a reader takes them in."""
+
+    def walk(node) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        items = node.values() if isinstance(node, dict) else node
+        return [page for item in items for page in walk(item)]
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    return [ROOT / "docs" / page for page in walk(nav) if "/" not in page]  # api/ pages hold no blocks
+
+
+PAGES = [ROOT / "README.md", *site_pages()]  # the README, then every guide of the docs site in the nav's order
+
+
+def test_every_docs_page_is_in_the_site_s_nav():
+    assert set(site_pages()) == set((ROOT / "docs").glob("*.md"))
+
+
+def config_table() -> dict[str, set[str]]:
+    """group -> the option names its row of the config-group table gives (keys like `mask.window` left out)."""
     table = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in (ROOT / "docs" / "training.md").read_text().splitlines():
         row = re.match(r"^\| `(\w+)/` \| (.*) \|$", line)
         if row:
             table[row[1]] = {name for name in re.findall(r"`([^`]+)`", row[2]) if not re.search(r"[.=/\\ ]", name)}
@@ -23,7 +47,7 @@ def readme_table() -> dict[str, set[str]]:
 
 
 def test_the_config_group_table_lists_every_option_conf_holds():
-    table = readme_table()
+    table = config_table()
     groups = {path.name for path in (ROOT / "conf").iterdir() if path.is_dir() and path.name != "hydra"}
     assert set(table) == groups
     for group in groups:
@@ -31,7 +55,12 @@ def test_the_config_group_table_lists_every_option_conf_holds():
         assert table[group] == options, (group, table[group] ^ options)
 
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # the README and every page of the docs site
+def test_the_readme_s_experiments_table_is_each_experiment_s_own_summary_line():
+    """One row per conf/experiment file, its text the file's `# summary:` line, which andrea-train --help prints."""
+    from andrea.train.experiments import summaries
+
+    rows = dict(re.findall(r"^\| `([\w-]+)` \| (.+) \|$", (ROOT / "README.md").read_text(), re.MULTILINE))
+    assert rows == summaries()
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda path: str(path.relative_to(ROOT)))
@@ -44,7 +73,7 @@ def test_every_fenced_block_is_run_or_says_why_not(page):
     where = page.relative_to(ROOT)
     unmarked = [f"{where}:{block.line} ({block.language or 'text'})" for block in found if block.marker is None]
     assert not unmarked, f"add a <!-- readme: ... --> marker before: {', '.join(unmarked)}"
-    assert sum(block.runs for block in found) >= (10 if page.name == "README.md" else 0)
+    assert sum(block.runs for block in found) >= (1 if page.name == "README.md" else 0)  # the README's tour
     for block in found:
         assert block.marker is not None  # every block is marked (above)
         assert block.runs or len(block.marker.removeprefix("not run here: ")) > 5, block.line  # a reason
@@ -57,10 +86,10 @@ def newest(paths):
 
 
 def resolve(command: str, folder: Path, appended: str) -> str:
-    """The README's placeholders, as the runs of earlier blocks in `folder` fill them."""
-    bin_dir = str(Path(sys.executable).parent)
-    last_run = lambda: newest((folder / "logs" / "train" / "runs").iterdir())  # noqa: E731
-    last_ckpt = lambda: newest(folder.glob("logs/*/runs/*/checkpoints/last.ckpt"))  # noqa: E731
+    """The README's placeholders, as the runs of earlier blocks in `folder` fill them, with paths relative to it as a
+    user types them; outside a checkout, `.venv/bin/`, `scripts/` and `examples/` are the running ones'."""
+    last_run = lambda: newest((folder / "logs" / "train" / "runs").iterdir()).relative_to(folder)  # noqa: E731
+    last_ckpt = lambda: newest(folder.glob("logs/*/runs/*/checkpoints/last.ckpt")).relative_to(folder)  # noqa: E731
     substitutions: dict[str, str | Callable[[], str]] = {
         "<same overrides>": appended,
         "logs/train/runs/<run>": lambda: str(last_run()),
@@ -74,19 +103,39 @@ def resolve(command: str, folder: Path, appended: str) -> str:
         if placeholder in command:
             command = command.replace(placeholder, value if isinstance(value, str) else value())
     for task in re.findall(r"logs/([\w-]+)/runs/<run>", command):
-        command = command.replace(f"logs/{task}/runs/<run>", str(newest((folder / "logs" / task / "runs").iterdir())))
-    command = re.sub(r"(^|\s)\.venv/bin/", rf"\g<1>{bin_dir}/", command)
+        run = newest((folder / "logs" / task / "runs").iterdir()).relative_to(folder)
+        command = command.replace(f"logs/{task}/runs/<run>", str(run))
+    if (folder / ".venv").exists():  # a checkout: everything as written
+        return command
+    command = re.sub(r"(^|\s)\.venv/bin/", rf"\g<1>{Path(sys.executable).parent}/", command)
     return re.sub(r"(^|\s|\$\()(scripts|examples)/", rf"\g<1>{ROOT}/\g<2>/", command)
 
 
+def fresh_checkout(folder: Path) -> Path:
+    """What a clone of this repository holds (its tracked files, as the working tree has them, and any new file git
+    would add), copied into `folder`, with `.venv` the environment running the tests, where the set-up puts it."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():  # a file deleted but not yet staged is listed too
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, folder / name)
+    (folder / ".venv").symlink_to(Path(sys.executable).parents[1])
+    return folder
+
+
 @pytest.mark.slow(
-    reason="every runnable block of the README, then the docs pages', shortened where its marker says (~6 min)"
+    reason="on a fresh checkout: the README's tour as written, then every runnable block of the docs pages (~10 min)"
 )
 def test_the_readme_runs_as_written(tmp_path):
+    """The README's blocks run first, unshortened unless a marker says so (its tour is), then each docs page's in the
+    site's order, all in one fresh checkout, so a block finds what the blocks before it made."""
     from tests.compose import plain_env
 
     from .readme_blocks import blocks
 
+    checkout = fresh_checkout(tmp_path / "andrea")
     (tmp_path / "home").mkdir()
     env = plain_env(tmp_path / "home")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
@@ -95,14 +144,14 @@ def test_the_readme_runs_as_written(tmp_path):
             continue
         appended = block.extra.get("andrea-train", "")
         for command in block.commands() if block.language == "bash" else ["\n".join(block.lines)]:
-            resolved = resolve(command, tmp_path, appended)
+            resolved = resolve(command, checkout, appended)
             if block.language == "python":
                 script = tmp_path / f"block_{block.line}.py"
                 script.write_text(resolved)
                 args = [sys.executable, str(script)]
             else:
                 args = ["bash", "-c", resolved]
-            done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+            done = subprocess.run(args, cwd=checkout, env=env, capture_output=True, text=True, timeout=900,
                                   stdin=subprocess.DEVNULL)  # fmt: skip
             where = page.relative_to(ROOT)
             assert done.returncode == 0, f"{where}:{block.line}: {resolved}\n{done.stderr[-3000:]}"
@@ -113,7 +162,7 @@ def test_the_numbers_the_readme_quotes_are_the_code_s(tmp_path):
     """Parameter counts, the attention layer's size and the refusal line, as the code gives them today."""
     from andrea.models.gpt import GPT
 
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join(" ".join(page.read_text() for page in PAGES).split())
     counts = {
         "ANDREA-120M": GPT().num_parameters(),
         "GPT-2 with biases": GPT(bias=True, activation="gelu_tanh").num_parameters(),
@@ -121,7 +170,7 @@ def test_the_numbers_the_readme_quotes_are_the_code_s(tmp_path):
         "an attention layer": sum(p.numel() for p in GPT(n_layer=1).attention[0].parameters()),
     }
     for what, count in counts.items():
-        assert f"{count:,}" in readme, f"{what}: {count:,} parameters is not what the README says"
+        assert f"{count:,}" in readme, f"{what}: {count:,} parameters is not what the docs say"
     refusal = subprocess.run(
         [str(Path(sys.executable).with_name("andrea-train")), "heads.n_kv_head=3"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,

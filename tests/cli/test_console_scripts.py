@@ -1,6 +1,6 @@
-"""Every console script the README shows, run as a user runs it: the installed script, from another
+"""Every console script the README and docs show, run as a user runs it: the installed script, from another
 folder, in a plain environment (no variable the suite sets for itself: no TRITON_INTERPRET, no WANDB_*,
-a fresh HOME), with the README's arguments, shortened only through documented overrides."""
+a fresh HOME), with their arguments, shortened only through documented overrides."""
 
 import subprocess
 import sys

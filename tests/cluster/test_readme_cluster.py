@@ -1,4 +1,4 @@
-"""docs/cluster.md (the README's "On a cluster" points at it): its cluster block runs as written, in one shell (its
+"""docs/cluster.md (linked from docs/training.md): its cluster block runs as written, in one shell (its
 `eval` sets what the later lines read), against the local cluster, with the shortening arguments its marker appends
 to each andrea-train line."""
 

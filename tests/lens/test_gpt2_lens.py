@@ -1,5 +1,5 @@
 """The lens on a GPT-2 folder, as a user with downloaded weights runs it (here a random GPT-2 of a small width with
-GPT-2's own vocabulary, saved with save_pretrained): the README's indirect-object patching, and head importance
+GPT-2's own vocabulary, saved with save_pretrained): docs/models.md's indirect-object patching, and head importance
 on a text file."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ added keys   `+key=value` appends any key, typos included (Hydra does not check)
 typed nodes  every node under `model` and `data` with a `_target_` holds only what its class's
              signature takes (a key written into a config file, not only one added), so no
              constructor is called with a keyword it does not know.
-numbers      every number README documents has a type and a range (RANGES); a value
+numbers      every number the docs document has a type and a range (RANGES); a value
              outside it (`nan`, `abc`, an empty string, `1e9` epochs) is refused.
 """
 
