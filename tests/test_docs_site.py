@@ -28,6 +28,14 @@ def test_the_site_builds_strict_and_a_browser_shows_its_front_page_and_an_api_pa
     assert browser.find_element(By.TAG_NAME, "h1").text == "andrea"
     nav = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "nav.md-nav a") if a.text]
     assert "Reproductions" in nav and "The lens (andrea.lens)" in nav
+    headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "article h2")]
+    assert headings[:3] == ["Set-up", "A ten-minute tour", "Experiments"], headings  # taken from the README
+    code = " ".join(block.text for block in browser.find_elements(By.CSS_SELECTOR, "article pre"))
+    assert "andrea-inspect logs/induction/runs/<run>/checkpoints/last.ckpt" in code
+    from andrea.train.experiments import summaries
+
+    rows = browser.find_elements(By.CSS_SELECTOR, "article table tbody tr")
+    assert {row.find_element(By.TAG_NAME, "td").text for row in rows} == set(summaries())  # one row per experiment
     browser.save_screenshot(str(tmp_path / "front.png"))
     browser.get((site / "api" / "lens" / "index.html").as_uri())
     headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, ".doc-heading")]

@@ -126,7 +126,7 @@ def fresh_checkout(folder: Path) -> Path:
 
 
 @pytest.mark.slow(
-    reason="on a fresh checkout: the README's tour as written, then every runnable block of the docs pages (~10 min)"
+    reason="on a fresh checkout: the README's tour as written, then every runnable block of the docs pages (~13 min)"
 )
 def test_the_readme_runs_as_written(tmp_path):
     """The README's blocks run first, unshortened unless a marker says so (its tour is), then each docs page's in the
