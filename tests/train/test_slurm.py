@@ -225,6 +225,7 @@ def test_a_sweep_gives_up_waiting_in_one_line_naming_each_job_and_its_last_state
         controller["up"] = False
 
     monkeypatch.setattr(slurm_wait.time, "sleep", sleep)
+    monkeypatch.setattr(slurm_wait, "RESULT_GRACE_S", 0.05)  # an ended job's results are not waited for 15 s here
     with pytest.raises(slurm_wait.GaveUp, match="1_0"):
         slurm_wait.wait_for(Waiting("1_0", tmp_path), deadline=time.monotonic() + 0.05, ask_every_s=0.0)
     assert "the SLURM controller does not answer; still waiting for job 1_0" in capsys.readouterr().err
