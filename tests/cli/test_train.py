@@ -352,3 +352,32 @@ def test_the_default_run_prints_andrea_s_lines_only_and_logs_the_rest(tmp_path):
     kept = log.read_text()
     assert "GPU available" in kept and "Trainable params" in kept  # silenced, not lost
     assert ("The `srun` command is available" in kept) == (shutil.which("srun") is not None)
+
+
+@pytest.mark.slow(reason="the default run on a pseudo-terminal (~15 s)")
+def test_on_a_terminal_the_default_run_shows_rich_s_bar_and_andrea_s_lines_only(tmp_path):
+    """What a user's terminal shows: Rich's live bar, without the logger's version number, then andrea's summary;
+    none of the lines the quiet console keeps for the log."""
+    from tests.compose import plain_env
+
+    (tmp_path / "home").mkdir()
+    primary, secondary = os.openpty()
+    env = plain_env(tmp_path / "home") | {"TERM": "xterm-256color", "COLUMNS": "120"}
+    with subprocess.Popen([SCRIPT], cwd=tmp_path, env=env, stdin=secondary, stdout=secondary, stderr=secondary) as proc:
+        os.close(secondary)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(timeout=240) == 0
+    os.close(primary)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
+    assert "Epoch 2/2" in shown and "train/loss_step" in shown  # Rich's bar, with the step's numbers
+    assert "v_num" not in shown
+    assert not [word for word in ("srun", "Tip", "wandb:", "GPU available", "Params") if word in shown]
+    assert "verdict: this task needs no attention" in shown

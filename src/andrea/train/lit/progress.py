@@ -15,10 +15,12 @@ from lightning.pytorch.utilities.types import STEP_OUTPUT
 
 class _ShowsStepMetrics(ProgressBar):
     """The newest step loss and accuracy the module read (andrea.train.lit.step_metrics), beside Lightning's
-    metrics: the step's numbers bypass LightningModule.log, which would read them every step."""
+    metrics: the step's numbers bypass LightningModule.log, which would read them every step. Not the logger's
+    version number (`v_num`), which says nothing about training: the summary names the run."""
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
         last = getattr(getattr(pl_module, "step_metrics", None), "last", None)
         if last is not None:
             metrics |= {"train/loss_step": last.loss, "train/acc_step": last.acc}
@@ -60,7 +62,6 @@ class PlainProgressBar(_ShowsStepMetrics):
     def _line(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """The step's numbers; a validation's only on the first line after it (not repeated as news)."""
         metrics = self.get_metrics(trainer, pl_module)
-        metrics.pop("v_num", None)
         if not self._fresh_val:
             metrics = {k: v for k, v in metrics.items() if not k.startswith("val")}
         self._fresh_val = False
