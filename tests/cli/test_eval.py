@@ -2,8 +2,6 @@
 plain values; the table printed and appended beside the checkpoint; bad changes refused in one line."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -62,11 +60,12 @@ def test_a_bad_change_is_refused_in_one_line_before_anything_runs(mqar_checkpoin
     assert len(printed.err.strip().splitlines()) == 1 and printed.out == ""
 
 
-def test_a_checkpoint_without_a_task_is_refused_by_the_command(mqar_checkpoint, tmp_path):
+def test_a_checkpoint_without_a_task_is_refused_by_the_command(mqar_checkpoint, tmp_path, capsys):
     state = torch.load(mqar_checkpoint, weights_only=True)
     del state[CHECKPOINT_TASK_KEY]
     torch.save(state, tmp_path / "old.ckpt")
-    done = subprocess.run(
-        [sys.executable, "-m", "andrea.cli.eval", str(tmp_path / "old.ckpt")], capture_output=True, text=True
-    )
-    assert done.returncode == 2 and f"names no synthetic task ({CHECKPOINT_TASK_KEY} is absent" in done.stderr
+    with pytest.raises(SystemExit) as stopped:
+        main([str(tmp_path / "old.ckpt")])
+    printed = capsys.readouterr()
+    assert stopped.value.code == 2 and f"names no synthetic task ({CHECKPOINT_TASK_KEY} is absent" in printed.err
+    assert len(printed.err.strip().splitlines()) == 1 and printed.out == ""

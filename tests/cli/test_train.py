@@ -325,6 +325,7 @@ def test_a_wait_limit_that_is_no_time_is_refused_before_any_job_is_submitted(tmp
     assert not (sweep_dir / ".submitit").exists()  # nothing submitted
 
 
+@pytest.mark.slow(reason="the default run as a process, piped (~14 s)")
 def test_the_default_run_prints_andrea_s_lines_only_and_logs_the_rest(tmp_path):
     """In a user's plain shell (no WANDB_SILENT): andrea's lines and one progress line every 50 steps, at most 40
     lines in all; other tools' lines (Lightning's accelerator lines, tips and model table, the srun hint, wandb's
