@@ -162,7 +162,7 @@ def test_the_numbers_the_readme_quotes_are_the_code_s(tmp_path):
     """Parameter counts, the attention layer's size and the refusal line, as the code gives them today."""
     from andrea.models.gpt import GPT
 
-    readme = " ".join(" ".join(page.read_text() for page in PAGES).split())
+    quoted = " ".join(" ".join(page.read_text() for page in PAGES).split())
     counts = {
         "ANDREA-120M": GPT().num_parameters(),
         "GPT-2 with biases": GPT(bias=True, activation="gelu_tanh").num_parameters(),
@@ -170,12 +170,12 @@ def test_the_numbers_the_readme_quotes_are_the_code_s(tmp_path):
         "an attention layer": sum(p.numel() for p in GPT(n_layer=1).attention[0].parameters()),
     }
     for what, count in counts.items():
-        assert f"{count:,}" in readme, f"{what}: {count:,} parameters is not what the docs say"
+        assert f"{count:,}" in quoted, f"{what}: {count:,} parameters is not what the docs say"
     refusal = subprocess.run(
         [str(Path(sys.executable).with_name("andrea-train")), "heads.n_kv_head=3"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     ).stderr.strip()  # fmt: skip
-    assert f"`{refusal}`" in readme, refusal
+    assert f"`{refusal}`" in quoted, refusal
 
 
 def test_ci_runs_the_readme_s_two_set_up_commands_first_as_written():

@@ -325,6 +325,11 @@ def test_a_wait_limit_that_is_no_time_is_refused_before_any_job_is_submitted(tmp
     assert not (sweep_dir / ".submitit").exists()  # nothing submitted
 
 
+# what the quiet console keeps off the console (for the run's log): the srun hint, Lightning's tip, accelerator
+# lines and model table, wandb's own lines
+SILENCED = ("srun", "Tip", "wandb:", "GPU available", "Params")
+
+
 @pytest.mark.slow(reason="the default run as a process, piped (~14 s)")
 def test_the_default_run_prints_andrea_s_lines_only_and_logs_the_rest(tmp_path):
     """In a user's plain shell (no WANDB_SILENT): andrea's lines and one progress line every 50 steps, at most 40
@@ -341,8 +346,7 @@ def test_the_default_run_prints_andrea_s_lines_only_and_logs_the_rest(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     printed = (done.stdout + done.stderr).splitlines()
     assert len(printed) <= 40 and not done.stderr, printed
-    noise = ("srun", "Tip", "wandb:", "GPU available", "Params")
-    assert not [line for line in printed if any(word in line for word in noise)]
+    assert not [line for line in printed if any(word in line for word in SILENCED)]
     assert [line for line in printed if line.startswith("dashboard: wandb's offline run ")]  # andrea says where
     progress = [line for line in printed if line.startswith("step ")]
     assert progress[0].startswith("step 50/192 epoch 0 train/loss_step=")  # the planned steps, counted
@@ -380,5 +384,5 @@ def test_on_a_terminal_the_default_run_shows_rich_s_bar_and_andrea_s_lines_only(
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
     assert "Epoch 2/2" in shown and "train/loss_step" in shown  # Rich's bar, with the step's numbers
     assert "v_num" not in shown
-    assert not [word for word in ("srun", "Tip", "wandb:", "GPU available", "Params") if word in shown]
+    assert not [word for word in SILENCED if word in shown]
     assert "verdict: this task needs no attention" in shown

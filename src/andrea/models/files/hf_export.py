@@ -107,9 +107,8 @@ def gpt2_tensors(net: nn.Module, config: dict[str, Any]) -> dict[str, Tensor]:
             tensors[theirs] = torch.zeros(weight.shape[0] if conv1d else weight.shape[-1])
         else:
             raise ValueError(f"--format hf: the network has no {name}")
-    return {
-        name: gpt2._as_linear(name, t).contiguous() for name, t in tensors.items()
-    }  # a transpose is its own inverse
+    # into Conv1D's layout with the import's own transpose, which is its own inverse
+    return {name: gpt2._as_linear(name, t).contiguous() for name, t in tensors.items()}
 
 
 def _tokenizer_files(folder: Path, max_length: int) -> list[str]:
