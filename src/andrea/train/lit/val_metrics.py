@@ -1,7 +1,7 @@
 """What a validation set is scored by, per set: the loss, the token accuracy on scored positions (micro), the
-accuracy per class averaged over the classes (macro: torchmetrics' MulticlassAccuracy, the figure MAD reports;
-a class neither in the labels nor predicted is left out) and the perplexity. The task's own validation set logs
-under `val/`, each evaluation set the data module names under `val_<name>/`."""
+accuracy per class averaged over the classes (macro, the figure MAD reports: MacroAccuracy, torchmetrics'
+definition counted in O(V); a class neither in the labels nor predicted is left out) and the perplexity. The
+task's own validation set logs under `val/`, each evaluation set the data module names under `val_<name>/`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from torchmetrics.text import Perplexity
 
 from andrea.data.tasks import IGNORE_INDEX
+from andrea.train.lit.macro_accuracy import MacroAccuracy
 
 MAIN = "val"
 SCORES = ("loss", "acc", "acc_macro", "perplexity")
@@ -22,7 +23,7 @@ class SetMetrics(nn.Module):
         super().__init__()
         self.loss = MeanMetric()
         self.acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
-        self.acc_macro = MulticlassAccuracy(vocab_size, average="macro", ignore_index=IGNORE_INDEX)
+        self.acc_macro = MacroAccuracy(vocab_size, ignore_index=IGNORE_INDEX)
         self.perplexity = Perplexity(ignore_index=IGNORE_INDEX)
 
     def update(self, loss: Tensor, logits: Tensor, labels: Tensor) -> None:
