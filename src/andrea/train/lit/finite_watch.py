@@ -11,13 +11,15 @@ import torch
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
+NEVER = torch.iinfo(torch.long).max  # a layer's first non-finite step, until it has one
+
 
 class FiniteWatch:
     def __init__(self, net: nn.Module) -> None:
         mixers = list(getattr(net, "mixers", []))
         self.names = [str(getattr(mixer, "name", "attention")) for mixer in mixers]
         self.step: Tensor | None = None  # () the training step the next forward belongs to (`at` sets it)
-        self.first: Tensor | None = None  # (layers,) the first step each layer's output was non-finite; -1: never
+        self.first: Tensor | None = None  # (layers,) the first step each layer's output was non-finite, or NEVER
         self.handles: list[RemovableHandle] = [
             mixer.register_forward_hook(self._hook(layer)) for layer, mixer in enumerate(mixers)
         ]
@@ -26,7 +28,7 @@ class FiniteWatch:
         """The forwards to come belong to training step `step`: a tensor filled in place, so that a compiled
         network reads it without being traced again at every step."""
         if self.first is None or self.step is None or self.first.device != device:
-            self.first = torch.full((len(self.names),), -1, dtype=torch.long, device=device)
+            self.first = torch.full((len(self.names),), NEVER, dtype=torch.long, device=device)
             self.step = torch.zeros((), dtype=torch.long, device=device)
         self.step.fill_(step)
 
@@ -34,8 +36,12 @@ class FiniteWatch:
         def watch(module: nn.Module, args: Any, output: Any) -> None:
             if not module.training or self.first is None or self.step is None:
                 return
-            fresh = ~torch.isfinite(output[0].detach()).all() & (self.first[layer] < 0)
-            self.first[layer] = torch.where(fresh, self.step, self.first[layer])
+            # The sum of a tensor is non-finite wherever an entry is (NaN or an infinity), and one reduction costs
+            # a fraction of an elementwise isfinite and its all(); summed in float32, so that half precision's
+            # range (65,504) does not overflow on finite outputs. Steps only grow: the first is a minimum.
+            finite = output[0].detach().sum(dtype=torch.float32).isfinite()
+            first = self.first[layer]  # () a view: updated in place, no host read
+            torch.minimum(first, torch.where(finite, NEVER, self.step), out=first)
 
         return watch
 
@@ -43,7 +49,7 @@ class FiniteWatch:
         """'layer 1 (gla) gave the first non-finite output, at step 5', or None where none has (one host read)."""
         if self.first is None:
             return None
-        flagged = [(step, layer) for layer, step in enumerate(self.first.tolist()) if step >= 0]
+        flagged = [(step, layer) for layer, step in enumerate(self.first.tolist()) if step != NEVER]
         if not flagged:
             return None
         step, layer = min(flagged)
