@@ -303,7 +303,7 @@ REJECTED = [
     (["model.net.layout=[mamba]"], "model.net.layout names 'mamba', which is not a token mixer; use attention"),
     (
         ["mixer=gla", "mixer.form=fast", "~callbacks.attention_maps"],
-        "mixer.form='fast' is not one of parallel, chunked",
+        "mixer.form='fast' must be one of parallel, chunked, recurrent (a setting of mixer gla)",
     ),
     (
         ["mixer=linear", "mixer.feature_map=identity", "~callbacks.attention_maps"],

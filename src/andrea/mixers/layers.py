@@ -25,6 +25,7 @@ from torch import nn
 
 from andrea.attention.block import MultiHeadSelfAttention, shared_parts
 from andrea.attention.plugins import Registry
+from andrea.mixers.settings import check_settings
 from andrea.utils.rules import SettingError
 
 ATTENTION = "attention"
@@ -65,8 +66,10 @@ def mixer_name(mixer: Mapping[str, Any] | None, key: str = "model.net.") -> str:
 def layer_kinds(
     layout: Sequence[str] | None, n_layer: int, mixer: Mapping[str, Any] | None = None, key: str = "model.net."
 ) -> list[str]:
-    """Each layer's mixer name, first to last: `layout` repeated to n_layer, or the mixer's name in every layer."""
+    """Each layer's mixer name, first to last: `layout` repeated to n_layer, or the mixer's name in every layer.
+    The `mixer` group's settings are checked here too (mixer_settings), wherever the layers are worked out."""
     name = mixer_name(mixer, key)
+    mixer_settings(name, mixer)
     if layout is None:
         return [name] * n_layer
     _check_names(layout, key)
@@ -89,13 +92,16 @@ def _check_names(layout: object, key: str) -> None:
 
 def mixer_settings(name: str, mixer: Mapping[str, Any] | None) -> dict[str, Any]:
     """The settings a layer of mixer `name` is built with: the `mixer` group's when it names this mixer, else
-    the mixer's defaults; a setting the mixer does not take is refused by name."""
+    the mixer's defaults; a setting the mixer does not take, or a value its type or range does not keep
+    (andrea.mixers.settings), is refused by name."""
     if mixer is None or mixer.get("name") != name:
         return {}
     settings = {str(key): value for key, value in mixer.items() if key != "name"}
     unknown = sorted(set(settings) - _settings_of(name))
     if unknown:
         raise SettingError(f"mixer.{unknown[0]}", f"is not a setting of mixer {name}; its settings are {_offer(name)}")
+    if name != ATTENTION:
+        check_settings(name, mixer_registry.load(name), settings, PLACE)
     return settings
 
 

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
-from andrea.utils.rules import SettingError
+from andrea.utils.rules import SettingError, one_of
 
 FEATURE_MAPS = ("elu1", "identity", "elementwise_product")
 
@@ -34,6 +34,7 @@ class ElementwiseProduct(nn.Module):
 
 class LinearAttention(LinearMixer):
     name = "linear"
+    setting_rules = LinearMixer.setting_rules | {"feature_map": one_of(*FEATURE_MAPS)}  # andrea.mixers.settings
 
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,

@@ -29,7 +29,7 @@ from andrea.mixers.base import CacheSize
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
 from andrea.mixers.state_masks import StateMask, call_mask, state_mask
-from andrea.utils.rules import SettingError
+from andrea.utils.rules import Rule, SettingError, one_of
 
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_state", "hook_gate", "hook_z")
 EPS = 1e-6  # the normaliser's floor
@@ -46,6 +46,7 @@ def check_form_and_heads(form: str, n_head: object, d_model: int, width: str = "
 class LinearMixer(nn.Module):
     name: ClassVar[str]
     forms: ClassVar[tuple[str, ...]] = core.FORMS  # mixer.form (the conformance kit runs each)
+    setting_rules: ClassVar[dict[str, Rule]] = {"form": one_of(*core.FORMS)}  # andrea.mixers.settings
     signed: bool = True  # whether an implied weight can be negative (the maps' colour scale)
 
     def __init__(

@@ -16,6 +16,7 @@ gate and the norm are settings (mixer.conv, mixer.gate, mixer.norm), on as publi
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +30,7 @@ from andrea.mixers.linear_layer import POINTS, check_form_and_heads
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
 from andrea.mixers.state_masks import StateMask, call_mask, state_mask
+from andrea.utils.rules import Rule, one_of
 
 DT_MIN, DT_MAX, A_MIN, A_MAX = 1e-3, 1e-1, 1.0, 16.0
 
@@ -42,6 +44,7 @@ def dt_bias(n_head: int) -> nn.Parameter:
 class Mamba2(nn.Module):
     name = "mamba2"
     forms = core.FORMS  # mixer.form (the conformance kit runs each)
+    setting_rules: ClassVar[dict[str, Rule]] = {"form": one_of(*core.FORMS)}  # andrea.mixers.settings
     signed = True  # C·B: SiLU's outputs can be negative
 
     def __init__(

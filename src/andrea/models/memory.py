@@ -4,6 +4,8 @@
                + activations kept for backward, per token: ~16·d_model per layer (GPT; 6 for the
                  toy model), 2·n_head·T more where the backend materialises the scores, and
                  3·vocab for the logits and their gradient (4 bytes each)
+               + a recurrent mixer's states kept for backward: its state (CacheSize.per_sequence) once per
+                 chunk of T and once more, per row
                + the attention maps callback's probe: every layer's (rows, H, T, T) weights at once
                + the static mask every attention layer keeps (max_context² booleans), and while
                  one is made, 16 bytes per max_context² for each mask it combines (index grids)
@@ -18,7 +20,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
+
+from torch import nn
+
+from andrea.mixers.base import TokenMixer
 
 if TYPE_CHECKING:
     from andrea.models.files.schema import NetSpec
@@ -65,8 +71,17 @@ def training(spec: NetSpec, batch_size: int, seq_len: int, probe_rows: int = 0) 
     if spec.layer and spec.layer.backend in MATERIALISING_BACKENDS:
         per_layer += 2 * spec.n_head * seq_len
     per_token = n_layer * per_layer + 3 * f["vocab_size"] + 2 * d_model
+    states = sum(_states(mixer, seq_len) for mixer in mixer_layers(spec) if mixer is not None)  # per row
     probe = n_layer * probe_rows * spec.n_head * seq_len * seq_len
-    return Estimate(n, 16 * n, 4 * (batch_size * seq_len * per_token + probe), _mask_bytes(spec))
+    activations = batch_size * (seq_len * per_token + states) + probe
+    return Estimate(n, 16 * n, 4 * activations, _mask_bytes(spec))
+
+
+def _states(mixer: nn.Module, seq_len: int) -> int:
+    """The numbers a recurrent mixer keeps for backward in one row: its state at each chunk's start and end."""
+    chunk = getattr(mixer, "chunk", None)
+    chunks = -(-seq_len // chunk) if isinstance(chunk, int) and chunk > 0 else seq_len
+    return (chunks + 1) * cast(TokenMixer, mixer).cache_size().per_sequence
 
 
 def loading(spec: NetSpec) -> Estimate:
@@ -96,19 +111,25 @@ def available(device: str = "cpu") -> int:
     return total
 
 
-def too_big(need: Estimate, values: dict[str, int], keys: dict[str, str], device: str, doing: str) -> str | None:
+def too_big(
+    need: Estimate, values: dict[str, int], keys: dict[str, str], device: str, doing: str,
+    grown: dict[str, tuple[float, float]] | None = None,
+) -> str | None:  # fmt: skip
     """None when `need` fits the memory of `device`; else the start of a one-line refusal naming the key
     to lower: `key=value: <doing> needs about ..., more than the ... of memory on <device>`."""
     have = available(device)
     if need.total_bytes <= have:
         return None
     over = f"more than the {size_text(have)} of memory on {device}"
-    return f"{culprit(need, values, keys)}: {doing} needs {need.describe()}, {over}"
+    return f"{culprit(need, values, keys, grown or {})}: {doing} needs {need.describe()}, {over}"
 
 
-def culprit(estimate: Estimate, values: dict[str, int], keys: dict[str, str]) -> str:
+def culprit(
+    estimate: Estimate, values: dict[str, int], keys: dict[str, str], grown: dict[str, tuple[float, float]]
+) -> str:
     """`key=value` of the setting that makes the estimate too big: among the ones behind its largest
-    part, the one furthest above its reference size. `keys` maps d_model, ... to config keys."""
+    part, the one furthest above its reference size (a mixer's size: above its default, `grown`). `keys` maps
+    d_model, ... to config keys."""
     parts = {"state": estimate.state_bytes, "activations": estimate.activation_bytes, "masks": estimate.mask_bytes}
     largest = max(parts, key=lambda part: parts[part])
     candidates = {
@@ -116,9 +137,13 @@ def culprit(estimate: Estimate, values: dict[str, int], keys: dict[str, str]) ->
         "activations": ("batch_size", "seq_len", "n_layer", "vocab_size", "d_model"),
         "masks": ("max_context", "n_layer"),
     }[largest]
-    present = [name for name in candidates if name in values and name in keys]
-    name = max(present, key=lambda k: values[k] / REFERENCE[k])
-    return f"{keys[name]}={values[name]}"
+    sizes: dict[str, tuple[float, float]] = {
+        name: (values[name], REFERENCE[name]) for name in candidates if name in values and name in keys
+    }
+    if largest != "masks":  # a mixer's sizes grow its weights and its states
+        sizes |= grown
+    name = max(sizes, key=lambda k: sizes[k][0] / sizes[k][1])
+    return f"{keys.get(name, name)}={sizes[name][0]}"
 
 
 def size_text(n: int) -> str:
@@ -145,10 +170,66 @@ def parameters(spec: NetSpec) -> int:
     head_dim = d_model // spec.n_head
     attention = _projection_parameters(spec, head_dim) + d_model * d_model  # Q, K, V projections + W_O
     attention += _mechanism_parameters(spec, dict(n_head=spec.n_head, head_dim=head_dim, d_model=d_model))
+    mixers = sum(attention if mixer is None else _count(mixer) for mixer in mixer_layers(spec))  # every layer's
     if not spec.is_gpt:  # LayerNorm with bias before each block and at the end, untied LM head
-        return vocab * d_model + positions + n_layer * (2 * d_model + attention) + 2 * d_model + vocab * d_model
+        return vocab * d_model + positions + n_layer * 2 * d_model + mixers + 2 * d_model + vocab * d_model
     mlp = 2 * f["mlp_ratio"] * d_model * d_model  # bias-free fc and proj
-    return vocab * d_model + positions + n_layer * (2 * d_model + attention + mlp) + d_model  # tied LM head
+    return vocab * d_model + positions + n_layer * (2 * d_model + mlp) + mixers + d_model  # tied LM head
+
+
+def mixer_layers(spec: NetSpec) -> list[nn.Module | None]:
+    """Each layer's mixer built on the meta device (nothing allocated; a plugin's mixer counted like ours), or
+    None for an attention layer (counted from its spec). A mixer the settings cannot build gives MixerSizeError."""
+    import torch
+
+    from andrea.mixers.layers import ATTENTION, layer_kinds, mixer_registry, mixer_settings
+
+    f = spec.fields
+    kinds = layer_kinds(f.get("layout"), f["n_layer"], f.get("mixer"))
+    place = dict(d_model=f["d_model"], max_context=f["max_context"], n_layer=f["n_layer"], dropout=0.0)
+    place |= dict(bias=bool(f.get("bias")))
+    built: dict[str, nn.Module] = {}
+    for kind in sorted(set(kinds) - {ATTENTION}):
+        try:
+            with torch.device("meta"):
+                built[kind] = mixer_registry.load(kind)(layer=0, **place, **mixer_settings(kind, f.get("mixer")))
+        except (RuntimeError, TypeError, ValueError, OverflowError) as err:  # a size no tensor can have
+            grown = mixer_growth(spec)
+            largest = max(grown, key=lambda key: grown[key][0] / grown[key][1], default=f"mixer.name={kind}")
+            setting = f"{largest}={grown[largest][0]}" if largest in grown else largest
+            raise MixerSizeError(f"{setting}: mixer {kind} cannot be built ({str(err).splitlines()[0]})") from None
+    return [built.get(kind) for kind in kinds]
+
+
+def mixer_growth(spec: NetSpec) -> dict[str, tuple[float, float]]:
+    """The `mixer` group's sizes, each as (value, the mixer's default): where a too-big estimate looks for the
+    setting to lower ({"mixer.d_state": (10000000, 16)})."""
+    import inspect
+
+    from andrea.mixers.layers import mixer_registry
+
+    mixer = spec.fields.get("mixer") or {}
+    name = mixer.get("name")
+    if name not in mixer_registry.names():
+        return {}
+    defaults = {k: p.default for k, p in inspect.signature(mixer_registry.load(name)).parameters.items()}
+    return {
+        f"mixer.{key}": (value, defaults[key])
+        for key, value in mixer.items()
+        if _size(value) and _size(defaults.get(key)) and defaults[key] > 0
+    }
+
+
+def _size(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class MixerSizeError(ValueError):
+    """A mixer whose settings ask for a tensor larger than any device holds: "mixer.<key>=<value>: ..."."""
+
+
+def _count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
 
 
 def _projection_parameters(spec: NetSpec, head_dim: int) -> int:

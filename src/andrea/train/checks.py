@@ -133,7 +133,10 @@ def _validate_memory(cfg: DictConfig) -> Estimate | None:
     """Refuse a run whose estimated training memory exceeds the device's, before allocating any of it."""
     from andrea.models import memory
 
-    found = training_estimate(cfg)
+    try:
+        found = training_estimate(cfg)
+    except memory.MixerSizeError as err:
+        raise ConfigError(f"{err}; lower it") from None
     if found is None:
         return None
     spec, need = found
@@ -147,7 +150,8 @@ def _validate_memory(cfg: DictConfig) -> Estimate | None:
     if spec.fields["vocab_size"] == data["vocab_size"]:
         keys["vocab_size"] = "data.vocab_size"
     device = "cpu" if on_cpu(cfg) or not torch.cuda.is_available() else "cuda"
-    problem = memory.too_big(need, {**spec.fields, **data}, keys, device, "training")
+    grown = memory.mixer_growth(spec)
+    problem = memory.too_big(need, {**spec.fields, **data}, keys, device, "training", grown)
     if problem:
         raise ConfigError(f"{problem}; lower {problem.split('=')[0]}")
     return need

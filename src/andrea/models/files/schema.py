@@ -131,8 +131,9 @@ def _check_mixers(fields: dict[str, Any], refuse: Callable[[str, str], ModelFile
         raise refuse(".mixer", "must be a mapping of a mixer's name and its settings as plain values")
     try:
         layer_kinds(fields.get("layout"), fields["n_layer"], mixer, key=f"{prefix}.")
-    except SettingError as err:
-        raise refuse(err.key.removeprefix(prefix), err.problem) from None
+    except SettingError as err:  # the layout's key carries the prefix; a mixer setting's is "mixer.<key>"
+        key = err.key.removeprefix(prefix) if err.key.startswith(f"{prefix}.") else f".{err.key}"
+        raise refuse(key, err.problem) from None
 
 
 def _parse_attention(
