@@ -50,6 +50,12 @@ def test_an_mqar_model_at_twice_its_training_length(mqar_checkpoint, capsys):
         ("data.seq_lenn=128", "data.seq_lenn is not a setting of task mqar; its settings are data.batch_size,"),
         ("seq_len=128", "'seq_len=128': give a change as data.<key>=<value>, e.g. data.seq_len=128"),
         ("data.num_kv_pairs=40", "data.num_kv_pairs=40, data.seq_len=64, data.vocab_size=512: MQAR needs"),
+        ("data.num_kv_pairs=true", "data.num_kv_pairs=True must be an integer >= 0"),
+        ("data.power_a=abc", "data.power_a='abc' must be a finite number"),
+        ("data.seed=-3", "data.seed=-3 must be an integer >= 0"),
+        ("data.eval_sets={long: {seq_len: 7}}", "data.eval_sets.long: data.num_kv_pairs=4, data.seq_len=7, "),
+        ("data.eval_sets={long: {sq_len: 7}}", "data.eval_sets.long.sq_len is not a setting of task mqar; give"),
+        ("data.num_train=100000000000", "data.num_train=100000000000: the task's rows need about "),
     ],
 )
 def test_a_bad_change_is_refused_in_one_line_before_anything_runs(mqar_checkpoint, change, message, capsys):
@@ -58,6 +64,32 @@ def test_a_bad_change_is_refused_in_one_line_before_anything_runs(mqar_checkpoin
     printed = capsys.readouterr()
     assert stopped.value.code == 2 and printed.err.startswith(f"andrea-eval: error: {message}"), printed.err
     assert len(printed.err.strip().splitlines()) == 1 and printed.out == ""
+
+
+def test_a_crafted_task_record_is_refused_by_the_task_s_own_rules(mqar_checkpoint, tmp_path, capsys):
+    """A record whose settings are plain values of the wrong type: the task's typed settings refuse it."""
+    state = torch.load(mqar_checkpoint, weights_only=True)
+    state[CHECKPOINT_TASK_KEY]["settings"]["num_kv_pairs"] = True
+    torch.save(state, tmp_path / "crafted.ckpt")
+    with pytest.raises(SystemExit) as stopped:
+        main([str(tmp_path / "crafted.ckpt")])
+    printed = capsys.readouterr()
+    assert stopped.value.code == 2
+    assert printed.err == "andrea-eval: error: data.num_kv_pairs=True must be an integer >= 0\n"
+
+
+def test_a_folder_eval_md_cannot_be_written_to_is_refused_before_evaluating(mqar_checkpoint, tmp_path, capsys):
+    """eval.md a folder (as a read-only or special target): said before the sets are evaluated, nothing written."""
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / "last.ckpt").symlink_to(mqar_checkpoint)
+    (folder / "eval.md").mkdir()
+    with pytest.raises(SystemExit) as stopped:
+        main([str(folder / "last.ckpt")])
+    printed = capsys.readouterr()
+    assert stopped.value.code == 2 and printed.out == "", printed.out
+    assert printed.err.startswith(f"andrea-eval: error: {folder / 'eval.md'} cannot be appended to (")
+    assert sorted(p.name for p in folder.iterdir()) == ["eval.md", "last.ckpt"]
 
 
 def test_a_checkpoint_without_a_task_is_refused_by_the_command(mqar_checkpoint, tmp_path, capsys):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -45,6 +46,19 @@ def table(scores: dict[str, dict[str, float]]) -> str:
         cells = [f"{found['rows']:,.0f}", *(f"{found[c]:.4f}" for c in COLUMNS[1:])]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def check_writable(checkpoint: Path) -> None:
+    """eval.md and eval.jsonl can be appended to beside the checkpoint: said before anything is evaluated, not
+    after (ValueError naming the file)."""
+    folder = checkpoint.parent
+    for name in ("eval.md", "eval.jsonl"):
+        path = folder / name
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{path} cannot be appended to (it is not a regular file); move it away")
+    read_only = os.statvfs(folder).f_flag & os.ST_RDONLY  # root writes anywhere but on a read-only mount
+    if read_only or not os.access(folder, os.W_OK):
+        raise ValueError(f"{folder} cannot be written to (eval.md and eval.jsonl go beside the checkpoint); copy it")
 
 
 def write_beside(checkpoint: Path, task: str, settings: dict, scores: dict, argv: list[str]) -> Path:
@@ -82,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         task = build_task(name, settings, wanted)
         net, _, _ = load_checkpoint(checkpoint)
         check_fits(net, task)
+        check_writable(checkpoint.absolute())
     except (ValueError, FileNotFoundError, IsADirectoryError) as err:
         print(f"{COMMAND}: error: {str(err).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)

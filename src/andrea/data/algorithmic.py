@@ -75,6 +75,11 @@ class ModularAdditionDataModule(SyntheticTaskDataModule):
                 f"data.train_fraction={train_fraction}): not one full batch to train on; lower data.batch_size"
             )
 
+    def footprint(self) -> tuple[int, str]:
+        """Every one of the p² pairs is made, and its order (p² indices) with it."""
+        rows, _ = super().footprint()
+        return rows + 8 * self.p * self.p, f"data.p={self.p}"
+
     def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """The first n of every pair shuffled (n = p²: the two splits, disjoint and together every pair)."""
         order = torch.randperm(self.p * self.p, generator=generator)

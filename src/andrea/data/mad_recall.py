@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from itertools import permutations
+from math import perm
 from typing import Any
 
 import torch
@@ -99,6 +100,15 @@ class FuzzyRecallDataModule(_ShiftedRecall):
         if self.seq_len < 4 * (k_motif_size + v_motif_size):
             raise ValueError(f"data.seq_len={self.seq_len} is too short for motifs of {k_motif_size} + {v_motif_size}")
         self.k_motif_size, self.v_motif_size = k_motif_size, v_motif_size
+
+    def footprint(self) -> tuple[int, str]:
+        """The rows, and the tables of every key and value motif that make_split lists (a tuple of `size` ints
+        each, about 64 + 8·size bytes): P(vocab / 2, size) of them, which grows as vocab_size ** size."""
+        rows, grows = super().footprint()
+        plain = self.vocab_size - 1
+        halves = ((plain // 2, self.k_motif_size), (plain - plain // 2, self.v_motif_size))
+        tables = sum(perm(n, size) * (64 + 8 * size) for n, largest in halves for size in range(1, largest + 1))
+        return rows + tables, f"data.vocab_size={self.vocab_size}" if tables > rows else grows
 
     def make_split(self, n: int, generator: torch.Generator, train: bool) -> tuple[Tensor, Tensor]:
         rng, plain = self.rng(generator), self.vocab_size - 1

@@ -21,7 +21,6 @@ differ}, e.g. twice the length), each validated and logged under its own name.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,9 +33,14 @@ from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
 from andrea.data.settings import DATA
-from andrea.utils.rules import enforce
+from andrea.utils.rules import BOOLEAN, FINITE, Rule, enforce, integer
+from andrea.utils.typed_settings import setting_names, signature_rules
 
 IGNORE_INDEX = -100
+# A task's settings typed by its constructors (andrea.utils.typed_settings): its integers are counts, sizes and
+# seeds (>= 0; DATA's sizes positive), its floats finite; each task's constructor checks the ranges between them.
+TYPED: dict[Any, Rule] = {bool: BOOLEAN, int: integer(0), float: FINITE}
+TOKEN_BYTES = 2 * 8  # a row's token: its input id and its label, int64 each
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,39 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
 
     name = "synthetic"
     attention_pattern: Pattern | None = None
+
+    def __new__(cls, *args: Any, **settings: Any) -> SyntheticTaskDataModule:
+        """Every setting checked by its type before any constructor reads it (`true` is no number of pairs), by
+        the one description every way a task is built shares (a config, a checkpoint's record, a run's recorded
+        config, an evaluation set); then each evaluation set, built as the task it makes, so that a bad one is
+        refused with the task, before any work."""
+        enforce(cls.setting_rules(), settings, "data.")
+        for name, changes in _eval_sets(settings.get("eval_sets")).items():
+            unknown = sorted(set(changes) - set(setting_names(cls)) | set(changes) & {"eval_sets"})
+            if unknown:
+                raise ValueError(
+                    f"data.eval_sets.{name}.{unknown[0]} is not a setting of task {cls.name}; give settings of the "
+                    "task that differ, e.g. data.eval_sets={long: {seq_len: 128}}"
+                )
+            try:
+                cls(**(settings | {"eval_sets": None} | changes))
+            except (ValueError, TypeError) as error:
+                raise ValueError(f"data.eval_sets.{name}: {str(error).splitlines()[0]}") from None
+        return super().__new__(cls)
+
+    @classmethod
+    def setting_rules(cls) -> dict[str, Rule]:
+        """Each setting's rule: DATA's for the sizes, else its annotation's in the task's constructors."""
+        return signature_rules(cls, TYPED, DATA)
+
+    def footprint(self) -> tuple[int, str]:
+        """(bytes, the setting that grows them) of the rows `setup` makes: the splits and every evaluation set,
+        counted twice (the rows are made whole, then split)."""
+        rows = (self.num_train + self.num_val) * self.seq_len + sum(
+            int(changes.get("num_val", self.num_val)) * int(changes.get("seq_len", self.seq_len))
+            for changes in self.eval_sets.values()
+        )
+        return 2 * TOKEN_BYTES * rows, f"data.num_train={self.num_train}"
 
     def __init__(
         self,
@@ -99,14 +136,7 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
 
     def settings(self) -> dict[str, Any]:
         """Every argument the module was built with, by name (each kept under its own name)."""
-        names = {
-            name
-            for cls in type(self).__mro__
-            if "__init__" in vars(cls) and issubclass(cls, SyntheticTaskDataModule)
-            for name, p in inspect.signature(cls.__init__).parameters.items()
-            if name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
-        }
-        return {name: getattr(self, name) for name in sorted(names)}
+        return {name: getattr(self, name) for name in sorted(setting_names(type(self)))}
 
     def variant(self, **changes: Any) -> SyntheticTaskDataModule:
         """The same task with some settings changed, checked as the task checks its own (no evaluation sets)."""

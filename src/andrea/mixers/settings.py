@@ -1,7 +1,7 @@
 """A token mixer's settings, typed once and checked before anything is built.
 
-The description is the mixer's own constructor: every keyword after what the network gives each mixer
-(andrea.mixers.layers.PLACE) is a setting, and its annotation types it:
+The description is the mixer's own constructor (andrea.utils.typed_settings): every keyword after what the
+network gives each mixer (andrea.mixers.layers.PLACE) is a setting, and its annotation types it:
 
     bool              true or false (not 2, not "maybe")
     int               a positive integer (a count or a size: heads, chunk, state rows, expansion)
@@ -17,48 +17,23 @@ so `mixer.chunk=1.5` is refused by the same words everywhere, before any work.
 
 from __future__ import annotations
 
-import inspect
-import types
-import typing
 from collections.abc import Mapping
 from typing import Any
 
-from andrea.utils.rules import BOOLEAN, POSITIVE, Rule, SettingError, number, optional, problem_of
+from andrea.utils.rules import BOOLEAN, POSITIVE, Rule, SettingError, number, problem_of
+from andrea.utils.typed_settings import signature_rules
 
 BY_TYPE: dict[Any, Rule] = {bool: BOOLEAN, int: POSITIVE, float: number(0.0, low_open=True)}
 
 
 def setting_rules(cls: type, place: tuple[str, ...]) -> dict[str, Rule]:
     """Each setting of the mixer class `cls` with the rule its annotation (or its own `setting_rules`) gives."""
-    own: Mapping[str, Rule] = getattr(cls, "setting_rules", {})
-    try:
-        parameters = inspect.signature(cls, eval_str=True).parameters
-    except (NameError, TypeError, SyntaxError):  # annotations its module cannot resolve: the mixer checks them
-        parameters = inspect.signature(cls).parameters
-    rules: dict[str, Rule] = {}
-    for name, parameter in parameters.items():
-        if name in place or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            continue
-        rule = own.get(name) or _typed(parameter.annotation)
-        if rule is not None:
-            rules[name] = rule
-    return rules
-
-
-def _typed(hint: Any) -> Rule | None:
-    """The rule of an annotation: bool, int, float, or one of them | None."""
-    if hint in BY_TYPE:
-        return BY_TYPE[hint]
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        members = [member for member in typing.get_args(hint) if member is not type(None)]
-        if len(members) == 1 and len(typing.get_args(hint)) == 2 and members[0] in BY_TYPE:
-            return optional(BY_TYPE[members[0]])
-    return None
+    return signature_rules(cls, BY_TYPE, getattr(cls, "setting_rules", {}), skip=place)
 
 
 def check_settings(name: str, cls: type, settings: Mapping[str, Any], place: tuple[str, ...]) -> None:
     """Refuse the first of `settings` that its rule does not keep: SettingError("mixer.<key>", "=<value> must be
-    <words> (mixer <name>)")."""
+    <words> (a setting of mixer <name>)")."""
     problem = problem_of(setting_rules(cls, place), settings, "mixer.")
     if problem is not None:
         raise SettingError(problem.key, f"{problem.problem} (a setting of mixer {name})")

@@ -14,6 +14,7 @@ from andrea.attention.block import shared_parts
 from andrea.attention.positions import ALiBi
 from andrea.attention.registry import mechanism_registry
 from andrea.mixers.layers import ATTENTION, layer_kinds, mixer_heads
+from andrea.models import memory
 from andrea.models.files.schema import MODELS
 from andrea.train.errors import ConfigError
 from andrea.utils.rules import SettingError
@@ -49,6 +50,21 @@ def check_data(cfg: DictConfig) -> None:
         raise ConfigError(
             f"{rows_key}={rows} is smaller than data.batch_size={batch}: not one full batch to train on; "
             "lower the batch size or make more rows"
+        )
+
+
+def check_data_memory(datamodule: object) -> None:
+    """The rows a task will make (its `footprint`) fit the machine's memory: refused by the setting that grows them
+    before any is made (`data.p=100000`: 10¹⁰ pairs of modular addition)."""
+    footprint = getattr(datamodule, "footprint", None)
+    if footprint is None:  # text, or a user's own data module
+        return
+    need, setting = footprint()
+    have = memory.available("cpu")  # rows are made on the CPU whatever trains
+    if need > have:
+        raise ConfigError(
+            f"{setting}: the task's rows need about {memory.size_text(need)}, more than the "
+            f"{memory.size_text(have)} of memory on cpu; lower {setting.split('=')[0]}"
         )
 
 

@@ -21,6 +21,7 @@ from omegaconf.errors import InterpolationResolutionError
 
 from andrea.models.memory import Estimate
 from andrea.train.checks import check_config
+from andrea.train.checks_parts import check_data_memory
 from andrea.train.errors import ConfigError
 
 __all__ = ["ConfigError", "Parts", "validate"]
@@ -43,6 +44,7 @@ def validate(cfg: DictConfig) -> Parts:
         checked = check_config(cfg)
         L.seed_everything(cfg.seed, workers=True, verbose=False)  # the network's first weights follow the seed
         datamodule = instantiate(cfg.data)  # checks data.* itself; builds no tensors yet
+        check_data_memory(datamodule)
         if checked.attention is None:
             module = instantiate(cfg.model)  # a user's network, or none with attention: it checks itself
         else:  # andrea's network, on the backend and mask the checks built and checked

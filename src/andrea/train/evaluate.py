@@ -13,6 +13,7 @@ from torch import nn
 from andrea.data.catalog import CHECKPOINT_TASK_KEY, TASKS, task_class
 from andrea.data.tasks import SyntheticTaskDataModule
 from andrea.models.network import network
+from andrea.train.checks_parts import check_data_memory
 from andrea.train.lit.module import next_token_loss
 from andrea.train.lit.val_metrics import SCORES, SetMetrics
 
@@ -49,7 +50,9 @@ def build_task(name: str, settings: dict[str, Any], changes: Mapping[str, Any]) 
             f"data.{unknown[0]} is not a setting of task {name}; its settings are "
             + ", ".join(f"data.{key}" for key in sorted(settings))
         )
-    return task_class(name)(**(settings | dict(changes)))
+    task = task_class(name)(**(settings | dict(changes)))
+    check_data_memory(task)
+    return task
 
 
 def check_fits(net: nn.Module, task: SyntheticTaskDataModule) -> None:

@@ -99,6 +99,7 @@ def _sequence(value: Any) -> bool:
 
 
 POSITIVE = integer(1)
+FINITE: Rule = (_number, "a finite number")
 PLAIN = (str, int, float, bool, type(None))  # the values a file's settings may hold: no containers, no objects
 BOOLEAN: Rule = ((lambda v: isinstance(v, bool)), "true or false")
 
