@@ -320,6 +320,19 @@ REJECTED = [
         "use mask=causal",
     ),
     (
+        ["attention.backend=[sdpa]"],
+        "attention\\.backend=\\['sdpa'\\] must be a backend's name, one of (\\w+, )*eager, ",
+    ),
+    (
+        ["mixer=gla", "mechanism=sigmoid", "~callbacks.attention_maps"],
+        "mechanism=sigmoid applies to attention layers, and this network has none (its layers are gla); drop "
+        "mechanism=, or add attention to model.net.layout",
+    ),
+    (
+        ["mixer=mamba2", "mixer.d_state=-4", "~callbacks.attention_maps"],
+        "mixer.d_state=-4 must be a positive integer (a setting of mixer mamba2)",
+    ),
+    (
         ["+mixer.window=2"],
         "mixer.window is not a setting of mixer; drop the override, or check its spelling",
     ),
@@ -334,6 +347,7 @@ DEFAULT_REFUSALS = {
     "+trainer.max_epoch=3", "model.optimizer.lr=nan", "++model.net.d_modl=64", "model.net.d_model=100000",
     "mechanism=sigmoid attention=sdpa", "mechanism=softcap +mechanism.capp=1", "mechanism=qknorm mechanism.eps=abc",
     "+model.optimizer.betas=[0.9,1.0]", "model.net.layout=[attention,attention,attention]",
+    "mixer=gla mechanism=sigmoid ~callbacks.attention_maps",
 }  # fmt: skip
 REFUSALS = [
     pytest.param(o, m, id=" ".join(o), marks=() if " ".join(o) in DEFAULT_REFUSALS else pytest.mark.slow)

@@ -108,11 +108,14 @@ class AttentionSpec:
         return self.heads.width_problem(self.d_model, names["d_model"])
 
     def _name_problem(self, names: Mapping[str, str]) -> SettingError | None:
+        from andrea.attention.contract import AttentionBackend
         from andrea.attention.latent import settings_problem
         from andrea.attention.registry import backend_registry
 
+        available = ", ".join(backend_registry.names())
+        if not isinstance(self.backend, (str, AttentionBackend)):  # a list or mapping from a config or a file
+            return SettingError(names["backend"], f"={self.backend!r} must be a backend's name, one of {available}")
         if isinstance(self.backend, str) and self.backend not in backend_registry.names():
-            available = ", ".join(backend_registry.names())
             return SettingError(names["backend"], f"={self.backend!r} is unknown; available: {available}")
         if self.position not in POSITIONS:  # a typo would silently mean "no position" otherwise
             return SettingError(names["position"], f"={self.position!r} is not one of {', '.join(POSITIONS)}")

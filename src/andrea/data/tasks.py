@@ -20,9 +20,11 @@ differ}, e.g. twice the length), each validated and logged under its own name.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,24 +72,10 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
     name = "synthetic"
     attention_pattern: Pattern | None = None
 
-    def __new__(cls, *args: Any, **settings: Any) -> SyntheticTaskDataModule:
-        """Every setting checked by its type before any constructor reads it (`true` is no number of pairs), by
-        the one description every way a task is built shares (a config, a checkpoint's record, a run's recorded
-        config, an evaluation set); then each evaluation set, built as the task it makes, so that a bad one is
-        refused with the task, before any work."""
-        enforce(cls.setting_rules(), settings, "data.")
-        for name, changes in _eval_sets(settings.get("eval_sets")).items():
-            unknown = sorted(set(changes) - set(setting_names(cls)) | set(changes) & {"eval_sets"})
-            if unknown:
-                raise ValueError(
-                    f"data.eval_sets.{name}.{unknown[0]} is not a setting of task {cls.name}; give settings of the "
-                    "task that differ, e.g. data.eval_sets={long: {seq_len: 128}}"
-                )
-            try:
-                cls(**(settings | {"eval_sets": None} | changes))
-            except (ValueError, TypeError) as error:
-                raise ValueError(f"data.eval_sets.{name}: {str(error).splitlines()[0]}") from None
-        return super().__new__(cls)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in vars(cls):
+            cls.__init__ = _typed_constructor(vars(cls)["__init__"])  # type: ignore[method-assign]
 
     @classmethod
     def setting_rules(cls) -> dict[str, Rule]:
@@ -137,6 +125,21 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
     def settings(self) -> dict[str, Any]:
         """Every argument the module was built with, by name (each kept under its own name)."""
         return {name: getattr(self, name) for name in sorted(setting_names(type(self)))}
+
+    def check_eval_sets(self) -> None:
+        """Each evaluation set built as the task it makes (with its own checks), so that a bad one is refused
+        with the task, before any work; a key the task does not have is named."""
+        for name, changes in self.eval_sets.items():
+            unknown = sorted(set(changes) - set(setting_names(type(self))) | set(changes) & {"eval_sets"})
+            if unknown:
+                raise ValueError(
+                    f"data.eval_sets.{name}.{unknown[0]} is not a setting of task {self.name}; give settings of the "
+                    "task that differ, e.g. data.eval_sets={long: {seq_len: 128}}"
+                )
+            try:
+                self.variant(**changes)
+            except (ValueError, TypeError) as error:
+                raise ValueError(f"data.eval_sets.{name}: {str(error).splitlines()[0]}") from None
 
     def variant(self, **changes: Any) -> SyntheticTaskDataModule:
         """The same task with some settings changed, checked as the task checks its own (no evaluation sets)."""
@@ -188,6 +191,27 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         self.setup()
         assert self.val_set is not None  # made by setup()
         return {"input_ids": self.val_set.input_ids[:n], "labels": self.val_set.labels[:n]}
+
+
+def _typed_constructor(init: Callable[..., None]) -> Callable[..., None]:
+    """A task's constructor that first checks its own settings by their types (the one description every way a
+    task is built shares: a config, a checkpoint's record, a run's recorded config, an evaluation set), so that
+    `true` is no number of pairs and `abc` no seed; the outermost constructor, once every setting is in place,
+    then checks the evaluation sets."""
+    own = set(inspect.signature(init).parameters) - {"self"}
+
+    @functools.wraps(init)
+    def checked(self: SyntheticTaskDataModule, *args: Any, **settings: Any) -> None:
+        rules = type(self).setting_rules()
+        enforce({key: rule for key, rule in rules.items() if key in own}, settings, "data.")
+        init(self, *args, **settings)
+        if type(self).__init__ is checked:
+            self.check_eval_sets()
+
+    return checked
+
+
+SyntheticTaskDataModule.__init__ = _typed_constructor(SyntheticTaskDataModule.__init__)  # type: ignore[method-assign]
 
 
 def distinct(n: int, choices: int, k: int, generator: torch.Generator) -> Tensor:

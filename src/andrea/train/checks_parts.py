@@ -13,6 +13,7 @@ from andrea.attention import UnsupportedAttentionError
 from andrea.attention.block import shared_parts
 from andrea.attention.positions import ALiBi
 from andrea.attention.registry import mechanism_registry
+from andrea.attention.spec import AttentionSpec
 from andrea.mixers.layers import ATTENTION, layer_kinds, mixer_heads
 from andrea.models import memory
 from andrea.models.files.schema import MODELS
@@ -84,6 +85,8 @@ def check_mixers(cfg: DictConfig) -> None:
     needs one head count in every layer. All before anything is built."""
     kinds = _layer_kinds(cfg)
     others = sorted(set(kinds) - {ATTENTION})
+    if kinds and ATTENTION not in kinds:
+        _refuse_attention_settings(cfg, others)
     mask = _get(cfg, "mask.name")
     if others and mask not in (None, "causal"):  # a recurrence is causal by construction: no window, no lookahead
         raise ConfigError(
@@ -97,6 +100,25 @@ def check_mixers(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"callbacks.attention_maps scores one (layer, head) grid, and the layers' heads differ ({counts}); "
                 "give mixer.n_head the attention's head count, or add ~callbacks.attention_maps"
+            )
+
+
+def _refuse_attention_settings(cfg: DictConfig, mixers: list[str]) -> None:
+    """An attention group set away from its default on a network with no attention layer would change nothing
+    while a run (and a sweep's label) says it did: refused, naming the group."""
+    mechanism = _get(cfg, "model.net.attention.mechanism")
+    mechanism = mechanism.get("name") if isinstance(mechanism, DictConfig) else mechanism
+    backend = _get(cfg, "model.net.attention.backend")
+    applied = {
+        f"mechanism={mechanism}": mechanism not in (None, "softmax"),
+        f"attention={backend}": backend != AttentionSpec.backend,
+        f"position={_get(cfg, 'model.net.position')}": _get(cfg, "model.net.position") in ("rope", "alibi"),
+    }
+    for setting, set_away in applied.items():
+        if set_away:
+            raise ConfigError(
+                f"{setting} applies to attention layers, and this network has none (its layers are "
+                f"{', '.join(mixers)}); drop {setting.split('=')[0]}=, or add attention to model.net.layout"
             )
 
 
