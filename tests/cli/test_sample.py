@@ -1,5 +1,6 @@
 """andrea-sample: text from a checkpoint or a safetensors export, settings refused in one line."""
 
+import re
 import subprocess
 import sys
 
@@ -26,6 +27,7 @@ DEFAULTS = dict(
     top_p=None,
     tokenizer="auto",
     device="cpu",
+    stream={"window": None, "keep_first": 0},  # conf/sample.yaml's
 )
 
 
@@ -106,11 +108,19 @@ def test_settings_are_checked(key, value, message):
     [
         ({"window": 0, "keep_first": 4}, "stream.window=0 must be a positive integer, or null"),
         ({"window": 8, "keep_first": -1}, "stream.keep_first=-1 must be an integer"),
+        (None, "stream=None must hold stream.window and stream.keep_first"),
+        (5, "stream=5 must hold stream.window and stream.keep_first"),
+        ({"window": 8}, "stream={'window': 8} must hold stream.window and stream.keep_first"),
+        ({"window": None, "keep_first": 4}, "stream.keep_first=4 keeps the first tokens of a streaming cache, and"),
+        ({"window": 8, "keep_first": 4, "cache": False}, "cache=false with stream.window=8: streaming is a cache"),
     ],
 )
 def test_stream_settings_are_checked(stream, message):
-    with pytest.raises(SettingError, match=message):
-        check_settings(OmegaConf.create({**DEFAULTS, "stream": stream}))
+    """Each in one line; a mapping's `cache` key stands for the top-level cache= (set beside the stream)."""
+    cache = stream.pop("cache", True) if isinstance(stream, dict) else True
+    with pytest.raises(SettingError, match=re.escape(message)) as refused:
+        check_settings(OmegaConf.create({**DEFAULTS, "stream": stream, "cache": cache}))
+    assert "\n" not in str(refused.value)
 
 
 @pytest.mark.slow  # reason: an andrea-sample process
