@@ -20,8 +20,8 @@ from andrea.attention.masks import Mask
 from andrea.mixers import delta_rule
 from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
+from andrea.mixers.linear_reference import token_heads, token_output
 from andrea.mixers.mamba2 import dt_bias
-from andrea.mixers.state_masks import state_mask
 
 A_MAX = 16.0
 
@@ -56,26 +56,31 @@ class DeltaNet(LinearMixer):
         return delta_rule.weights(q, k, self.beta(x), g, self.scale, seg)
 
     def reference(self, x: Tensor, mask: Mask | None = None) -> Tensor:
-        """The layer with the delta rule as the papers write it, one token at a time from a zero state, the
-        transition a matrix (the conformance kit's reference, run in float64 there):
+        """The delta rule as the papers write it, one token at a time from a zero state, the transition a matrix
+        (andrea.mixers.linear_reference for the layer around it):
 
-            S_t = α_t (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ     (S_{t-1} dropped where a new document starts)
-            o_t = S_tᵀ (scale · q_t)
+            S_t = α_t (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ     (S_{t-1} dropped where a document starts)
+            o_t = S_tᵀ q_t / sqrt(K),   q_t, k_t of unit length, β_t = sigmoid(W_β x_t)   (DeltaNet: α_t = 1)
         """
-        where = state_mask(mask, 0, x.shape[1], mixer=self.name)
-        q, k, v, g = self._inputs(x, None, where)
-        beta = self.beta(x)
-        B, H, T, K = q.shape
-        eye, S, out = torch.eye(K, dtype=q.dtype), q.new_zeros(B, H, K, v.shape[-1]), []
-        for t in range(T):
-            alpha = q.new_ones(B, H) if g is None else g[:, :, t].exp()
-            if where.seg is not None and t > 0:
-                alpha = alpha * (where.seg[:, t] == where.seg[:, t - 1]).view(B, 1)
-            kt, bt = k[:, :, t], beta[:, :, t, None, None]
-            transition = alpha[..., None, None] * (eye - bt * kt.unsqueeze(-1) * kt.unsqueeze(-2))  # (B, H, K, K)
-            S = transition @ S + bt * kt.unsqueeze(-1) * v[:, :, t].unsqueeze(-2)
-            out.append(torch.einsum("bhk,bhkv->bhv", self.scale * q[:, :, t], S))
-        return self._output(torch.stack(out, dim=2), x)
+        B, H, K = x.shape[0], self.n_head, self.key_dim
+        eye, S, out = torch.eye(K, dtype=x.dtype, device=x.device), x.new_zeros(B, H, K, self.value_dim), []
+        for token, q_t, k_t, v in token_heads(self, x, mask):
+            q, k = _unit(q_t), _unit(k_t)
+            beta = torch.sigmoid(self.b_proj(token.x)).view(B, H, 1, 1)
+            transition = self._alpha(token.x) * (eye - beta * k.unsqueeze(-1) * k.unsqueeze(-2))  # (B, H, K, K)
+            S = token.carried(S)
+            S = token.kept(transition @ S + beta * k.unsqueeze(-1) * v.unsqueeze(-2), S)
+            out.append(token_output(self, torch.einsum("bhk,bhkv->bhv", self.scale * q, S), token))
+        return torch.stack(out, dim=1)
+
+    def _alpha(self, x_t: Tensor) -> Tensor:
+        """One token's decay α_t (B, H, 1, 1): DeltaNet has none."""
+        return x_t.new_ones(x_t.shape[0], self.n_head, 1, 1)
+
+
+def _unit(u: Tensor) -> Tensor:
+    """One token's q or k (B, H, K) divided by its length (at least 1e-12, as F.normalize floors it)."""
+    return u / u.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
 class GatedDeltaNet(DeltaNet):
@@ -95,3 +100,9 @@ class GatedDeltaNet(DeltaNet):
     def log_decay(self, x: Tensor) -> Tensor:
         """log α_t = -exp(A_log) · softplus(W_α x_t + dt_bias) <= 0: (B, H, T), one decay per head."""
         return (-self.A_log.exp() * F.softplus(self.a_proj(x) + self.dt_bias)).transpose(1, 2)
+
+    def _alpha(self, x_t: Tensor) -> Tensor:
+        """One token's decay α_t = exp(-exp(A_log) · softplus(W_α x_t + dt_bias)), (B, H, 1, 1): the paper's, for
+        `reference`."""
+        rate, step = self.A_log.exp(), F.softplus(self.a_proj(x_t) + self.dt_bias)  # (H,), (B, H)
+        return torch.exp(-rate * step).view(*step.shape, 1, 1)

@@ -8,11 +8,14 @@ with keys half the width of values (`expand_k` 0.5), a per-head RMSNorm and a sw
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from andrea.attention.masks import Mask
 from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
+from andrea.mixers.linear_reference import recurrence
 
 GATE_RANK, GATE_DIVISOR = 16, 16  # the low-rank gate projection, and the published normaliser of its log
 
@@ -37,3 +40,12 @@ class GLA(LinearMixer):
         B, T, _ = x.shape
         g = F.logsigmoid(self.decay(x)) / GATE_DIVISOR  # (B, T, H·K), <= 0
         return g.view(B, T, self.n_head, self.key_dim).transpose(1, 2)  # (B, H, T, K)
+
+    def reference(self, x: Tensor, mask: Mask | None = None) -> Tensor:
+        """GLA as the paper writes its recurrence, one token at a time (andrea.mixers.linear_reference):
+        S_t = diag(α_t) S_{t-1} + k_t v_tᵀ, o_t = S_tᵀ q_t / sqrt(K), α_t = sigmoid(W_2 W_1 x_t + b)^(1/16)."""
+        return recurrence(self, x, mask, lambda token, q, k: (q, k, self._alpha(token.x).view_as(k)))
+
+    def _alpha(self, x_t: Tensor) -> Tensor:
+        """One token's gate α_t (B, H·K) in (0, 1): the 16th root of a sigmoid, exp(logsigmoid(·) / 16)."""
+        return torch.sigmoid(self.decay(x_t)) ** (1 / GATE_DIVISOR)

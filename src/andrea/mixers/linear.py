@@ -11,11 +11,14 @@ features: elu1. No decay, no gate, no norm by default (MIXERS.md); each is a set
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from andrea.attention.masks import Mask
 from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
+from andrea.mixers.linear_reference import recurrence
 from andrea.utils.rules import SettingError, one_of
 
 FEATURE_MAPS = ("elu1", "identity", "elementwise_product")
@@ -61,3 +64,15 @@ class LinearAttention(LinearMixer):
         if self.feature_map == "identity":
             return q, k
         return F.elu(q) + 1, F.elu(k) + 1
+
+    def reference(self, x: Tensor, mask: Mask | None = None) -> Tensor:
+        """The paper's recurrence one token at a time (andrea.mixers.linear_reference), no decay:
+        S_t = S_{t-1} + φ(k_t) v_tᵀ and o_t = S_tᵀ φ(q_t) / sqrt(K), normalised by φ(q_t)·Σ_{j<=t} φ(k_j)."""
+        no_decay = x.new_ones(1, self.n_head, 1)
+        return recurrence(self, x, mask, lambda token, q, k: (self._phi(q, "q"), self._phi(k, "k"), no_decay))
+
+    def _phi(self, u: Tensor, stream: str) -> Tensor:
+        """The feature map on one token's q or k (B, H, K), written out: elu(u) + 1 is u + 1 above 0, e^u below."""
+        if self.feature_map == "elu1":
+            return torch.where(u > 0, u + 1, u.clamp_max(0).exp())
+        return u if self.maps is None else self.maps[stream](u)  # identity, or the learned map's module on the token

@@ -5,9 +5,10 @@
                 -> o = the recurrence in the chosen form (mixer.form), from the cache's state when generating
                 -> [per-head RMSNorm] [times swish(W_g x)] -> hook_z (B, T, H, V) -> W_O -> y (B, T, D)
 
-A subclass says what is its own: `features(q, k, start)`, `log_decay(x)` (None: no decay) and the layer's
-defaults. With `normalize`, o is divided by the same recurrence run on a column of ones (φ(q)·Σ φ(k), decayed
-alike), so the normaliser lives in the state too and generation keeps it. Hook points: hook_q, hook_k, hook_v
+A subclass says what is its own: `features(q, k, start)`, `log_decay(x)` (None: no decay), the layer's defaults
+and its recurrence written on its own, `reference` (andrea.mixers.linear_reference). With `normalize`, o is
+divided by the same recurrence run on a column of ones (φ(q)·Σ φ(k), decayed alike), so the normaliser lives in
+the state too and generation keeps it. Hook points: hook_q, hook_k, hook_v
 as the heads see them (after the features), hook_decay (g), hook_pattern (the implied weights, when asked for),
 hook_state (the state after the call's last token: what a cache keeps, so an edit there changes what generation
 reads next), hook_gate (the output gate's swish(W_g x)), hook_z; the network lists them under
@@ -28,7 +29,7 @@ from andrea.mixers import gated_linear as core
 from andrea.mixers.base import CacheSize
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
-from andrea.mixers.state_masks import StateMask, call_mask, state_mask
+from andrea.mixers.state_masks import StateMask, call_mask
 from andrea.utils.rules import Rule, SettingError, one_of
 
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_state", "hook_gate", "hook_z")
@@ -107,28 +108,16 @@ class LinearMixer(nn.Module):
         return self._output(o, x), weights if return_weights else None
 
     def reference(self, x: Tensor, mask: Mask | None = None) -> Tensor:
-        """The layer with its recurrence as the papers write it, one token at a time from a zero state, no chunk
-        and no ones column (the conformance kit's reference, run in float64 there):
-
-            S_t = diag(exp g_t) S_{t-1} + k_t v_tᵀ     (S_{t-1} dropped where a new document starts)
-            o_t = S_tᵀ (scale · q_t)                    normalised: divided by (scale · q_t)·z_t,
-            z_t = diag(exp g_t) z_{t-1} + k_t           the normaliser's own running sum
-        """
-        where = state_mask(mask, 0, x.shape[1], mixer=self.name)
-        q, k, v, g = self._inputs(x, None, where)
-        B, H, T, K = q.shape
-        S, z, out = q.new_zeros(B, H, K, v.shape[-1]), q.new_zeros(B, H, K), []
-        for t in range(T):
-            decay = q.new_ones(B, H, 1) if g is None else g[:, :, t].exp().view(B, H, -1)  # (B, H, K|1)
-            if where.seg is not None and t > 0:
-                decay = decay * (where.seg[:, t] == where.seg[:, t - 1]).view(B, 1, 1)
-            S = decay.unsqueeze(-1) * S + k[:, :, t].unsqueeze(-1) * v[:, :, t].unsqueeze(-2)
-            z = decay * z + k[:, :, t]
-            o = torch.einsum("bhk,bhkv->bhv", self.scale * q[:, :, t], S)
-            if self.normalize:
-                o = o / (self.scale * q[:, :, t] * z).sum(-1, keepdim=True).clamp_min(EPS)
-            out.append(o)
-        return self._output(torch.stack(out, dim=2), x)
+        """The layer as its paper writes it, one token at a time from a zero state: what the conformance kit proves
+        every form against (andrea.testing.mixer_checks, in float64 on a copy). Each mixer writes its own, on its
+        parameters and one token at a time (andrea.mixers.linear_reference), never calling `features`,
+        `log_decay`, `recur` or the forms: a mistake there, such as a decay that reads a later token, then shows
+        as a difference instead of being repeated on both sides."""
+        raise NotImplementedError(
+            f"mixer '{self.name}' ({type(self).__module__}.{type(self).__qualname__}) has no reference(): the "
+            "conformance kit has no recurrence of its own to prove its forms against; write reference(x, mask) "
+            "from its paper, one token at a time (andrea.mixers.linear_reference, docs/write_a_mixer.md)"
+        )
 
     def _inputs(
         self, x: Tensor, cache: StateCache | None, where: StateMask

@@ -29,7 +29,8 @@ from andrea.mixers.base import CacheSize
 from andrea.mixers.linear_layer import POINTS, check_form_and_heads
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
-from andrea.mixers.state_masks import StateMask, call_mask, state_mask
+from andrea.mixers.state_masks import StateMask, call_mask
+from andrea.mixers.token_steps import ConvWindow, tokens
 from andrea.utils.rules import Rule, one_of
 
 DT_MIN, DT_MAX, A_MIN, A_MAX = 1e-3, 1e-1, 1.0, 16.0
@@ -87,23 +88,31 @@ class Mamba2(nn.Module):
         return self._output(y, x, z), weights if return_weights else None
 
     def reference(self, u: Tensor, mask: Mask | None = None) -> Tensor:
-        """The layer with its SSM as the paper writes it, one token at a time from a zero state (the conformance
-        kit's reference, run in float64 there):
+        """The layer as the paper writes it, one token at a time from a zero state and from its parameters, never
+        through `_inputs`, `_output` or the forms (the conformance kit's reference, run in float64 there):
 
-            H_t = exp(Δ_t a) H_{t-1} + B_t (Δ_t x_t)ᵀ    (H_{t-1} dropped where a new document starts)
-            y_t = H_tᵀ C_t                               (the D skip and the gated norm after)
+            H_t = exp(Δ_t a) H_{t-1} + B_t (Δ_t x_t)ᵀ    (H_{t-1} dropped where a document starts)
+            y_t = H_tᵀ C_t + D x_t,    out_t = out_proj(RMSNorm(y_t ⊙ SiLU(z_t)))
         """
-        where = state_mask(mask, 0, u.shape[1], mixer=self.name)
-        z, x, C, Bm, dx, a_dt = self._inputs(u, None, where)
-        Bsz, H, T, N = C.shape
-        state, out = C.new_zeros(Bsz, H, N, self.head_dim), []
-        for t in range(T):
-            decay = a_dt[:, :, t].exp()  # (B, H)
-            if where.seg is not None and t > 0:
-                decay = decay * (where.seg[:, t] == where.seg[:, t - 1]).view(Bsz, 1)
-            state = decay.view(Bsz, H, 1, 1) * state + Bm[:, :, t].unsqueeze(-1) * dx[:, :, t].unsqueeze(-2)
-            out.append(torch.einsum("bhn,bhnp->bhp", C[:, :, t], state))
-        return self._output(torch.stack(out, dim=2), x, z)
+        Bsz, H, P, N = u.shape[0], self.n_head, self.head_dim, self.d_state
+        a = -self.A_log.exp().view(1, H, 1, 1)  # the decay rate, per head
+        conv = None if self.conv is None else ConvWindow(self.conv, Bsz)
+        z_width = self.inner if self.gated else 0
+        state, out = u.new_zeros(Bsz, H, N, P), []
+        for token in tokens(u, mask, self.name):
+            z, xbc, dt = self.in_proj(token.x).split([z_width, self.inner + 2 * N, H], dim=-1)
+            x, B_t, C_t = (xbc if conv is None else conv(token, xbc)).split([self.inner, N, N], dim=-1)
+            x, delta = x.view(Bsz, H, 1, P), F.softplus(dt + self.dt_bias).view(Bsz, H, 1, 1)
+            state = token.carried(state)
+            state = token.kept((delta * a).exp() * state + B_t.view(Bsz, 1, N, 1) * (delta * x), state)
+            y = torch.einsum("bn,bhnp->bhp", C_t, state) + self.D.view(1, H, 1) * x.view(Bsz, H, P)
+            out.append(self._token_output(y.flatten(1), z))
+        return torch.stack(out, dim=1)
+
+    def _token_output(self, y: Tensor, z: Tensor) -> Tensor:
+        """One token's y (B, inner) -> [times SiLU(z_t)] -> [RMSNorm] -> out_proj, for `reference`."""
+        y = y * F.silu(z) if self.gated else y
+        return self.proj(y if self.norm is None else self.norm(y))
 
     def _inputs(self, u: Tensor, cache: StateCache | None, where: StateMask) -> tuple[Tensor, ...]:
         """z (B, T, inner), x (B, H, T, P), and the SSD's q = C, k = B (B, H, T, N), v = Δ·x and g = Δ·a

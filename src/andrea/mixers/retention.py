@@ -13,9 +13,11 @@ import math
 import torch
 from torch import Tensor
 
+from andrea.attention.masks import Mask
 from andrea.attention.positions import Rotary
 from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
+from andrea.mixers.linear_reference import recurrence
 
 
 class Retention(LinearMixer):
@@ -41,3 +43,19 @@ class Retention(LinearMixer):
     def log_decay(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
         return self.log_gamma.to(x.dtype).view(1, -1, 1).expand(B, -1, T)  # (B, H, T): the same decay every token
+
+    def reference(self, x: Tensor, mask: Mask | None = None) -> Tensor:
+        """Retention as the paper writes its recurrence, one token at a time (andrea.mixers.linear_reference):
+        S_t = γ_h S_{t-1} + k̃_t v_tᵀ, o_t = S_tᵀ q̃_t / sqrt(K), q̃_t and k̃_t turned by RoPE to position t. γ_h is the
+        layer's own (its log_gamma buffer), as its parameters are: 1 - 2^(-5-h) written again in float64 would differ
+        from the buffer's float32 rounding by more than the kit's decode tolerance."""
+        gamma = self.log_gamma.exp().view(1, -1, 1)  # (1, H, 1)
+        return recurrence(self, x, mask, lambda token, q, k: (*self._turned(q, k, token.t), gamma))
+
+    def _turned(self, q: Tensor, k: Tensor, t: int) -> tuple[Tensor, Tensor]:
+        """One token's q and k (B, H, K) at position t, as RoFormer writes RoPE: each pair (u_i, u_{i + K/2}) a
+        complex number times e^{i t θ_i}, θ the layer's frequencies."""
+        turn = torch.polar(torch.ones_like(self.rope.inv_freq), t * self.rope.inv_freq)  # (K/2,) e^{i t θ}
+        turned = (torch.complex(*u.chunk(2, dim=-1)) * turn for u in (q, k))
+        q_t, k_t = (torch.cat((u.real, u.imag), dim=-1) for u in turned)
+        return q_t, k_t

@@ -3,9 +3,10 @@
     S_t = γ_h S_{t-1} + k_t v_tᵀ,    o_t = S_tᵀ q_t / sqrt(K),    γ_h = sigmoid(w_h)
 
 RetNet's retention with γ a parameter instead of 1 - 2^(-5-h) (w_h starts there). A mixer of the gated linear
-family needs only what is its own: andrea's LinearMixer brings the projections, the three forms, the state cache
-for generation, the masks, the hook points, the implied weights for the maps and the recurrence the conformance
-kit checks them against (`reference`). A mixer of another family writes those itself (docs/write_a_mixer.md).
+family needs only what is its own: its decay, for andrea's LinearMixer, which brings the projections, the three
+forms, the state cache for generation, the masks, the hook points and the implied weights for the maps; and the
+recurrence above written on its own (`reference`), one token at a time, which andrea's conformance kit proves
+every form against. A mixer of another family writes those itself (docs/write_a_mixer.md).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from andrea.attention.masks import Mask
 from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
+from andrea.mixers.linear_reference import recurrence
 
 
 class LearnedDecay(LinearMixer):
@@ -33,3 +36,8 @@ class LearnedDecay(LinearMixer):
         """log γ_h for every token: (B, H, T), one decay per head."""
         B, T, _ = x.shape
         return F.logsigmoid(self.w).view(1, -1, 1).expand(B, -1, T)
+
+    def reference(self, x: Tensor, mask: Mask | None = None) -> Tensor:
+        """The recurrence above, one token at a time from γ_h = sigmoid(w_h); andrea's `recurrence` runs the state."""
+        gamma = torch.sigmoid(self.w).view(1, -1, 1)  # (1, H, 1): one decay per head
+        return recurrence(self, x, mask, lambda token, q, k: (q, k, gamma))
