@@ -1,5 +1,7 @@
 """The command-line entry points and the attention config groups."""
 
+import errno
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from hydra.utils import instantiate
 
 from andrea.attention import MultiHeadSelfAttention, get_backend
 from andrea.cli import show_mask
+from tests.read_only import read_only
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -64,6 +67,78 @@ def test_show_mask_refuses_bad_input(argv, message, capsys):
         show_mask.main(argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_show_mask_given_a_folder_draws_inside_it_and_names_the_file(tmp_path, capsys):
+    """As andrea-inspect's out=: the folder's namesake beside it (matplotlib's `<folder>.png`) is left alone."""
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics.png").write_bytes(b"the user's own picture")
+    show_mask.main(["causal", "--length", "4", "-o", str(tmp_path / "pics")])
+    assert capsys.readouterr().out.splitlines()[-1] == f"wrote {tmp_path / 'pics' / 'causal.png'}"
+    assert (tmp_path / "pics" / "causal.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "pics.png").read_bytes() == b"the user's own picture"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["causal.png", "pics", "pics.png"]
+
+
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        ("x.jpg", "-o {tmp}/x.jpg does not end in .png"),
+        ("pics", "-o {tmp}/pics does not end in .png"),  # not a folder: matplotlib would write pics.png
+        ("ro/x.png", "-o {tmp}/ro/x.png cannot be written (Read-only file system)"),
+        ("/dev/full", "-o /dev/full is a character device"),
+        ("link.png", "-o {tmp}/link.png is a link to {tmp}/gone/x.png, which does not exist"),
+    ],
+)
+def test_show_mask_refuses_a_place_it_cannot_write_before_drawing(output, message, tmp_path, monkeypatch, capsys):
+    (tmp_path / "ro").mkdir()
+    read_only(monkeypatch, tmp_path / "ro")
+    (tmp_path / "link.png").symlink_to(tmp_path / "gone" / "x.png")
+    before = sorted(tmp_path.rglob("*"))
+    out = output if output.startswith("/") else str(tmp_path / output)
+    with pytest.raises(SystemExit) as exit_info:
+        show_mask.main(["causal", "-o", out])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and captured.out == ""  # refused before the mask is printed or drawn
+    assert captured.err == (
+        f"andrea-show-mask: error: {message.format(tmp=tmp_path)}; give a writable .png file, or a folder to write "
+        "it in\n"
+    )
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_show_mask_refuses_a_length_too_long_to_draw_before_building_it(monkeypatch, capsys):
+    """A 200,000-long mask is 40 GB of booleans: refused before any is made."""
+    from andrea.attention.masks.base import Mask
+
+    monkeypatch.setattr(Mask, "dense", lambda *args, **kwargs: pytest.fail("the mask was built"))
+    with pytest.raises(SystemExit) as exit_info:
+        show_mask.main(["causal", "--length", "200000"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "andrea-show-mask: error: --length=200000 is more than 256, past which the picture's cells are smaller "
+        "than its pixels; draw at most 256 positions\n"
+    )
+
+
+def test_show_mask_on_a_disk_that_fills_keeps_the_picture_it_replaces(tmp_path, monkeypatch, capsys):
+    from andrea.attention.masks import draw
+
+    def fills_up(mask, path, **kwargs):
+        Path(path).write_bytes(b"half a PNG")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    out = tmp_path / "causal.png"
+    out.write_bytes(b"an earlier picture")
+    monkeypatch.setattr(draw, "draw_mask", fills_up)
+    with pytest.raises(SystemExit) as exit_info:
+        show_mask.main(["causal", "-o", str(out)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        f"andrea-show-mask: error: -o {out} cannot be written (No space left on device); give a writable .png "
+        "file, or a folder to write it in\n"
+    )
+    assert out.read_bytes() == b"an earlier picture" and [p.name for p in tmp_path.iterdir()] == ["causal.png"]
 
 
 @pytest.mark.slow(reason="andrea-demo's process (~6 s); tests/test_console_scripts.py runs it in the default run")
