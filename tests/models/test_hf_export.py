@@ -2,6 +2,8 @@
 andrea's own GPT-2 import, transformers (AutoModelForCausalLM, the text-generation pipeline) and TransformerLens's
 bridge load with andrea's logits; anything GPT-2 cannot hold refused in one line naming what does not fit."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from hydra.core.hydra_config import HydraConfig
@@ -130,3 +132,94 @@ def test_a_model_without_biases_is_written_with_zero_biases_that_compute_the_sam
     again, _ = load_gpt2(tmp_path)
     ids = torch.randint(0, 61, (2, 16))
     torch.testing.assert_close(again(ids)[0], net(ids)[0], rtol=0, atol=1e-5)
+
+
+def checkpoint(path, net, config, tokenizer):
+    """An andrea-train checkpoint as the export reads one: the network's config, tokenizer and weights."""
+    from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, CHECKPOINT_TOKENIZER_KEY
+    from andrea.models.files.formats import CHECKPOINT_FORMAT_KEY, FORMAT
+
+    weights = {f"net.{name}": tensor for name, tensor in net.state_dict().items()}
+    torch.save({CHECKPOINT_CONFIG_KEY: config, CHECKPOINT_TOKENIZER_KEY: tokenizer, CHECKPOINT_FORMAT_KEY: FORMAT,
+                "state_dict": weights}, path)  # fmt: skip
+    return str(path)
+
+
+def test_force_over_an_earlier_export_removes_the_tokenizer_a_model_of_token_ids_lacks(tmp_path, capsys):
+    """The folder of a model of GPT-2's tokens, exported again --force for a model of token ids: no tokenizer file
+    is left (transformers would load one, and encode text into ids the model does not read); a fast tokenizer's
+    files, which the export never writes, go too."""
+    folder = tmp_path / "hf"
+    gpt2_tokens = GPT(vocab_size=50257, max_context=16, n_layer=1, d_model=32, attention={"n_head": 4}, bias=True)
+    export([checkpoint(tmp_path / "gpt2.ckpt", gpt2_tokens, gpt_config(vocab_size=50257, bias=True, n_layer=1),
+                       "gpt2"), str(folder), "--format", "hf"])  # fmt: skip
+    for name in ("tokenizer.json", "added_tokens.json"):  # as transformers' save_pretrained writes them
+        (folder / name).write_text("{}")
+    tokenizer = {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json",
+                 "added_tokens.json"}  # fmt: skip
+    assert tokenizer <= {p.name for p in folder.iterdir()}
+    token_ids = GPT(vocab_size=61, max_context=16, n_layer=1, d_model=32, attention={"n_head": 4})
+    capsys.readouterr()
+    export([checkpoint(tmp_path / "ids.ckpt", token_ids, gpt_config(n_layer=1), None), str(folder), "--format", "hf",
+            "--force"])  # fmt: skip
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "generation_config.json", "model.safetensors"]
+    assert capsys.readouterr().out.splitlines()[-1] == "no tokenizer files: the model reads token ids, not text"
+
+
+def test_a_write_that_fails_leaves_the_earlier_export_as_it_was(tmp_path, monkeypatch, capsys):
+    import errno
+    import os
+
+    from andrea.models.files import hf_export
+
+    net = GPT(vocab_size=61, max_context=16, n_layer=1, d_model=32, attention={"n_head": 4})
+    ckpt = checkpoint(tmp_path / "ids.ckpt", net, gpt_config(n_layer=1), None)
+    folder = tmp_path / "hf"
+    export([ckpt, str(folder), "--format", "hf"])
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def fills_up(tensors, path, metadata):
+        Path(path).write_bytes(b"half the weights")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    monkeypatch.setattr(hf_export, "save_file", fills_up)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        export([ckpt, str(folder), "--format", "hf", "--force"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        f"andrea-export: error: out={folder} cannot be written (No space left on device); give a place with room "
+        "for it\n"
+    )
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing staged is left either
+
+
+@pytest.mark.parametrize(
+    ("out", "problem"),
+    [
+        ("/dev/null", "is a character device"),
+        ("link", "is a link to {tmp}/gone, which does not exist"),
+        ("ro/x", "cannot be written (Read-only file system)"),
+    ],
+)
+@pytest.mark.parametrize("hf", [True, False], ids=["hf", "andrea"])
+def test_andrea_export_refuses_a_place_it_cannot_write_before_reading_the_checkpoint(
+    out, problem, hf, tmp_path, monkeypatch, capsys
+):
+    """A read-only folder, a device, a link to nothing: one line, exit 2, nothing written. The checkpoint given is
+    not there, so a refusal that came after reading it would say that instead."""
+    from tests.read_only import read_only
+
+    (tmp_path / "ro").mkdir()
+    read_only(monkeypatch, tmp_path / "ro")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    before = sorted(tmp_path.rglob("*"))
+    out = out if out.startswith("/") else str(tmp_path / out)
+    with pytest.raises(SystemExit) as exit_info:
+        export([str(tmp_path / "none.ckpt"), out, *(["--format", "hf"] if hf else [])])
+    assert exit_info.value.code == 2
+    wanted = "a writable folder" if hf else "a writable .safetensors file"
+    assert capsys.readouterr().err == (
+        f"andrea-export: error: out={out} {problem.format(tmp=tmp_path)}; give {wanted}\n"
+    )
+    assert sorted(tmp_path.rglob("*")) == before

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from andrea.attention.heads import HeadConfig
 from andrea.models.files import gpt2
+from andrea.utils.files import staged
 
 ACTIVATION_FUNCTIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}  # ours -> GPT2Config's
 EOT = 50256  # GPT-2's <|endoftext|>
@@ -56,18 +57,24 @@ def _kind(attention: dict[str, Any]) -> str:
 
 
 def write_folder(net: nn.Module, config: dict[str, Any], tokenizer: str | None, folder: Path) -> list[str]:
-    """The Hugging Face folder; returns the names of the files written. ValueError where GPT-2 cannot hold it."""
+    """The Hugging Face folder; returns the names of the files written. ValueError where GPT-2 cannot hold it.
+    The files are written aside and moved in once all are whole, so a write that fails leaves the folder as it
+    was; an earlier export's tokenizer files that this one does not write are removed, so that the folder never
+    offers a tokenizer whose ids are not the model's."""
     problem = does_not_fit(config)
     if problem:
         raise ValueError(f"--format hf: {problem}; export it with andrea-export's own format (.safetensors)")
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file(gpt2_tensors(net, config), str(folder / "model.safetensors"), metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps(hf_config(config), indent=2))
-    generation = {"bos_token_id": EOT, "eos_token_id": EOT} if tokenizer == gpt2.TOKENIZER else {}
-    (folder / "generation_config.json").write_text(json.dumps({**generation, "max_length": config["max_context"]}))
-    written = ["config.json", "model.safetensors", "generation_config.json"]
-    if tokenizer == gpt2.TOKENIZER:
-        written += _tokenizer_files(folder, config["max_context"])
+    with staged(folder) as staging:
+        save_file(gpt2_tensors(net, config), str(staging / "model.safetensors"), metadata={"format": "pt"})
+        (staging / "config.json").write_text(json.dumps(hf_config(config), indent=2))
+        generation = {"bos_token_id": EOT, "eos_token_id": EOT} if tokenizer == gpt2.TOKENIZER else {}
+        max_length = config["max_context"]
+        (staging / "generation_config.json").write_text(json.dumps({**generation, "max_length": max_length}))
+        written = ["config.json", "model.safetensors", "generation_config.json"]
+        if tokenizer == gpt2.TOKENIZER:
+            written += _tokenizer_files(staging, max_length)
+    for name in set(TOKENIZER_FILES) - set(written):
+        (folder / name).unlink(missing_ok=True)
     return written
 
 
@@ -109,6 +116,14 @@ def gpt2_tensors(net: nn.Module, config: dict[str, Any]) -> dict[str, Tensor]:
             raise ValueError(f"--format hf: the network has no {name}")
     # into Conv1D's layout with the import's own transpose, which is its own inverse
     return {name: gpt2._as_linear(name, t).contiguous() for name, t in tensors.items()}
+
+
+# The files transformers reads a tokenizer from: those an export of GPT-2's tokens writes, and a fast tokenizer's
+# tokenizer.json and added_tokens.json, which it reads before them
+TOKENIZER_FILES = (
+    "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json",
+    "added_tokens.json",
+)  # fmt: skip
 
 
 def _tokenizer_files(folder: Path, max_length: int) -> list[str]:
