@@ -125,32 +125,102 @@ def test_sigterm_saves_prints_the_resume_command_and_exits_143(unbroken, tmp_pat
     assert whole["wall_s"] >= sum(a["wall_s"] for a in whole["attempts"]) - 0.5
 
 
-def test_resuming_a_finished_run_says_so_and_leaves_every_file_as_it_was(default_run, tmp_path):
-    """The default run resumed with the settings it finished with: one line, exit 0, and every file of the run
-    dir byte for byte as it was (no result.json rewritten, no config, log, lock or logger file added)."""
+def files(folder: Path) -> dict[Path, bytes | str]:
+    """Every entry under `folder`: a file as its bytes, a link as where it points (wandb links its logs)."""
+    entries = sorted(folder.rglob("*"))
+    return {p.relative_to(folder): str(p.readlink()) if p.is_symlink() else p.read_bytes() if p.is_file() else ""
+            for p in entries}  # fmt: skip
+
+
+def default_run_copy(default_run, tmp_path: Path, first_attempt: bool = False) -> Path:
+    """A copy of the default run's dir; `first_attempt`: with the config and log andrea-train's first attempt
+    leaves (the default run was trained from Python, without either)."""
     import shutil
 
-    def files(folder: Path) -> dict[Path, bytes | str]:  # a link as where it points: wandb links its logs
-        entries = sorted(folder.rglob("*"))
-        return {p.relative_to(folder): str(p.readlink()) if p.is_symlink() else p.read_bytes() if p.is_file() else ""
-                for p in entries}  # fmt: skip
+    from andrea.train.hydra_run import HYDRA_FILES
 
     run_dir = tmp_path / "run"
     shutil.copytree(default_run[1], run_dir, symlinks=True)
-    before = files(run_dir)
+    if first_attempt:
+        (run_dir / ".hydra").mkdir()
+        for name in HYDRA_FILES:
+            (run_dir / ".hydra" / name).write_text(f"# the first attempt's {name}\n")
+        (run_dir / "train.log").write_text("the first attempt's log\n")
+    return run_dir
+
+
+def resumed(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """andrea-train resuming `run_dir` from its last.ckpt, with `overrides`."""
     train = str(Path(sys.executable).with_name("andrea-train"))
-    done = subprocess.run(
-        [train, f"hydra.run.dir={run_dir}", f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}"],
-        capture_output=True, text=True, env=own_env(), cwd=tmp_path, timeout=300,
+    return subprocess.run(
+        [train, f"hydra.run.dir={run_dir}", f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}", *overrides],
+        capture_output=True, text=True, env=own_env(), cwd=run_dir.parent, timeout=300,
     )  # fmt: skip
+
+
+def test_resuming_a_finished_run_says_so_and_leaves_every_file_as_it_was(default_run, tmp_path):
+    """The default run resumed with the settings it finished with: one line, exit 0, and every file of the run
+    dir byte for byte as it was (no result.json rewritten, no config, log, lock or logger file added)."""
+    run_dir = default_run_copy(default_run, tmp_path)
+    before = files(run_dir)
+    done = resumed(run_dir)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines() == [
         f"andrea-train: ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'} already holds the whole run (epoch 3 of "
         "trainer.max_epochs=3 (step 192)): nothing left to train, every file of the run left as it was; raise "
         "trainer.max_steps or trainer.max_epochs to train on"
     ]
-    after = files(run_dir)
-    assert sorted(set(after) ^ set(before)) == [] and all(after[name] == before[name] for name in before)
+    assert files(run_dir) == before
+
+
+@pytest.mark.parametrize(
+    "first_attempt",
+    [True, pytest.param(False, marks=pytest.mark.slow(reason="a second andrea-train process (15 s)"))],
+    ids=["after-andrea-train", "after-python"],
+)
+def test_a_refused_resume_writes_nothing_into_the_run_dir(default_run, tmp_path, first_attempt):
+    """A resume the checkpoint refuses (another model size): one line, exit 2, and the run dir byte for byte as it
+    was: no .hydra/attempt-<n>, no config of Hydra's where the run had none, no log."""
+    run_dir = default_run_copy(default_run, tmp_path, first_attempt)
+    before = files(run_dir)
+    done = resumed(run_dir, "model.net.d_model=64")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"andrea-train: error: ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'} holds a model with "
+        "model.net.d_model=32, this run builds model.net.d_model=64; resume with the overrides the run was started "
+        "with"
+    ]
+    assert files(run_dir) == before
+
+
+@pytest.mark.slow(reason="two andrea-train processes, one training an epoch (~50 s)")
+def test_a_resume_s_config_is_written_once_the_run_is_accepted_and_the_run_dir_its_own(default_run, tmp_path):
+    """A resume into a run dir another andrea-train holds writes no .hydra/attempt-<n>; the next, accepted, writes
+    .hydra/attempt-2 as Hydra writes a run's first config, and the first attempt's stays as it was."""
+    from omegaconf import OmegaConf
+
+    from andrea.train.hydra_run import HYDRA_FILES
+    from andrea.train.run_dir import hold
+
+    run_dir = default_run_copy(default_run, tmp_path, first_attempt=True)
+    with hold(run_dir):
+        before = files(run_dir)
+        done = resumed(run_dir, "trainer.max_epochs=4", "logger=none")
+        assert done.returncode == 2 and "is in use by another andrea-train" in done.stderr
+        assert files(run_dir) == before
+    done = resumed(run_dir, "trainer.max_epochs=4", "logger=none")
+    assert done.returncode == 0, done.stderr[-2000:]
+    hydra = run_dir / ".hydra"
+    assert sorted(p.name for p in hydra.iterdir()) == ["attempt-2", "config.yaml", "hydra.yaml", "overrides.yaml"]
+    assert all((hydra / name).read_bytes() == before[Path(".hydra", name)] for name in HYDRA_FILES)
+    attempt = hydra / "attempt-2"
+    assert OmegaConf.load(attempt / "config.yaml").trainer.max_epochs == 4
+    assert OmegaConf.load(attempt / "hydra.yaml").hydra.runtime.output_dir == str(run_dir)
+    assert OmegaConf.load(attempt / "overrides.yaml") == [
+        f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}",
+        "trainer.max_epochs=4",
+        "logger=none",
+    ]
 
 
 def test_what_counts_as_nothing_left(default_run, tmp_path):

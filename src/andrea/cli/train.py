@@ -18,10 +18,16 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from andrea.cli.app import fail, run_app
-from andrea.train.hydra_run import discard_new_run_dir, discard_this_attempt, is_multirun, is_rank_zero_process
+from andrea.train.hydra_run import (
+    discard_new_run_dir,
+    discard_this_attempt,
+    is_multirun,
+    is_rank_zero_process,
+    write_attempt_config,
+)
 
 if TYPE_CHECKING:
     from andrea.train.config import Parts
@@ -52,6 +58,7 @@ def _validated(cfg: DictConfig, job: ExitStack) -> Parts | None:
     from andrea.train.run_dir import REQUEUE_WAIT_S, DiskError, RunDirInUse, hold
     from andrea.train.slurm import restart_count
 
+    composed = OmegaConf.to_yaml(cfg)  # this attempt's config as Hydra composed it: the checks fill init_from='s in
     try:
         parts = validate(cfg)
         if parts.finished is not None:  # a finished run resumed: said in one line, no file touched (not the lock)
@@ -61,11 +68,13 @@ def _validated(cfg: DictConfig, job: ExitStack) -> Parts | None:
         if is_rank_zero_process():  # the other processes of a DDP or SLURM run share its run dir
             # one live run per run dir, until this job ends; a requeued job's previous attempt may still be exiting
             job.enter_context(hold(cfg.paths.output_dir, wait_s=REQUEUE_WAIT_S if restart_count() else 0))
+            write_attempt_config(composed)  # a resume's, now that it is accepted and the run dir is its own
     except (ConfigError, RunDirInUse, DiskError) as err:  # a run dir that cannot be written: before any work
         if is_multirun():
             raise  # the job is marked failed in the sweep summary
-        if isinstance(err, ConfigError):
-            discard_new_run_dir()  # refused before any work: nothing to keep
+        if isinstance(err, ConfigError):  # refused before any work: nothing to keep
+            discard_this_attempt()
+            discard_new_run_dir()
         fail(COMMAND, str(err), 2)
     return parts
 

@@ -1,7 +1,8 @@
 """What this Hydra run is: its mode, the user's overrides, its names and folders, this process's rank.
 
 Read by the config's resolvers (andrea.train.resolvers), the validation step and the pipeline; nothing
-here builds or checks anything. The one write: a refused job's fresh run dir is removed again.
+here builds or checks anything. The writes: a resume's config, once the run is accepted; what a refused job
+wrote, removed again.
 """
 
 from __future__ import annotations
@@ -115,38 +116,54 @@ _NEW_RUN_IDS: dict[str, str] = {}
 
 
 def config_subdir(output_dir: str) -> str | None:
-    """Where Hydra writes the run's composed config: `.hydra`, or, for a later attempt in the same
-    run dir (a resume), `.hydra/attempt-<n>`, so the first attempt's config is never overwritten.
-    Nowhere in the other processes of a distributed run started together (SLURM's tasks): rank 0 writes it."""
+    """Where Hydra writes the run's composed config as the job starts: `.hydra`, in a run dir that holds no
+    run's config yet. Nowhere in one that does (a resume): `write_attempt_config` writes this attempt's beside it
+    once the run is accepted, so a refused resume writes nothing into the run dir. Nowhere in the other processes
+    of a distributed run started together (SLURM's tasks): rank 0 writes it."""
     if not is_rank_zero_process():
         return None
     if output_dir not in _CONFIG_SUBDIRS:  # Hydra resolves it more than once per job
-        first = Path(output_dir) / ".hydra"
-        n = 2
-        while (first / f"attempt-{n}").exists():
-            n += 1
-        _CONFIG_SUBDIRS[output_dir] = f".hydra/attempt-{n}" if (first / "config.yaml").exists() else ".hydra"
+        later = (Path(output_dir) / ".hydra" / "config.yaml").exists()
+        _CONFIG_SUBDIRS[output_dir] = None if later else ".hydra"
     return _CONFIG_SUBDIRS[output_dir]
 
 
-_CONFIG_SUBDIRS: dict[str, str] = {}
+_CONFIG_SUBDIRS: dict[str, str | None] = {}  # None: a later attempt, whose config write_attempt_config writes
 
 
 HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra writes into the config subdir
 
 
+def write_attempt_config(composed: str) -> None:
+    """This attempt's config, as Hydra writes a run's first (`composed`: the job's config as YAML, as it came
+    from Hydra), in `.hydra/attempt-<n>` of a run dir that holds an earlier attempt's, which is never
+    overwritten. Called once the run is accepted and its run dir held: a refused resume, or one into a run dir
+    in use, writes nothing. Nothing to write where Hydra wrote it (a run's first attempt)."""
+    hydra = _hydra()
+    if hydra is None or _CONFIG_SUBDIRS.get(str(hydra.runtime.output_dir), "") is not None:
+        return  # outside a Hydra run, or its first attempt: Hydra wrote the config
+    first = Path(hydra.runtime.output_dir) / ".hydra"
+    n = 2
+    while (first / f"attempt-{n}").exists():
+        n += 1
+    attempt = first / f"attempt-{n}"
+    attempt.mkdir()
+    hydra_node = HydraConfig.instance().cfg  # `hydra:` and the node under it, as Hydra saves it
+    texts = (composed, OmegaConf.to_yaml(hydra_node), OmegaConf.to_yaml(hydra.overrides.task))
+    for name, text in zip(HYDRA_FILES, texts, strict=True):
+        (attempt / name).write_text(text, encoding="utf-8")
+
+
 def discard_this_attempt() -> None:
-    """Remove what Hydra wrote for this attempt in a run dir that was there before: its config (`.hydra/attempt-<n>`,
-    or `.hydra`'s files where the run had none) and its job log while it is empty. A resume with nothing left to
-    do leaves the run dir as it found it."""
+    """Remove what Hydra wrote for this attempt in a run dir that was there before (`.hydra`'s files where the run
+    had none; a later attempt's config is written only once the run is accepted) and its job log while it is
+    empty. A resume refused, or with nothing left to do, leaves the run dir as it found it."""
     hydra = _hydra()
     if hydra is None:
         return
     run_dir = Path(hydra.runtime.output_dir)
     subdir = _CONFIG_SUBDIRS.get(str(run_dir))
-    if subdir is not None and subdir.startswith(".hydra/attempt-"):
-        shutil.rmtree(run_dir / subdir, ignore_errors=True)
-    elif subdir == ".hydra":  # the run had no config of Hydra's: these are this attempt's
+    if subdir == ".hydra":  # the run had no config of Hydra's: these are this attempt's
         for name in HYDRA_FILES:
             (run_dir / subdir / name).unlink(missing_ok=True)
         with contextlib.suppress(OSError):
