@@ -196,25 +196,34 @@ def test_multirun_sweep_summary_and_wandb_groups(tmp_path):
     assert (sweep_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.slow(reason="a two-job sweep through andrea-train (~9 s); the default run keeps the six-job one")
-def test_multirun_marks_a_failed_job(tmp_path):
+def test_a_sweep_with_a_job_that_would_be_refused_launches_none(tmp_path):
+    """Every job's config is checked before any launches (andrea.train.sweep_checks): one line, exit 2, no sweep dir."""
     sweep_dir = tmp_path / "sweep"
     result = run(["-m", "heads.n_kv_head=1,3", *QUICK, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr[-2000:]
+    assert result.stderr == (
+        f"andrea-train: error: job 1 (heads.n_kv_head=3 {' '.join(QUICK)}) is refused, so the sweep launched no job: "
+        "heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 = MQA)\n"
+    )
+    assert not sweep_dir.exists()
+
+
+@pytest.mark.slow(reason="a two-job sweep through andrea-train (~9 s); the default run keeps the six-job one")
+def test_multirun_marks_a_failed_job(tmp_path):
+    """A job that fails while it trains (a learning rate that makes the loss infinite) gets its row; the others run."""
+    sweep_dir = tmp_path / "sweep"
+    result = run(["-m", "model.optimizer.lr=0.001,1e30", *QUICK, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
     assert result.returncode == 1  # the sweep reports the failure in one line...
     assert result.stderr.strip().splitlines()[-1] == (
-        f"andrea-train: error: 1 of 2 jobs did not complete: job 1 (heads.n_kv_head=3 {' '.join(QUICK)}) failed, "
-        "exit 2; "
-        f"every job's row is in {sweep_dir / 'report.html'}"
+        f"andrea-train: error: 1 of 2 jobs did not complete: job 1 (model.optimizer.lr=1e+30 {' '.join(QUICK)}) "
+        f"failed, exit 1; every job's row is in {sweep_dir / 'report.html'}"
     )
     assert "Traceback" not in result.stderr and "Error executing job" not in result.stderr  # andrea's line alone
     with open(sweep_dir / "summary.csv") as f:
         rows = {r["job"]: r for r in csv.DictReader(f)}
     assert rows["0"]["status"] == "completed" and float(rows["0"]["val_loss"]) > 0  # ...the good job keeps its row
-    assert (rows["1"]["status"], rows["1"]["exit_code"]) == ("failed", "2")
-    assert (
-        rows["1"]["error"]
-        == "ConfigError: heads.n_kv_head=3 does not divide heads.n_head=4; choose one of [1, 2, 4] (4 = MHA, 1 = MQA)"
-    )
+    assert (rows["1"]["status"], rows["1"]["exit_code"]) == ("failed", "1")
+    assert rows["1"]["error"].startswith("NonFiniteLossError: train/loss is ")
     assert (sweep_dir / "0" / "checkpoints" / "last.ckpt").exists()
 
 

@@ -333,6 +333,21 @@ REJECTED = [
         "mixer.d_state=-4 must be a positive integer (a setting of mixer mamba2)",
     ),
     (
+        ["experiment=sinks", "position=learned"],
+        "study.name=sinks: the study streams each run's model past its context, and its layer 0 has position=learned: "
+        "positions within the cache need position=rope (keys cached before rotation); change the run, or run it "
+        "without the study",
+    ),
+    (
+        ["experiment=sinks", "model.net.layout=[gla,attention]", "mixer=gla"],
+        "study.name=sinks: the study streams each run's model past its context, and its layer 0 is gla, whose state "
+        "has no tokens to evict",
+    ),
+    (
+        ["experiment=grokking", "study.every_n_steps=true"],
+        "study.every_n_steps=True must be an integer >= 0",
+    ),
+    (
         ["+mixer.window=2"],
         "mixer.window is not a setting of mixer; drop the override, or check its spelling",
     ),
@@ -347,7 +362,7 @@ DEFAULT_REFUSALS = {
     "+trainer.max_epoch=3", "model.optimizer.lr=nan", "++model.net.d_modl=64", "model.net.d_model=100000",
     "mechanism=sigmoid attention=sdpa", "mechanism=softcap +mechanism.capp=1", "mechanism=qknorm mechanism.eps=abc",
     "+model.optimizer.betas=[0.9,1.0]", "model.net.layout=[attention,attention,attention]",
-    "mixer=gla mechanism=sigmoid ~callbacks.attention_maps",
+    "mixer=gla mechanism=sigmoid ~callbacks.attention_maps", "experiment=sinks position=learned",
 }  # fmt: skip
 REFUSALS = [
     pytest.param(o, m, id=" ".join(o), marks=() if " ".join(o) in DEFAULT_REFUSALS else pytest.mark.slow)

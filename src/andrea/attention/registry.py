@@ -156,15 +156,12 @@ def as_mechanism(spec: str | Mapping[str, Any] | Mechanism | None, sizes: Mappin
 
 def as_backend(spec: str | AttentionBackend, options: Mapping[str, Any] | None = None) -> AttentionBackend:
     """A backend from what a config says: a registry name with its options, or a backend already built."""
-    from andrea.attention.contract import AttentionBackend
-
     if isinstance(spec, str):
         return get_backend(spec, **(options or {}))
-    if isinstance(spec, AttentionBackend):
-        return spec
-    raise ValueError(
-        f"attention.backend={spec!r} must be a backend's name, one of {', '.join(backend_registry.names())}"
-    )
+    if spec is None or isinstance(spec, (Mapping, list, tuple, int, float)):  # plain values, from a config or a file
+        names = ", ".join(backend_registry.names())
+        raise ValueError(f"attention.backend={spec!r} must be a backend's name, one of {names}")
+    return spec
 
 
 def as_mask(spec: Mask | str | Mapping[str, Any] | None) -> Mask:

@@ -88,11 +88,13 @@ def plugin_config_problems() -> list[str]:
 
 def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     from andrea.train import resolvers
-    from hydra_plugins import andrea_launchers
+    from hydra_plugins import andrea_launchers, andrea_sweeper
 
     # Hydra scans the hydra_plugins namespace, but not an editable install's part of it: register
-    # hydra/launcher=local and slurm, and the plugins' config groups, before Hydra builds its search path.
+    # hydra/launcher=local and slurm, the checked sweeper, and the plugins' config groups, before Hydra builds its
+    # search path.
     andrea_launchers.register()
+    andrea_sweeper.register()
     resolvers.register()
 
     if "--help" in sys.argv[1:]:  # a plugin whose options are missing from the help says why
@@ -123,10 +125,13 @@ def _refusal(err: Exception) -> tuple[str, int] | None:
     runs, a launcher (2), disk trouble or a run stopped on the way (1), Hydra's own writes before any work (2), a
     sweep whose jobs failed (1); None for anything else, a bug that keeps its traceback."""
     from andrea.train import sweep
+    from andrea.train.errors import ConfigError
     from andrea.train.run_dir import DiskError, disk_error
 
     if isinstance(err, HYDRA_REFUSALS):
         return _config_refusal(err), 2
+    if isinstance(err, ConfigError) and sweep.failed_sweep_dir(err) is None:  # a sweep refused before any job
+        return str(err), 2
     if isinstance(err, (DiskError, SettingError, RunFailed)):
         return str(err), 2 if isinstance(err, SettingError) else 1
     if isinstance(err, OSError):

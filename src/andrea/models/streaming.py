@@ -30,11 +30,20 @@ def streaming_cache(net: Network, window: int, keep_first: int = 0) -> list[Mixe
             f"stream.window={window} + stream.keep_first={keep_first} exceeds the model's max_context="
             f"{net.max_context}: positions past it were never trained; lower stream.window"
         )
+    problem = unstreamable(net)
+    if problem:
+        raise ValueError(f"stream.window: {problem}; sample without stream.window")
+    return [StreamingCache(window, keep_first) for _ in net.mixers]
+
+
+def unstreamable(net: Network) -> str | None:
+    """Why `net` cannot stream ("layer 0 has position=learned: ..."), or None: what the streaming cache and a
+    study that streams its runs (experiment=sinks) both ask, before either does any work."""
     for layer, mixer in enumerate(net.mixers):
         problem = _unstreamable(mixer)
         if problem:
-            raise ValueError(f"stream.window: layer {layer} {problem}; sample without stream.window")
-    return [StreamingCache(window, keep_first) for _ in net.mixers]
+            return f"layer {layer} {problem}"
+    return None
 
 
 def _unstreamable(mixer: object) -> str | None:

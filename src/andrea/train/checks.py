@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from andrea.attention.spec import NETWORK, AttentionSpec
 from andrea.lens.interventions import parse_heads
+from andrea.models.network import Network, network
 from andrea.train.checks_files import apply_init_from, check_checkpoint
 from andrea.train.checks_parts import attention_parts, check_data, check_mixers
 from andrea.train.errors import ConfigError
@@ -20,6 +21,7 @@ from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.train.keys import check_added_keys, check_ranges, check_targets
 from andrea.train.maps_settings import check_settings as check_maps
 from andrea.train.studies import build as build_study
+from andrea.train.studies.base import Study
 from andrea.utils.rules import SettingError
 
 if TYPE_CHECKING:
@@ -90,6 +92,20 @@ def _check_study(cfg: DictConfig) -> None:
     task = getattr(get_class(cfg.data._target_), "name", None)
     if study.tasks and task not in study.tasks:
         raise ConfigError(f"study.name={study.name} reads the {' or '.join(study.tasks)} task; drop data={task}")
+    if type(study).refuses is not Study.refuses:  # what it measures after training, asked of the network now
+        problem = study.refuses(_meta_network(cfg))
+        if problem:
+            raise ConfigError(f"study.name={study.name}: {problem}; change the run, or run it without the study")
+
+
+def _meta_network(cfg: DictConfig) -> Network:
+    """The run's network built on the meta device: its layers as training will have them, no memory allocated."""
+    from andrea.models.files import schema
+    from andrea.models.files.build import build
+
+    config = OmegaConf.to_container(cfg.model.net, resolve=True)
+    with torch.device("meta"):
+        return network(build(schema.parse(config, "model.net", "model.net", build_backend=False)))
 
 
 def _refuse(problem: str | None) -> None:

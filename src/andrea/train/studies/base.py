@@ -19,9 +19,12 @@ from torch import Tensor
 
 from andrea.models import streaming
 from andrea.models.network import Network, network
+from andrea.utils.rules import BOOLEAN, FINITE, Rule, enforce, integer
 from andrea.utils.run_result import RunResult
+from andrea.utils.typed_settings import signature_rules
 
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
+TYPED: dict[Any, Rule] = {bool: BOOLEAN, int: integer(0), float: FINITE}  # a study's settings by their fields' types
 VERDICTS = (HOLDS, FAILS, UNSURE)
 
 
@@ -86,6 +89,11 @@ class Study:
         """Numbers from the trained model, kept in result.json beside the probe's records."""
         return {}
 
+    def refuses(self, net: Network) -> str | None:
+        """Why a run of this network cannot be measured by the study (its measurements would fail after training),
+        or None; asked of the run's network built on the meta device, before anything trains."""
+        return None
+
     def findings(self, jobs: list[Job], figure: Path) -> list[Claim]:
         """The verdict of each claim from the sweep's completed jobs; the figure drawn at `figure`."""
         raise NotImplementedError
@@ -99,10 +107,8 @@ class Study:
                 close = difflib.get_close_matches(str(key), fields, n=1)
                 hint = f" (did you mean study.{close[0]}?)" if close else ""
                 raise ValueError(f"study.{key} is not a setting of the {cls.name} study{hint}; it takes {fields}")
-        study = cls(**settings)
-        if not isinstance(study.every_n_steps, int) or study.every_n_steps < 0:
-            raise ValueError(f"study.every_n_steps={study.every_n_steps!r}: give an integer >= 0")
-        return study
+        enforce(signature_rules(cls, TYPED), settings, "study.")  # its fields' types: every_n_steps=true is no step
+        return cls(**settings)
 
 
 def by_setting(jobs: list[Job], key: str, default: Any = None) -> dict[Any, list[Job]]:

@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from andrea.models.streaming import streaming_losses
+from andrea.models.network import Network
+from andrea.models.streaming import streaming_losses, unstreamable
 from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, net_of
 
 STREAMS, LENGTH = 4, 8  # streams of held-out text, each LENGTH x max_context tokens
@@ -33,6 +34,10 @@ class Sinks(Study):
     name = "sinks"
     title = "Attention sinks and streaming (Xiao et al. 2023, StreamingLLM)"
     tasks = ("text",)
+
+    def refuses(self, net: Network) -> str | None:
+        problem = unstreamable(net)
+        return None if problem is None else f"the study streams each run's model past its context, and its {problem}"
 
     def final(self, module: torch.nn.Module, data: Any) -> dict[str, Any]:
         net = net_of(module)
