@@ -95,6 +95,10 @@ def test_result_file(default_run):
     result, run_dir = default_run
     written = json.loads((run_dir / "result.json").read_text())
     assert written["val_loss"] == result.val_loss and written["tokens_per_s"] > 0
+    assert written["tokens_per_s"] == written["tokens_per_s_steps"]["median"]  # one meaning: the summary's figure
+    from andrea.train.sweep import done_line
+
+    assert f", {written['tokens_per_s']:,.0f} tokens/s (p25-p75 " in done_line(result)
     assert written["config"]["attention"]["backend"] == "sdpa"
 
 

@@ -71,10 +71,13 @@ def _speed_and_curves(stats: RunStats | None, metrics: dict[str, float]) -> dict
     """What RunStats measured: the train loss of the last steps, tokens/s, the curves (none without it)."""
     if stats is None:
         return {"train_loss": metrics.get("train/loss_epoch")}
+    steps = stats.rate_summary()  # median, p25, p75 over the logging intervals
     return {
         "train_loss": stats.final_train_loss if stats.train_curve else metrics.get("train/loss_epoch"),
-        "tokens_per_s": stats.tokens_per_s,
-        "tokens_per_s_steps": stats.rate_summary(),  # median, p25, p75 over the steps
+        # one meaning wherever andrea prints or tabulates it: the median over the steps (the whole run's mean when
+        # it had too few logging intervals to take one), beside its spread
+        "tokens_per_s": steps["median"] if steps else stats.tokens_per_s,
+        "tokens_per_s_steps": steps,
         "tokens_per_cpu_s": stats.tokens_per_cpu_s,  # per second of the process's CPU time: a busy machine's
         "load_max": stats.load_max,
         "curves": {"train": stats.train_curve, "val": stats.val_curve},

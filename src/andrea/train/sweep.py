@@ -149,7 +149,6 @@ def _row(job: str, result: RunResult, label: str) -> dict:
         "job": job,
         "overrides": " ".join(result.overrides),
         "differs": label,
-        "tokens_per_s": rate["median"] if rate else result.tokens_per_s,
         "tokens_per_s_p25_p75": f"{rate['p25']:,.0f}-{rate['p75']:,.0f}" if rate else None,
         "verdict": _verdict_cell(result.verdict),
         "load": _load_cell(result.load_max),
@@ -187,8 +186,9 @@ def done_line(result: RunResult) -> str:
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.4f}"
 
-    rate = result.tokens_per_s_steps
-    speed = f"{rate['median']:,.0f} tokens/s (p25-p75 {rate['p25']:,.0f}-{rate['p75']:,.0f})" if rate else ""
+    rate, spread = result.tokens_per_s, result.tokens_per_s_steps
+    speed = f"{rate:,.0f} tokens/s" if rate else ""
+    speed += f" (p25-p75 {spread['p25']:,.0f}-{spread['p75']:,.0f})" if rate and spread else ""
     return (
         f"done in {result.wall_s or 0:.1f} s: train loss {fmt(result.train_loss)} (last steps), "
         f"val loss {fmt(result.val_loss)}, val acc {fmt(result.val_acc)}, {speed}"

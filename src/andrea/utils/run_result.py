@@ -74,7 +74,7 @@ class RunResult:
     val_acc_macro: float | None = None  # accuracy per class, averaged over the classes (MAD's figure)
     val_perplexity: float | None = None
     eval_sets: dict[str, dict[str, float]] | None = None  # the data's evaluation sets: name -> loss, acc, acc_macro
-    tokens_per_s: float | None = None
+    tokens_per_s: float | None = None  # the median over the steps (the summary's and the sweep table's figure)
     tokens_per_s_steps: dict[str, float] | None = None  # median, p25, p75 over the steps
     tokens_per_cpu_s: float | None = None  # per second of the process's CPU time (all its threads)
     load_max: dict[str, float] | None = None  # the highest 1-minute load average seen while training, and the cores
