@@ -14,7 +14,11 @@ checked against its own predicate. A mask's test instances come from its
 `examples(batch, seq)` classmethod. A failure names its cell, e.g.
 `einsum x causal x gqa x torch.float32 x forward: output differs`.
 
-andrea's own parity matrix (tests/attention/test_parity.py) is this kit.
+Every registered token mixer other than attention (entry points `andrea.mixers`) joins it too: each form it
+declares against the recurrence it writes on its own (`reference`), and decoding from its cache
+(andrea.testing.mixer_checks; `--andrea-mixers NAME` runs only its cells).
+
+andrea's own parity matrix (tests/attention/test_parity.py, tests/mixers/test_parity.py) is this kit.
 """
 
 from andrea.testing.checks import HEADS, make_qkv

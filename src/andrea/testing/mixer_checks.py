@@ -1,9 +1,12 @@
 """The conformance kit's mixer cells: every registered token mixer other than attention (built-in or plugin,
 entry-point group `andrea.mixers`) against the recurrence it declares, `mixer.reference(x, mask)`: the layer
-computed one token at a time as its paper writes it, run in float64 on a copy of the layer.
+computed one token at a time as its paper writes it, on its own (never through the parts its forms share: a
+decay that reads a later token is then a difference, not the same mistake on both sides), run in float64 on a
+copy of the layer. A mixer without one has nothing to be proven against: its cells fail, saying so.
 
     parity   mixer x form x mask x dtype x pass: the output, and in the backward pass the input's and every
-             parameter's gradient, against the reference's
+             parameter's gradient, against the reference's; and the output before a token the same whatever
+             tokens follow it
     decode   token by token from an empty cache, and from a cache prefilled with most of the sequence: the
              reference's outputs, in float64
 
@@ -57,19 +60,24 @@ def build(name: str, form: str, dtype: torch.dtype = torch.float64) -> Any:
     return cls(d_model=D, max_context=T, **settings).to(dtype)
 
 
-def _reference(layer: nn.Module, name: str) -> Any:
+def recurrence(cell: str, layer: nn.Module, x: Tensor, mask: Mask | None) -> tuple[Any, Tensor]:
+    """A float64 copy of the layer, and its `reference(x, mask)`; a mixer that declares none fails the cell."""
     reference = copy.deepcopy(layer).double()
-    assert callable(getattr(reference, "reference", None)), (
-        f"mixer {name} declares no reference(x, mask): the kit proves its forms against the recurrence it declares"
-    )
-    return reference
+    declared = getattr(reference, "reference", None)
+    if not callable(declared):
+        raise AssertionError(
+            f"{cell}: the mixer declares no reference(x, mask), so no recurrence to prove its forms against"
+        )
+    try:
+        return reference, declared(x, mask)
+    except NotImplementedError as missing:  # a base class's refusal: the mixer has not written its own
+        raise AssertionError(f"{cell}: {missing}") from None
 
 
 def parity(name: str, form: str, mask_name: str, dtype: torch.dtype, backward: bool) -> str:
     """'passed', or 'unsupported: <the mixer's refusal>' for a mask it refuses in one line."""
     cell = f"{name} x {form} x {mask_name} x {dtype} x {'backward' if backward else 'forward'}"
     layer, mask = build(name, form, dtype), MASKS[mask_name]
-    reference = _reference(layer, name)
     x = torch.randn(B, T, D, dtype=torch.float64)
     x_ref, x = x.clone().requires_grad_(backward), x.to(dtype).requires_grad_(backward)
     with torch.set_grad_enabled(backward):
@@ -79,13 +87,24 @@ def parity(name: str, form: str, mask_name: str, dtype: torch.dtype, backward: b
             if mask is not None and "mask" in str(err):
                 return f"unsupported: {err}"
             raise
-        expected = reference.reference(x_ref, mask)
+        reference, expected = recurrence(cell, layer, x_ref, mask)
     assert out.shape == (B, T, D) and out.dtype == dtype, f"{cell}: output {tuple(out.shape)} {out.dtype}"
     assert torch.isfinite(out).all(), f"{cell}: output not finite"
     assert_close(out.double(), expected, dtype, f"{cell}: output differs from the reference's")
     if backward:
         _gradients_agree(cell, (layer, x, out), (reference, x_ref, expected), dtype)
+    _reads_no_later_token(cell, layer, x.detach(), out.detach(), mask)
     return "passed"
+
+
+def _reads_no_later_token(cell: str, layer: nn.Module, x: Tensor, out: Tensor, mask: Mask | None) -> None:
+    """The layer's output `out` on x before token PREFILL is what it gives whatever the tokens from PREFILL on are:
+    a form that reads a later token fails here even where the mixer's reference reads it too."""
+    later = torch.cat((x[:, :PREFILL], torch.randn_like(x[:, PREFILL:])), dim=1)
+    with torch.no_grad():
+        after = layer(later, mask=mask)[0][:, :PREFILL]
+    what = f"{cell}: the output before token {PREFILL} changes with the tokens after it"
+    assert_close(after.double(), out[:, :PREFILL].double(), x.dtype, what)
 
 
 def _gradients_agree(
@@ -103,21 +122,24 @@ def _gradients_agree(
         assert_close(p.grad.double(), p_ref.grad, dtype, f"{cell}: {param}'s gradient differs")
 
 
-def decode(name: str, form: str, mask_name: str, prefilled: bool) -> None:
+def decode(name: str, form: str, mask_name: str, prefilled: bool) -> str:
     """Token by token from a cache (the first PREFILL tokens at once, with `prefilled`): the reference's
-    outputs, in float64."""
+    outputs, in float64. 'passed', or 'unsupported: <the mixer's refusal>' for a mask it refuses in one line."""
+    start = "a prefilled" if prefilled else "an empty"
+    cell = f"{name} x {form} x {mask_name}: decoding from {start} cache"
     layer, mask = build(name, form), MASKS[mask_name]
     x = torch.randn(B, T, D, dtype=torch.float64)
     with torch.no_grad():
         try:
-            expected = _reference(layer, name).reference(x, mask)
-        except ValueError:  # a mask the mixer refuses: its parity cells say why
-            return
+            _, expected = recurrence(cell, layer, x, mask)
+        except ValueError as err:
+            if mask is not None and "mask" in str(err):  # a mask the mixer refuses, in one line
+                return f"unsupported: {err}"
+            raise
         cache, steps = layer.new_cache(), []
         first = PREFILL if prefilled else 1
         steps.append(layer(x[:, :first], mask=mask, cache=cache)[0])
         steps += [layer(x[:, t : t + 1], mask=mask, cache=cache)[0] for t in range(first, T)]
     got: Tensor = torch.cat(steps, dim=1)
-    start = "a prefilled" if prefilled else "an empty"
-    cell = f"{name} x {form} x {mask_name}: decoding from {start} cache"
     torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-9, msg=lambda detail: f"{cell} differs\n{detail}")
+    return "passed"

@@ -20,6 +20,7 @@ from andrea.attention.positions import ALiBi
 from andrea.attention.registry import PluginError, broken_plugins
 from andrea.testing import checks, declared
 from andrea.testing.checks import BATCH, HEADS, SEQ
+from andrea.testing.report import ATTENTION, recorder
 
 
 def conformance_masks() -> dict[str, Mask]:
@@ -100,11 +101,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 Record = Callable[[str, object], None]  # pytest's record_property fixture
 
 
-def _cell(record_property: Record, *cell: str) -> Callable[[str], None]:
-    """Records the cell before its check runs (a failed check still has its cell: the report draws X),
-    and returns what records the check's status."""
-    record_property("parity_cell", cell)
-    return lambda status: record_property("parity_status", status)
+def _cell(record_property: Record, backend: str, row: str, heads: str, variant: str) -> Callable[[str], None]:
+    """The attention matrix's cell (andrea.testing.report): its row (backend, mask), column, character."""
+    return recorder(record_property, ATTENTION, (backend, row, heads, variant))
 
 
 @pytest.mark.parametrize("direction", ["forward", "backward"])
@@ -115,7 +114,7 @@ def _cell(record_property: Record, *cell: str) -> Callable[[str], None]:
 def test_parity(
     backend_name: str, mask_name: str, heads: str, dtype: str, direction: str, record_property: Record
 ) -> None:
-    record = _cell(record_property, backend_name, mask_name, heads, dtype, direction)
+    record = _cell(record_property, backend_name, mask_name, heads, f"{dtype} {direction}")
     record(checks.parity(get_backend(backend_name), MASKS[mask_name], heads, DTYPES[dtype], direction == "backward"))
 
 
@@ -126,7 +125,7 @@ def test_parity(
 def test_parity_with_alibi(
     backend_name: str, mask_name: str, heads: str, direction: str, record_property: Record
 ) -> None:
-    record = _cell(record_property, backend_name, f"{mask_name} +alibi", heads, "float32", direction)
+    record = _cell(record_property, backend_name, mask_name, heads, f"float32 {direction} +alibi")
     alibi = ALiBi(HEADS[heads][0])
     record(
         checks.parity(get_backend(backend_name), MASKS[mask_name], heads, torch.float32, direction == "backward", alibi)
@@ -174,8 +173,8 @@ def test_mechanism_parity(
 ) -> None:
     """Each backend that runs a mechanism, against the mechanism's formula (a refusal: declared)."""
     dtype, backward, alibi = VARIANTS[variant]
-    row = f"{mask_name} ~{mechanism_name}" + (" +alibi" if alibi else "")
-    record = _cell(record_property, backend_name, row, heads, *variant.split("-")[:2])
+    character = variant.replace("-alibi", " +alibi").replace("-", " ")  # float32 forward +alibi
+    record = _cell(record_property, backend_name, f"{mask_name} ~{mechanism_name}", heads, character)
     backend, mechanism = get_backend(backend_name), MECHANISMS[mechanism_name]
     score_mod = ALiBi(HEADS[heads][0]) if alibi else None
     record(checks.parity(backend, MASKS[mask_name], heads, dtype, backward, score_mod, mechanism=mechanism))
@@ -196,7 +195,7 @@ def test_position_and_mechanism(backend_name: str, mechanism_name: str, position
     the same number of positions changes nothing (a refusal: declared)."""
     mechanism = ALL_MECHANISMS[mechanism_name]
     heads = "mha" if mechanism.extra_channels else "gqa"  # a gate carried in the keys needs a key head per query head
-    record = _cell(record_property, backend_name, f"causal ~{mechanism_name} @{position}", heads, "float32", "forward")
+    record = _cell(record_property, backend_name, f"causal ~{mechanism_name} @{position}", heads, "float32 forward")
     record(checks.relative_positions(get_backend(backend_name), mechanism, position, heads))
 
 
