@@ -19,7 +19,7 @@ from importlib.resources import files
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.utils import get_class
+from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 
 from andrea.data.settings import DATA
@@ -171,16 +171,17 @@ def _accepted(node: DictConfig, added: str, node_key: str) -> tuple[list[str] | 
 
 
 def _signature_keys(target: str) -> tuple[list[str] | None, str]:
-    """The arguments the class `target` takes (None: any, through **kwargs) and its name."""
+    """The arguments the class or function `target` takes (None: any, through **kwargs) and its name."""
     try:
-        cls = get_class(target)
-        signature = inspect.signature(cls)
+        callee = get_method(target)  # a class or a function (a scheduler): get_class logs an error on a function
+        signature = inspect.signature(callee)
     except Exception:  # a target that does not import is the constructor check's to report
         return None, target
     params = signature.parameters.values()
+    name = getattr(callee, "__name__", target)
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return None, cls.__name__
-    return [p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL], cls.__name__
+        return None, name
+    return [p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL], name
 
 
 def _mechanism_settings(name: str) -> tuple[list[str] | None, str]:
