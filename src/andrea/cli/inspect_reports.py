@@ -40,8 +40,9 @@ def run_batches(run_dir: Path, cfg: DictConfig) -> list[tuple[Tensor, Tensor]]:
 
     data = data_from_run(run_dir)
     data.setup("validate")
+    loaders = data.val_dataloader()
     batches = []
-    for batch in data.val_dataloader():
+    for batch in loaders[0] if isinstance(loaders, list) else loaders:  # the validation set, not an evaluation set
         batches.append((batch["input_ids"].to(cfg.device), batch["labels"].to(cfg.device)))
         if len(batches) == cfg.importance_batches:
             break

@@ -1,15 +1,21 @@
-"""andrea's synthetic tasks by the name each data module gives itself (`name`): how a task named in a checkpoint
-is mapped back onto our own class (andrea-eval). A name from a file picks one of these, nothing else."""
+"""andrea's data modules by the name each gives itself (`name`): the one registry through which what a file
+says about data is mapped back onto our own classes: a checkpoint's task (andrea-eval), a run's recorded
+`config.data` (andrea-inspect). A name or a `_target_` read from a file picks one of these; nothing it says is
+imported or called on its word."""
 
 from __future__ import annotations
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from andrea.utils.rules import PLAIN
+
 if TYPE_CHECKING:
+    import lightning as L
+
     from andrea.data.tasks import SyntheticTaskDataModule
 
-TASKS = {
+TASKS = {  # the synthetic tasks: what a checkpoint records of its data (CHECKPOINT_TASK_KEY)
     "repetition": "andrea.data.tasks:RepetitionDataModule",
     "lookback": "andrea.data.tasks:LookbackDataModule",
     "induction": "andrea.data.tasks:InductionDataModule",
@@ -20,6 +26,16 @@ TASKS = {
     "memorization": "andrea.data.mad_copy:MemorizationDataModule",
     "flip_flop": "andrea.data.algorithmic:FlipFlopDataModule",
     "modular_addition": "andrea.data.algorithmic:ModularAdditionDataModule",
+}
+DATA_MODULES = {**TASKS, "text": "andrea.data.text:TextDataModule"}
+
+# A config's `_target_` spells a class where it lives (andrea.data.mqar.MQARDataModule, as conf/data/mqar.yaml
+# does) or as the package exports it (andrea.data.RepetitionDataModule): either names the same entry.
+TARGETS = {
+    target: name
+    for name, where in DATA_MODULES.items()
+    for module, _, attribute in [where.partition(":")]
+    for target in (f"{module}.{attribute}", f"andrea.data.{attribute}")
 }
 
 
@@ -37,5 +53,22 @@ def task_record(datamodule: object) -> dict[str, Any] | None:
 
 def task_class(name: str) -> type[SyntheticTaskDataModule]:
     """The data module of a task name (one of TASKS)."""
-    module, _, attribute = TASKS[name].partition(":")
+    return _load(TASKS[name])
+
+
+def data_class(name: str) -> type[L.LightningDataModule]:
+    """The data module of any name in DATA_MODULES, text's included."""
+    return _load(DATA_MODULES[name])
+
+
+def _load(where: str) -> Any:
+    module, _, attribute = where.partition(":")
     return getattr(import_module(module), attribute)
+
+
+def plain(value: object) -> bool:
+    """Whether a setting read from a file is data a constructor may take: a string, number, boolean or null, or
+    a mapping of names to such (data.eval_sets: {name: {setting: value}})."""
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and plain(item) for key, item in value.items())
+    return isinstance(value, PLAIN)

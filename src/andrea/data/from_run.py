@@ -1,6 +1,6 @@
 """The validation data of a finished run, read from its result.json (the resolved config) and mapped
-onto andrea's own data modules: the file names one of DATA_MODULES, with plain field values the
-module's constructor takes; nothing else is imported or called on its word."""
+onto andrea's own data modules: the file's `_target_` names one of andrea.data.catalog's, with plain field
+values the module's constructor takes; nothing else is imported or called on its word."""
 
 from __future__ import annotations
 
@@ -10,16 +10,8 @@ from typing import Any
 
 import lightning as L
 
-from andrea.data.tasks import InductionDataModule, LookbackDataModule, RepetitionDataModule
-from andrea.data.text import TextDataModule
-from andrea.utils.rules import PLAIN
+from andrea.data.catalog import TARGETS, data_class, plain
 from andrea.utils.run_result import RESULT_FILE, RunResult
-
-DATA_MODULES: dict[str, type[L.LightningDataModule]] = {
-    f"{prefix}.{cls.__name__}": cls
-    for cls in (RepetitionDataModule, LookbackDataModule, InductionDataModule, TextDataModule)
-    for prefix in ("andrea.data", cls.__module__)
-}
 
 
 def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
@@ -34,9 +26,9 @@ def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
     if not isinstance(config, dict):
         raise ValueError(f"{path}: config.data is not a mapping")
     target = config.get("_target_")
-    if target not in DATA_MODULES:
+    if not isinstance(target, str) or target not in TARGETS:
         raise ValueError(f"{path}: config.data._target_={target!r} is not one of andrea's data modules")
-    cls = DATA_MODULES[target]
+    cls = data_class(TARGETS[target])
     accepted = _parameters(cls)
     fields: dict[str, Any] = {}
     for key, value in config.items():
@@ -44,8 +36,11 @@ def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
             continue
         if key not in accepted:
             raise ValueError(f"{path}: config.data.{key} is not a setting of {cls.__name__}")
-        if not isinstance(value, PLAIN):
-            raise ValueError(f"{path}: config.data.{key} must be a plain value, not {type(value).__name__}")
+        if not plain(value):
+            raise ValueError(
+                f"{path}: config.data.{key} holds more than plain values (strings, numbers, booleans, null, and "
+                "mappings of them); it is not an andrea-train result"
+            )
         fields[key] = value
     return cls(**fields)
 
