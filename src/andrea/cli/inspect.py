@@ -14,14 +14,17 @@ input=. Every setting is checked before the model is loaded; a bad one is refuse
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 import sys
+from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import hydra
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
@@ -198,15 +201,15 @@ def page_path(cfg: DictConfig) -> Path:
     return Path(cfg.ckpt_path).with_suffix(f".inspect{suffix}.html")
 
 
-SETTING = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.]*(@[\w.]+)?=")  # key=value, as Hydra's overrides write it
+SETTING = re.compile(r"^([+~]{0,2})([A-Za-z_]\w*)[\w.]*(@[\w.]+)?=")  # key=value, as Hydra's overrides write it
+KEYS = tuple(yaml.safe_load((files("andrea.conf") / "inspect.yaml").read_text()))  # its settings, hydra's included
 
 
 def main() -> None:
-    """Bare leading arguments are the checkpoint and the input (Hydra takes key=value only). The second one is
-    the input whatever it holds (`x = 1` too), unless it reads as a setting (`key=value`, typo'd keys included:
-    they are refused by name)."""
+    """Bare leading arguments are the checkpoint and the input (Hydra takes key=value only): each is bare
+    whatever it holds (`x = 1`, `a=b and c=d`) unless it reads as a setting."""
     args, bare = sys.argv[1:], list[str]()
-    while args and not args[0].startswith("-") and ("=" not in args[0] if not bare else not SETTING.match(args[0])):
+    while args and not args[0].startswith("-") and not _reads_as_setting(args[0]):
         bare.append(args.pop(0))
     if len(bare) > 2:
         print(f"{COMMAND}: error: give the checkpoint, then one input (quote text with spaces)", file=sys.stderr)
@@ -216,6 +219,16 @@ def main() -> None:
     args = [_text_setting(arg) for arg in args]
     sys.argv = [sys.argv[0], *named, *args]
     run_app(COMMAND, inspect_app)
+
+
+def _reads_as_setting(arg: str) -> bool:
+    """`key=value` whose key is one of the command's settings or close to one (a typo, that Hydra refuses by
+    name), or that adds or deletes a key (`+key=value`); any other text is an input or a path, `=` or not."""
+    found = SETTING.match(arg)
+    if found is None:
+        return False
+    prefix, key = found.group(1, 2)
+    return bool(prefix) or key in KEYS or bool(difflib.get_close_matches(key, KEYS, n=1, cutoff=0.6))
 
 
 def _text_setting(arg: str) -> str:
