@@ -4,7 +4,6 @@ values the module's constructor takes; nothing else is imported or called on its
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import lightning as L
 
 from andrea.data.catalog import TARGETS, data_class, plain
 from andrea.utils.run_result import RESULT_FILE, RunResult
+from andrea.utils.typed_settings import setting_names
 
 
 def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
@@ -29,7 +29,7 @@ def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
     if not isinstance(target, str) or target not in TARGETS:
         raise ValueError(f"{path}: config.data._target_={target!r} is not one of andrea's data modules")
     cls = data_class(TARGETS[target])
-    accepted = _parameters(cls)
+    accepted = setting_names(cls)
     fields: dict[str, Any] = {}
     for key, value in config.items():
         if key == "_target_":
@@ -44,14 +44,3 @@ def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
         fields[key] = value
     return cls(**fields)
 
-
-def _parameters(cls: type) -> set[str]:
-    """Every keyword the class's constructors take, along its bases (subclasses pass **kwargs up)."""
-    keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        if "__init__" in vars(klass):
-            names |= {
-                p.name for p in inspect.signature(vars(klass)["__init__"]).parameters.values() if p.kind in keywords
-            }
-    return names - {"self"}
