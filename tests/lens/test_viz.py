@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from andrea.lens import grid_png, viz
 
@@ -120,3 +120,35 @@ def test_a_masked_key_is_drawn_apart_from_a_weight_of_zero(tmp_path, signed):
     assert per_panel == 2 * int(hidden.sum()) * px * px
     unmasked = grid_png.save_attention_grid(w, tmp_path / "plain.png", "causal", signed=signed)
     assert not (np.asarray(Image.open(unmasked).convert("RGB")) == viz.MASKED_RGB).all(-1).any()
+
+
+SENTENCE = (
+    "implied weights: q·k under the state's decay, each earlier token's share of the output (rows need not sum to 1)"
+)
+
+
+@pytest.mark.parametrize("n_head, T, tokens", [(1, 6, True), (4, 12, False)])
+def test_no_text_on_a_map_overlaps_other_text_or_runs_off_it(tmp_path, monkeypatch, n_head, T, tokens):
+    """A mixer's subtitle is a sentence: on one head of six tokens it is wider than the picture. It is wrapped
+    under the title, whole, and runs neither over a panel's name nor off the picture; nor does any other text."""
+    drawn, text = [], ImageDraw.ImageDraw.text
+
+    def recording(draw, xy, words, *args, **kwargs):
+        box = draw.textbbox(xy, words, font=kwargs.get("font"), anchor=kwargs.get("anchor"))
+        drawn.append((draw.im.size, words, box, kwargs.get("fill")))
+        return text(draw, xy, words, *args, **kwargs)
+
+    monkeypatch.setattr(ImageDraw.ImageDraw, "text", recording)
+    names = [f"w{i}" for i in range(T)] if tokens else None
+    title = "layer 0 · step 50 · causal · deltanet · probe row 0"
+    masked = ~np.tri(T, dtype=bool)
+    path = grid_png.save_attention_grid(weights(n_head, T), tmp_path / "map.png", title, tokens=names,
+                                        subtitle=SENTENCE, masked=masked)  # fmt: skip
+    width, height = Image.open(path).size
+    on_map = [(words, box, fill) for size, words, box, fill in drawn if size == (width, height)]  # no upright label
+    subtitle = [words for words, _, fill in on_map if fill == "dimgray"]
+    assert " ".join(subtitle) == SENTENCE  # whole, in as many lines as it takes
+    for i, (words, (x0, y0, x1, y1), _) in enumerate(on_map):
+        assert min(x0, y0) >= 0 and x1 <= width and y1 <= height, f"{words!r} runs off the {width}x{height} map"
+        for other, (a0, b0, a1, b1), _ in on_map[i + 1 :]:
+            assert x1 <= a0 or a1 <= x0 or y1 <= b0 or b1 <= y0, f"{words!r} overlaps {other!r}"

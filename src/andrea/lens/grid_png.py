@@ -6,12 +6,25 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from torch import Tensor
 
 from andrea.lens.viz import MASKED_RGB, PANEL, GridLayout, colour_values, colours, grid_layout, scale_marks
+
+MARGIN = 4  # pixels of white round the header's text
+NAME_ROOM = 24  # from the header's last line to a panel's top: the panel's name (12 pt) and a gap either side
+
+
+class _Line(NamedTuple):
+    """One line of the header, `bottom` the y of its descender line."""
+
+    text: str
+    font: ImageFont.FreeTypeFont
+    colour: str
+    bottom: int
 
 
 def save_attention_grid(
@@ -28,7 +41,8 @@ def save_attention_grid(
     """(H, T, S) per-head weights as a PNG grid of heatmaps with one shared, named colour bar. Given a
     numpy array it runs no torch op: safe on a worker thread beside a training loop's thread pool.
     `signed` weights (a mechanism's `signed`) get a red-white-blue scale symmetric about 0 instead; the
-    subtitle, under the title, says what the weights are (the mechanism's weights_meaning). `masked`
+    subtitle, under the title (each wrapped to the grid's width), says what the weights are (the mechanism's
+    weights_meaning). `masked`
     ((T, S) or (H|1, T, S) booleans, True where the mask hides the key) paints those cells MASKED_RGB, named
     under the colour bar."""
     n_head, T, S = weights.shape
@@ -38,11 +52,12 @@ def save_attention_grid(
     layout = grid_layout(n_head, T, S, scale, start, tokens, limit)
     px = max(1, PANEL // max(T, S), 12 if layout.tokens else 1)  # pixels per position; a token's line of text
     height, width = T * px, S * px
-    small, text = _font(10), _font(12)
-    label_w, label_h = _tick_margins(layout, small)
-    left, top, gap_x, gap_y = label_w + 22, 44, label_w + 14, label_h + 26
+    label_w, label_h = _tick_margins(layout, _font(10))
+    left, gap_x, gap_y = label_w + 22, label_w + 14, label_h + 26
     colour_bar = 110
     canvas_w = left + layout.columns * width + (layout.columns - 1) * gap_x + colour_bar
+    header, header_h = _header(title, subtitle, canvas_w - 2 * MARGIN)
+    top = header_h + NAME_ROOM  # the panels' names sit between the header and the panels
     grid_h = layout.rows * height + (layout.rows - 1) * gap_y
     canvas_h = max(top + grid_h + label_h + 24, top + max(grid_h, 60) + 44)  # the bar, and the masked swatch
     image = Image.new("RGB", (canvas_w, canvas_h), "white")
@@ -54,18 +69,39 @@ def save_attention_grid(
         row, column = divmod(h, layout.columns)
         x0, y0 = left + column * (width + gap_x), top + row * (height + gap_y)
         _panel(draw, image, layout, pixels[h], f"head {h}", (x0, y0), px)
-    bar_h = _colour_bar(
-        draw, image, layout, canvas_w - colour_bar + 20, top, layout.rows * height + (layout.rows - 1) * gap_y
-    )
+    bar_h = _colour_bar(draw, image, layout, canvas_w - colour_bar + 20, top, grid_h)
     if masked is not None and masked.any():  # the masked cells' swatch under the bar
         _masked_swatch(draw, canvas_w - colour_bar + 20, top + bar_h + 10)
-    draw.text((canvas_w // 2, 4), title, fill="black", font=text, anchor="mt")
-    draw.text((canvas_w // 2, 19), subtitle, fill="dimgray", font=small, anchor="mt")
+    for line in header:
+        draw.text((canvas_w // 2, line.bottom), line.text, fill=line.colour, font=line.font, anchor="md")
     _axis_names(draw, image, layout, (left, top, canvas_w - colour_bar, canvas_h))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     image.save(path, compress_level=1)  # zlib's fastest: about half the default's time, a tenth larger
     return str(path)
+
+
+def _header(title: str, subtitle: str, width: int) -> tuple[list[_Line], int]:
+    """The title's and the subtitle's lines, each wrapped to `width` pixels, and the y under the last. A subtitle
+    says what a weight is (a mixer's implied weights take a sentence): in one line it would run off a narrow grid
+    and over the panels' names, so it takes as many lines as it needs and the panels start under them."""
+    lines, y = [], MARGIN
+    for text, font, colour, height in ((title, _font(12), "black", 15), (subtitle, _font(10), "dimgray", 13)):
+        for line in _wrap(text, font, width):
+            y += height
+            lines.append(_Line(line, font, colour, y))
+    return lines, y
+
+
+def _wrap(text: str, font: ImageFont.FreeTypeFont, width: int) -> list[str]:
+    """`text` in lines of whole words at most `width` pixels wide (a longer word alone on its line)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and font.getlength(f"{lines[-1]} {word}") <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
 
 
 def _tick_margins(layout: GridLayout, font: ImageFont.FreeTypeFont) -> tuple[int, int]:
