@@ -358,6 +358,9 @@ def test_a_latent_attention_model_file_round_trips_and_its_sizes_are_checked(tmp
         ),
         ({"mixer": {"name": "mean"}}, "net.mixer={'name': 'mean'} is not a token mixer: give mixer=<name>, one of"),
         ({"mixer": {"name": "attention", "f": [1]}}, "net.mixer must be a mapping of a mixer's name and its settings"),
+        ({"attention": {"n_head": 2, "backend": ["sdpa"]}}, "net.attention.backend=['sdpa'] must be a backend's name"),
+        ({"attention": {"n_head": 2, "backend": {"a": 1}}}, "net.attention.backend={'a': 1} must be a backend's name"),
+        ({"mixer": {"name": "gla", "chunk": 1.5}}, "net.mixer.chunk=1.5 must be a positive integer"),
     ],
 )
 def test_a_file_s_mixer_and_layout_are_registered_names(change, message):
