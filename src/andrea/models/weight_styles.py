@@ -1,6 +1,6 @@
 """How each layer's weights read on a map and in the head-role scores, whatever its token mixer: attention's
-come from its mechanism and mask; another mixer's (its implied weights, decay-masked q·k) from what the mixer
-says of itself, a plugin's optional attributes with safe defaults (andrea.mixers.base):
+come from its mechanism and mask; another mixer's (its implied weights: q·k under its decay, if it has one) from
+what the mixer says of itself, a plugin's optional attributes with safe defaults (andrea.mixers.base):
 
     name              the map's label ("gla")
     weights_meaning   what a weight is, the map's subtitle
