@@ -57,26 +57,10 @@ def check_settings(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         raise SettingError(
             "ckpt_path is required: give ckpt_path=<run dir>/checkpoints/last.ckpt or a .safetensors export"
         )
-    stream = cfg.get("stream")
-    if not isinstance(stream, DictConfig) or set(stream) != {"window", "keep_first"}:
-        raise SettingError(
-            f"stream={OmegaConf.to_container(stream) if isinstance(stream, DictConfig) else stream!r} must hold "
-            "stream.window and stream.keep_first (StreamingLLM's cache: the last `window` tokens and the first "
-            "`keep_first`); set them, e.g. stream.window=124 stream.keep_first=4"
-        )
     problem = first_problem(SETTINGS, _flat(cfg))
     if problem:
         raise SettingError(problem)
-    if stream.window is None and stream.keep_first:
-        raise SettingError(
-            f"stream.keep_first={stream.keep_first} keeps the first tokens of a streaming cache, and stream.window "
-            "is null: give stream.window too (e.g. stream.window=124), or drop stream.keep_first"
-        )
-    if stream.window is not None and cfg.cache is False:
-        raise SettingError(
-            f"cache=false with stream.window={stream.window}: streaming is a cache (the first and the last tokens "
-            "kept); drop cache=false, or stream.window"
-        )
+    _check_stream(cfg)
     if cfg.num_samples * cfg.max_new_tokens > MAX_TOKENS:
         raise SettingError(
             f"max_new_tokens={cfg.max_new_tokens} x num_samples={cfg.num_samples} is more than {MAX_TOKENS:,} tokens "
@@ -88,9 +72,30 @@ def check_settings(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         raise SettingError(f"device={cfg.device!r}: no GPU here; use device=cpu")
 
 
+def _check_stream(cfg: DictConfig) -> None:
+    """StreamingLLM's two settings, and what they need of each other and of the cache."""
+    stream = cfg.get("stream")
+    if not isinstance(stream, DictConfig) or set(stream) != {"window", "keep_first"}:
+        raise SettingError(
+            f"stream={OmegaConf.to_container(stream) if isinstance(stream, DictConfig) else stream!r} must hold "
+            "stream.window and stream.keep_first (StreamingLLM's cache: the last `window` tokens and the first "
+            "`keep_first`); set them, e.g. stream.window=124 stream.keep_first=4"
+        )
+    if stream.window is None and stream.keep_first:
+        raise SettingError(
+            f"stream.keep_first={stream.keep_first} keeps the first tokens of a streaming cache, and stream.window "
+            "is null: give stream.window too (e.g. stream.window=124), or drop stream.keep_first"
+        )
+    if stream.window is not None and cfg.cache is False:
+        raise SettingError(
+            f"cache=false with stream.window={stream.window}: streaming is a cache (the first and the last tokens "
+            "kept); drop cache=false, or stream.window"
+        )
+
+
 def _flat(cfg: DictConfig) -> dict[str, object]:
     """The settings by SETTINGS' keys: the stream's as stream.window and stream.keep_first."""
-    stream = cfg.stream
+    stream = cfg.stream if isinstance(cfg.get("stream"), DictConfig) else {}  # else refused by _check_stream
     return {str(key): value for key, value in cfg.items()} | {f"stream.{key}": value for key, value in stream.items()}
 
 

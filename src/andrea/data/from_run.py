@@ -29,6 +29,11 @@ def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
     if not isinstance(target, str) or target not in TARGETS:
         raise ValueError(f"{path}: config.data._target_={target!r} is not one of andrea's data modules")
     cls = data_class(TARGETS[target])
+    return cls(**_fields(config, cls, path))
+
+
+def _fields(config: dict[str, Any], cls: type, path: Path) -> dict[str, Any]:
+    """The recorded settings as the constructor's keywords: each one it takes, holding plain values only."""
     accepted = setting_names(cls)
     fields: dict[str, Any] = {}
     for key, value in config.items():
@@ -42,5 +47,4 @@ def data_from_run(run_dir: str | Path) -> L.LightningDataModule:
                 "mappings of them); it is not an andrea-train result"
             )
         fields[key] = value
-    return cls(**fields)
-
+    return fields

@@ -20,11 +20,8 @@ differ}, e.g. twice the length), each validated and logged under its own name.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import inspect
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,13 +32,11 @@ from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
 from andrea.data.settings import DATA
-from andrea.utils.rules import BOOLEAN, FINITE, Rule, enforce, integer
-from andrea.utils.typed_settings import setting_names, signature_rules
+from andrea.data.task_settings import eval_sets_of, task_rules, typed_constructor
+from andrea.utils.rules import Rule, enforce
+from andrea.utils.typed_settings import setting_names
 
 IGNORE_INDEX = -100
-# A task's settings typed by its constructors (andrea.utils.typed_settings): its integers are counts, sizes and
-# seeds (>= 0; DATA's sizes positive), its floats finite; each task's constructor checks the ranges between them.
-TYPED: dict[Any, Rule] = {bool: BOOLEAN, int: integer(0), float: FINITE}
 TOKEN_BYTES = 2 * 8  # a row's token: its input id and its label, int64 each
 
 
@@ -75,12 +70,12 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__init__" in vars(cls):
-            cls.__init__ = _typed_constructor(vars(cls)["__init__"])  # type: ignore[method-assign]
+            cls.__init__ = typed_constructor(vars(cls)["__init__"])  # type: ignore[method-assign]
 
     @classmethod
     def setting_rules(cls) -> dict[str, Rule]:
         """Each setting's rule: DATA's for the sizes, else its annotation's in the task's constructors."""
-        return signature_rules(cls, TYPED, DATA)
+        return task_rules(cls)
 
     def footprint(self) -> tuple[int, str]:
         """(bytes, the setting that grows them) of the rows `setup` makes: the splits and every evaluation set,
@@ -108,7 +103,7 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         self.vocab_size, self.seq_len = vocab_size, seq_len
         self.num_train, self.num_val, self.batch_size = num_train, num_val, batch_size
         self.seed, self.num_workers = seed, num_workers
-        self.eval_sets = _eval_sets(eval_sets)
+        self.eval_sets = eval_sets_of(eval_sets)
         self.train_set: TokenRows | None = None
         self.val_set: TokenRows | None = None
         self.extra_val: dict[str, TokenRows] = {}  # the evaluation sets' rows, by name
@@ -193,43 +188,12 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         return {"input_ids": self.val_set.input_ids[:n], "labels": self.val_set.labels[:n]}
 
 
-def _typed_constructor(init: Callable[..., None]) -> Callable[..., None]:
-    """A task's constructor that first checks its own settings by their types (the one description every way a
-    task is built shares: a config, a checkpoint's record, a run's recorded config, an evaluation set), so that
-    `true` is no number of pairs and `abc` no seed; the outermost constructor, once every setting is in place,
-    then checks the evaluation sets."""
-    own = set(inspect.signature(init).parameters) - {"self"}
-
-    @functools.wraps(init)
-    def checked(self: SyntheticTaskDataModule, *args: Any, **settings: Any) -> None:
-        rules = type(self).setting_rules()
-        enforce({key: rule for key, rule in rules.items() if key in own}, settings, "data.")
-        init(self, *args, **settings)
-        if type(self).__init__ is checked:
-            self.check_eval_sets()
-
-    return checked
-
-
-SyntheticTaskDataModule.__init__ = _typed_constructor(SyntheticTaskDataModule.__init__)  # type: ignore[method-assign]
+SyntheticTaskDataModule.__init__ = typed_constructor(SyntheticTaskDataModule.__init__)  # type: ignore[method-assign]
 
 
 def distinct(n: int, choices: int, k: int, generator: torch.Generator) -> Tensor:
     """(n, k) draws without replacement from range(choices), each row its own (a random permutation's prefix)."""
     return torch.rand(n, choices, generator=generator).argsort(dim=-1)[:, :k]
-
-
-def _eval_sets(eval_sets: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """{name: settings} as plain values; a name is letters, digits and underscores (it names logged metrics)."""
-    found: dict[str, dict[str, Any]] = {}
-    for name, changes in (eval_sets or {}).items():
-        if not re.fullmatch(r"\w+", str(name)) or str(name) == "val" or not isinstance(changes, Mapping):
-            raise ValueError(
-                f"data.eval_sets.{name}: give each evaluation set a name of letters, digits and underscores (not "
-                "val) and the settings that differ, e.g. data.eval_sets={long: {seq_len: 128}}"
-            )
-        found[str(name)] = {str(key): value for key, value in changes.items()}
-    return found
 
 
 class RepetitionDataModule(SyntheticTaskDataModule):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, cast
 from torch import nn
 
 from andrea.mixers.base import TokenMixer
+from andrea.models.mixer_sizes import count, mixer_layers
 
 if TYPE_CHECKING:
     from andrea.models.files.schema import NetSpec
@@ -170,66 +171,11 @@ def parameters(spec: NetSpec) -> int:
     head_dim = d_model // spec.n_head
     attention = _projection_parameters(spec, head_dim) + d_model * d_model  # Q, K, V projections + W_O
     attention += _mechanism_parameters(spec, dict(n_head=spec.n_head, head_dim=head_dim, d_model=d_model))
-    mixers = sum(attention if mixer is None else _count(mixer) for mixer in mixer_layers(spec))  # every layer's
+    mixers = sum(attention if mixer is None else count(mixer) for mixer in mixer_layers(spec))  # every layer's
     if not spec.is_gpt:  # LayerNorm with bias before each block and at the end, untied LM head
         return vocab * d_model + positions + n_layer * 2 * d_model + mixers + 2 * d_model + vocab * d_model
     mlp = 2 * f["mlp_ratio"] * d_model * d_model  # bias-free fc and proj
     return vocab * d_model + positions + n_layer * (2 * d_model + mlp) + mixers + d_model  # tied LM head
-
-
-def mixer_layers(spec: NetSpec) -> list[nn.Module | None]:
-    """Each layer's mixer built on the meta device (nothing allocated; a plugin's mixer counted like ours), or
-    None for an attention layer (counted from its spec). A mixer the settings cannot build gives MixerSizeError."""
-    import torch
-
-    from andrea.mixers.layers import ATTENTION, layer_kinds, mixer_registry, mixer_settings
-
-    f = spec.fields
-    kinds = layer_kinds(f.get("layout"), f["n_layer"], f.get("mixer"))
-    place = dict(d_model=f["d_model"], max_context=f["max_context"], n_layer=f["n_layer"], dropout=0.0)
-    place |= dict(bias=bool(f.get("bias")))
-    built: dict[str, nn.Module] = {}
-    for kind in sorted(set(kinds) - {ATTENTION}):
-        try:
-            with torch.device("meta"):
-                built[kind] = mixer_registry.load(kind)(layer=0, **place, **mixer_settings(kind, f.get("mixer")))
-        except (RuntimeError, TypeError, ValueError, OverflowError) as err:  # a size no tensor can have
-            grown = mixer_growth(spec)
-            largest = max(grown, key=lambda key: grown[key][0] / grown[key][1], default=f"mixer.name={kind}")
-            setting = f"{largest}={grown[largest][0]}" if largest in grown else largest
-            raise MixerSizeError(f"{setting}: mixer {kind} cannot be built ({str(err).splitlines()[0]})") from None
-    return [built.get(kind) for kind in kinds]
-
-
-def mixer_growth(spec: NetSpec) -> dict[str, tuple[float, float]]:
-    """The `mixer` group's sizes, each as (value, the mixer's default): where a too-big estimate looks for the
-    setting to lower ({"mixer.d_state": (10000000, 16)})."""
-    import inspect
-
-    from andrea.mixers.layers import mixer_registry
-
-    mixer = spec.fields.get("mixer") or {}
-    name = mixer.get("name")
-    if name not in mixer_registry.names():
-        return {}
-    defaults = {k: p.default for k, p in inspect.signature(mixer_registry.load(name)).parameters.items()}
-    return {
-        f"mixer.{key}": (value, defaults[key])
-        for key, value in mixer.items()
-        if _size(value) and _size(defaults.get(key)) and defaults[key] > 0
-    }
-
-
-def _size(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-class MixerSizeError(ValueError):
-    """A mixer whose settings ask for a tensor larger than any device holds: "mixer.<key>=<value>: ..."."""
-
-
-def _count(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
 
 
 def _projection_parameters(spec: NetSpec, head_dim: int) -> int:

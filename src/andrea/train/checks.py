@@ -5,7 +5,7 @@ builds the run's parts next). Every refusal is one line that names the config ke
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
 from hydra.utils import get_class, instantiate
@@ -13,15 +13,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from andrea.attention.spec import NETWORK, AttentionSpec
 from andrea.lens.interventions import parse_heads
-from andrea.models.network import Network, network
 from andrea.train.checks_files import apply_init_from, check_checkpoint
 from andrea.train.checks_parts import attention_parts, check_data, check_mixers
+from andrea.train.checks_study import check_study
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.train.keys import check_added_keys, check_ranges, check_targets
 from andrea.train.maps_settings import check_settings as check_maps
-from andrea.train.studies import build as build_study
-from andrea.train.studies.base import Study
 from andrea.utils.rules import SettingError
 
 if TYPE_CHECKING:
@@ -63,7 +61,7 @@ def check_config(cfg: DictConfig) -> Checked:
     _validate_distributed(cfg)
     check_data(cfg)
     check_mixers(cfg)
-    _check_study(cfg)
+    check_study(cfg)
     attention = attention_parts(cfg, on_cpu(cfg))
     check_accelerator(cfg)
     return Checked(estimate, attention, finished)
@@ -78,34 +76,6 @@ def _check_keys_and_values(cfg: DictConfig) -> None:
     mode = _get(cfg, "logger.wandb.mode")
     if mode is not None and mode not in ("online", "offline", "disabled"):
         raise ConfigError(f"logger.wandb.mode={mode!r} must be online, offline or disabled")
-
-
-def _check_study(cfg: DictConfig) -> None:
-    """A reproduction's `study` names a study, with settings it takes, on a task it reads."""
-    settings = _get(cfg, "study")
-    if settings is None:
-        return
-    try:
-        study = build_study(cast(dict, OmegaConf.to_container(settings, resolve=True)))
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    task = getattr(get_class(cfg.data._target_), "name", None)
-    if study.tasks and task not in study.tasks:
-        raise ConfigError(f"study.name={study.name} reads the {' or '.join(study.tasks)} task; drop data={task}")
-    if type(study).refuses is not Study.refuses:  # what it measures after training, asked of the network now
-        problem = study.refuses(_meta_network(cfg))
-        if problem:
-            raise ConfigError(f"study.name={study.name}: {problem}; change the run, or run it without the study")
-
-
-def _meta_network(cfg: DictConfig) -> Network:
-    """The run's network built on the meta device: its layers as training will have them, no memory allocated."""
-    from andrea.models.files import schema
-    from andrea.models.files.build import build
-
-    config = OmegaConf.to_container(cfg.model.net, resolve=True)
-    with torch.device("meta"):
-        return network(build(schema.parse(config, "model.net", "model.net", build_backend=False)))
 
 
 def _refuse(problem: str | None) -> None:
@@ -147,11 +117,11 @@ def training_estimate(cfg: DictConfig) -> tuple[NetSpec, Estimate] | None:
 
 def _validate_memory(cfg: DictConfig) -> Estimate | None:
     """Refuse a run whose estimated training memory exceeds the device's, before allocating any of it."""
-    from andrea.models import memory
+    from andrea.models import memory, mixer_sizes
 
     try:
         found = training_estimate(cfg)
-    except memory.MixerSizeError as err:
+    except mixer_sizes.MixerSizeError as err:
         raise ConfigError(f"{err}; lower it") from None
     if found is None:
         return None
@@ -166,7 +136,7 @@ def _validate_memory(cfg: DictConfig) -> Estimate | None:
     if spec.fields["vocab_size"] == data["vocab_size"]:
         keys["vocab_size"] = "data.vocab_size"
     device = "cpu" if on_cpu(cfg) or not torch.cuda.is_available() else "cuda"
-    grown = memory.mixer_growth(spec)
+    grown = mixer_sizes.mixer_growth(spec)
     problem = memory.too_big(need, {**spec.fields, **data}, keys, device, "training", grown)
     if problem:
         raise ConfigError(f"{problem}; lower {problem.split('=')[0]}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import nn
 
-from andrea.models import memory
+from andrea.models import memory, mixer_sizes
 from andrea.models.files.schema import ModelFileError, NetSpec, model_class, parse
 from andrea.models.files.schema_masks import mask_targets
 
@@ -28,13 +28,13 @@ def build_network(config: Any, where: str, prefix: str, device: str = "cpu") -> 
     before anything is allocated; every refusal is one line naming `where` and the key."""
     spec = parse(config, where, prefix)
     keys = {name: f"{prefix}.{name}" for name in memory.REFERENCE}
-    keys |= {key: f"{prefix}.{key}" for key in memory.mixer_growth(spec)}
+    keys |= {key: f"{prefix}.{key}" for key in mixer_sizes.mixer_growth(spec)}
     for memory_of in dict.fromkeys(("cpu", device)):  # built on the CPU, then moved to `device`
         try:
             need = memory.loading(spec)
-        except memory.MixerSizeError as err:
+        except mixer_sizes.MixerSizeError as err:
             raise ModelFileError(f"{where}: {prefix}.{err}; refused before allocating, use a smaller model") from None
-        problem = memory.too_big(need, spec.fields, keys, memory_of, "loading", memory.mixer_growth(spec))
+        problem = memory.too_big(need, spec.fields, keys, memory_of, "loading", mixer_sizes.mixer_growth(spec))
         if problem:
             raise ModelFileError(f"{where}: {problem}; refused before allocating, use a smaller model")
     try:
