@@ -24,7 +24,7 @@ def test_signed_weights_keep_their_sign_in_the_explorer(browser, tmp_path):
     tokens = [f"t{i}" for i in range(T)]
     scores = {"previous_token": torch.tensor([[0.5]])}
     about = About("signed.ckpt", "eager", "diff", "causal", MEANING, signed=True)
-    page.write_text(explorer_page([View("this input", tokens, [weights], scores)], about, "diff"))
+    page.write_text(explorer_page([View("this input", tokens, [weights], scores)], about))
     browser.get(page.as_uri())
     assert MEANING in browser.find_element(By.TAG_NAME, "body").text
     ActionChains(browser).move_to_element(browser.find_elements(By.CSS_SELECTOR, "#queries .tok")[4]).perform()
@@ -92,3 +92,75 @@ def test_the_explorer_s_panels_in_a_browser(induction_run, browser, tmp_path, mo
     assert sum(cells) + sum(rest) == pytest.approx(total, abs=0.05)  # each shown to two places
     assert table.splitlines()[2].split()[3] == "+0.00"  # L1H1, ablated, writes nothing
     browser.save_screenshot(str(tmp_path / "explorer-mean.png"))
+
+
+def _two_layer_view(name: str, T: int, tokens: list[str]) -> View:
+    """2 layers of 2 heads, uniform causal weights; the run chose L1H0 for induction, L1H1 scores higher here."""
+    weights = [torch.ones(2, T, T).tril() / torch.arange(1, T + 1).view(T, 1) for _ in range(2)]
+    scores = {
+        "previous_token": torch.tensor([[0.1, 0.8], [0.2, 0.3]]),
+        "induction": torch.tensor([[0.0, 0.1], [0.7, 0.9]]),
+    }
+    best = {"previous_token": ("L0H1", 0.8), "induction": ("L1H1", 0.9)}
+    return View(name, tokens, weights, scores, best=best)
+
+
+def test_the_page_is_titled_with_the_run_s_name_else_the_checkpoint_s():
+    view = _two_layer_view("this input", 4, ["a", "b", "c", "d"])
+    named = explorer_page([view], About("last.ckpt", run="induction-eager-lr3e-3"))
+    assert "<title>induction-eager-lr3e-3</title>" in named and "<h1>induction-eager-lr3e-3</h1>" in named
+    assert "<title>model.safetensors</title>" in explorer_page([view], About("model.safetensors"))  # no run
+
+
+@pytest.mark.slow  # reason: starts a browser (Debian's Chromium, installed by .ci/run)
+def test_the_page_says_why_it_opens_on_its_head_and_labels_the_enlarged_map(browser, tmp_path):
+    """The run chose L1H0 (over its probe rows); on this input L1H1 scores higher: the page says why it opened on
+    L1H0 and names each role's best on this input, a click away. The enlarged map's rows and columns are labelled
+    with their positions and tokens, each label centred on its row or column and none overlapping another: every
+    position on 32 tokens, a round step of them on 200."""
+    from selenium.webdriver.common.by import By
+
+    short = [f"w{i}" for i in range(32)]
+    long = [f"token{i}" for i in range(200)]
+    why = "the run's best induction head, what its task needs (an induction head in a layer >= 1)"
+    about = About("last.ckpt", start="L1H0", start_why=why, run="induction-run")
+    views = [_two_layer_view("this input", 32, short), _two_layer_view("a longer input", 200, long)]
+    page = tmp_path / "explorer.html"
+    page.write_text(explorer_page(views, about))
+    browser.get(page.as_uri())
+    assert browser.title == "induction-run" == browser.find_element(By.TAG_NAME, "h1").text
+    assert browser.find_element(By.ID, "selected").text == "L1H0"
+    assert f"opened on L1H0: {why}, over the run's probe rows" in browser.find_element(By.TAG_NAME, "body").text
+    best = browser.find_element(By.ID, "best")
+    assert best.text == "Best head of each role on this input: prev L0H1 0.80 · ind L1H1 0.90"
+    best.find_element(By.LINK_TEXT, "L1H1").click()
+    assert browser.find_element(By.ID, "selected").text == "L1H1"
+    browser.save_screenshot(str(tmp_path / "short.png"))
+    _assert_ticks(browser, short, every=1)
+    browser.find_element(By.CSS_SELECTOR, "input[name=view][value='1']").click()
+    assert best.text.startswith("Best head of each role on a longer input: ")
+    _assert_ticks(browser, long, every=None)
+    browser.save_screenshot(str(tmp_path / "long.png"))
+
+
+def _assert_ticks(browser, tokens: list[str], every: int | None) -> None:
+    """The enlarged map's ticks on both axes: `every` position's (None: a round step's), each "<position> <token>"
+    centred on its row (left of the map) or column (under it), no two overlapping."""
+    box = "const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom];"
+    left, top, right, bottom = browser.execute_script(f"const e = document.getElementById('big'); {box}")
+    cell = (bottom - top) / len(tokens)
+    for axis, start, end in (("rows", 1, 3), ("columns", 0, 2)):
+        ticks = browser.execute_script(
+            f"return Array.from(document.querySelectorAll('#big-{axis} span')).map(e => [e.textContent, "
+            f"(() => {{ {box} }})()])"
+        )
+        positions = [int(text.split()[0]) for text, _ in ticks]
+        step = every or positions[1]
+        assert positions == list(range(0, len(tokens), step)) and 8 <= len(ticks) <= 40, positions
+        for (text, rect), j in zip(ticks, positions, strict=True):
+            assert text == f"{j} {tokens[j]}"
+            centre = (rect[start] + rect[end]) / 2 - (top if axis == "rows" else left)
+            assert abs(centre - (j + 0.5) * cell) <= 1.0, (axis, text)
+            assert rect[2] <= left if axis == "rows" else rect[1] >= bottom  # beside the map, not over it
+        for (a, ra), (b, rb) in zip(ticks, ticks[1:], strict=False):
+            assert ra[end] <= rb[start], f"{a!r} overlaps {b!r} on the {axis}"

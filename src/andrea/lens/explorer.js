@@ -8,6 +8,10 @@ const views = D.views.map(v => ({...v, colours: bytes(v.colours), weights: bytes
 const {L, H} = D;
 const MASKED = D.masked_rgb;
 let view = 0, selected = {l: D.start[0], h: D.start[1]}, query = null;  // the run's task's best head
+// The enlarged map's side in CSS pixels, and the room a tick's label takes (a 10 px line and a gap): every position
+// is labelled while a cell has that room (the map grows to give it, up to BIG_MAX), else every step-th, a round step,
+// so that no two labels overlap whatever the length.
+const BIG_MIN = 384, BIG_MAX = 576, TICK_ROOM = 14, TICK_STEPS = [1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128];
 
 const at = (v, l, h, t, j) => ((l * H + h) * v.T + t) * v.T + j;
 const weight = (v, l, h, t, j) =>
@@ -22,6 +26,47 @@ function drawHead(canvas, l, h) {
     img.data[i] = rgb[0]; img.data[i + 1] = rgb[1]; img.data[i + 2] = rgb[2]; img.data[i + 3] = 255;
   }
   ctx.putImageData(img, 0, 0);
+}
+
+// A tick's label: the position and its token, cut to 12 characters; the position alone where the view's tokens are
+// its positions (the mean view over many rows).
+function tickLabel(v, j) {
+  const token = v.tokens[j], positional = v.tokens.every((t, i) => t === String(i));
+  return positional ? String(j) : `${j} ${token.length > 12 ? `${token.slice(0, 11)}…` : token}`;
+}
+
+function bigTicks() {
+  const v = views[view], size = Math.min(BIG_MAX, Math.max(BIG_MIN, TICK_ROOM * v.T)), cell = size / v.T;
+  const step = TICK_STEPS.find(s => s * cell >= TICK_ROOM) || Math.ceil(TICK_ROOM / cell);
+  const big = document.getElementById("big");
+  big.style.width = big.style.height = `${size}px`;
+  for (const [id, along, across] of [["big-rows", "top", "Width"], ["big-columns", "left", "Height"]]) {
+    const box = document.getElementById(id), ticks = [];
+    for (let j = 0; j < v.T; j += step) {
+      const tick = document.createElement("span");
+      tick.textContent = tickLabel(v, j);
+      tick.title = `${id === "big-rows" ? "query" : "key"} ${j}: ${JSON.stringify(v.tokens[j])}`;
+      tick.style[along] = `${(j + 0.5) * cell}px`;  // centred on its row or column
+      ticks.push(tick);
+    }
+    box.replaceChildren(...ticks);
+    const longest = Math.max(0, ...ticks.map(tick => tick[`offset${across}`]));  // an upright label's is its height
+    box.style[across.toLowerCase()] = `${longest + 8}px`;
+  }
+}
+
+// Each role's best head on the view shown (the highest score; entropy's lowest), a click selecting it: the page
+// opens on the run's choice, which another head may beat on this input.
+function showBest() {
+  const v = views[view], parts = [];
+  for (const [role, [l, h, score]] of Object.entries(v.best)) {
+    const link = document.createElement("a");
+    link.href = "#"; link.textContent = `L${l}H${h}`;
+    link.addEventListener("click", event => { event.preventDefault(); select(l, h); });
+    parts.push(parts.length ? " · " : "", `${D.short[role] || role}${role === "entropy" ? " (lowest)" : ""} `, link,
+               ` ${score.toFixed(2)}`);
+  }
+  document.getElementById("best").replaceChildren(...(parts.length ? [`Best head of each role on ${v.name}: `, ...parts] : []));
 }
 
 function showScores() {
@@ -100,7 +145,9 @@ function showView(index) {
   document.getElementById("readout").textContent = "";
   document.querySelectorAll(".head").forEach(card => drawHead(card.querySelector("canvas"), +card.dataset.layer, +card.dataset.head));
   showScores();
+  showBest();
   strips();
+  bigTicks();
   select(selected.l, selected.h);
 }
 

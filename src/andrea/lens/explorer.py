@@ -1,8 +1,9 @@
-"""The attention explorer: one self-contained HTML page (no network) showing every layer and head of a
-network. Views: this input, and (with a run dir) the mean pattern and role scores over the run's validation
-rows. Hover a token to see what it attends to in the selected head; click a head to select it and see it
-enlarged, with its composition scores against the heads of other layers; the direct logit attribution of
-every head; with a run dir, the maps the run drew across its training steps.
+"""The attention explorer: one self-contained HTML page (no network), titled with the run's name, showing every
+layer and head of a network. Views: this input, and (with a run dir) the mean pattern and role scores over the run's
+validation rows, each role's best head on it named. Hover a token to see what it attends to in the selected head;
+click a head to select it and see it enlarged (its rows and columns labelled with their positions and tokens), with
+its composition scores against the heads of other layers; the direct logit attribution of every head; with a run
+dir, the maps the run drew across its training steps.
 
 Maps use the PNG maps' colour scale (andrea.lens.viz: viridis on a log scale, red-white-blue for signed
 weights), masked cells grey. The weights travel inside the page as bytes: a colour byte, a weight byte
@@ -32,13 +33,15 @@ from andrea.lens.viz import MASKED_LABEL, MASKED_RGB, GridLayout, colour_values,
 @dataclass(frozen=True)
 class View:
     """One set of maps: tokens (T,), weights one (H, T, T) per layer, scores role -> (L, H) (NaN: not
-    applicable), allowed one (T, T) per layer (True where the mask lets the query see the key; None: all)."""
+    applicable), allowed one (T, T) per layer (True where the mask lets the query see the key; None: all), best
+    role -> (its best head on these maps, "L1H2", and its score)."""
 
     name: str
     tokens: list[str]
     weights: list[Tensor]
     scores: dict[str, Tensor]
     allowed: list[Tensor] | None = None
+    best: dict[str, tuple[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class About:
     ablation: str = "zero"
     start: str | None = None  # the head the page opens on (the run's task's best, "L1H2"); None: L0H0
     start_why: str = ""  # why that head, said beside it
+    run: str = ""  # the run's name, its folder's: the page's title ("": the checkpoint's name)
 
 
 def _encode(view: View, signed: bool, limit: float) -> dict:
@@ -71,6 +75,7 @@ def _encode(view: View, signed: bool, limit: float) -> dict:
         "name": view.name, "T": T, "tokens": view.tokens, "scores": scores,
         "colours": _b64(shade), "weights": _b64(levels.round().to(torch.uint8).numpy()),
         "masked": _b64((~allowed).to(torch.uint8).numpy()),
+        "best": {role: [*parse_head(head), score] for role, (head, score) in view.best.items()},
     }  # fmt: skip
 
 
@@ -81,7 +86,6 @@ def _b64(array: np.ndarray) -> str:
 def explorer_page(
     views: list[View],
     about: About,
-    title: str,
     steps: dict[int, list[tuple[int, Path]]] | None = None,
     attribution: tuple[str, Attribution] | None = None,
     composition: dict[str, Tensor] | None = None,
@@ -89,6 +93,7 @@ def explorer_page(
     """The page: `views` (the first shown first), steps layer -> [(step, PNG path)] drawn during training,
     attribution (what it is toward, the parts' terms), composition mode -> (L, H, L, H) scores."""
     L, H = len(views[0].weights), views[0].weights[0].shape[0]
+    title = about.run or about.checkpoint
     limit = _limit(views) if about.signed else 1.0
     layout = grid_layout(H, 2, 2, scale="log", limit=limit if about.signed else None)
     payload = _payload(views, about, limit, steps, composition)
@@ -103,12 +108,15 @@ def explorer_page(
 <p>Hover a query token to see what it attends to in the selected head (<b id="selected"></b>{_why(about)}); click a
 head to select it and enlarge it. Weights: {html.escape(about.meaning)}.</p>
 <div class="views">{choices}</div>
+<p id="best"></p>
 {_legend(layout)}
 <div>queries (hover):</div><div id="queries" class="strip"></div>
 <div>keys, shaded by the weight the query gives them:</div><div id="keys" class="strip"></div>
 <div id="readout"></div>
 <div class="main"><div><h2>Every layer and head</h2>{layers}</div>
-<div class="side"><div id="big-title"></div><canvas id="big"></canvas><div id="composition"></div></div></div>
+<div class="side"><div id="big-title"></div><div class="big"><div id="big-rows" class="ticks"></div><canvas id="big">
+</canvas><div class="axes">query ↓<br>key →</div><div id="big-columns" class="ticks"></div></div>
+<div id="composition"></div></div></div>
 {_attribution(attribution, L, H) if attribution else ""}
 {_across_training(frames, about)}
 <script type="application/json" id="data">{payload}</script>
@@ -118,8 +126,10 @@ head to select it and enlarge it. Weights: {html.escape(about.meaning)}.</p>
 
 
 def _why(about: About) -> str:
-    """Why the page opens on its head: the run's task's best one."""
-    return f", opened on {html.escape(about.start)}: {html.escape(about.start_why)}" if about.start else ""
+    """Why the page opens on its head: the run's task's best over its probe rows; without a task, the first."""
+    if not about.start:
+        return ", opened on L0H0, the first head: no run's task names a role to choose one by"
+    return f", opened on {html.escape(about.start)}: {html.escape(about.start_why)}, over the run's probe rows"
 
 
 def _limit(views: list[View]) -> float:
@@ -158,12 +168,8 @@ def _payload(
 
 def _across_training(frames: str, about: About) -> str:
     """The maps the run drew while it trained, when it drew any."""
-    if not frames:
-        return ""
-    across = (
-        "the maps the run drew while it trained, without the ablation" if about.ablated else "the maps the run drew"
-    )
-    return f"<h2>Across training</h2><p>{across}</p>{frames}"
+    without = " while it trained, without the ablation" if about.ablated else ""
+    return f"<h2>Across training</h2><p>the maps the run drew{without}</p>{frames}" if frames else ""
 
 
 def _asset(name: str) -> str:
@@ -175,9 +181,8 @@ def _about(about: About) -> str:
     parts += [("mask", about.mask)]
     shown = " · ".join(f"{name} <b>{html.escape(value)}</b>" for name, value in parts if value)
     if about.ablated:
-        shown += (
-            f' · <span class="ablated-note">ablated ({html.escape(about.ablation)}): {", ".join(about.ablated)}</span>'
-        )
+        note = f"ablated ({html.escape(about.ablation)}): {', '.join(about.ablated)}"
+        shown += f' · <span class="ablated-note">{note}</span>'
     return f'<p class="about">{shown}</p>'
 
 

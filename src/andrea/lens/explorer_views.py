@@ -12,26 +12,27 @@ from torch import Tensor
 from andrea.lens.attribution import Attribution, logit_attribution
 from andrea.lens.composition import MODES, composition_scores
 from andrea.lens.explorer import About, View, explorer_page
-from andrea.lens.verdict import score_heads
+from andrea.lens.verdict import score_heads, summary
 from andrea.models.network import Network, all_attention
 from andrea.models.weight_styles import allowed_of, weight_styles
 
 
-def _scores(net: Network, weights: list[Tensor], ids: Tensor) -> dict[str, Tensor]:
+def _scores(net: Network, weights: list[Tensor], ids: Tensor) -> tuple[dict[str, Tensor], dict[str, tuple[str, float]]]:
+    """Every role's scores (L, H), and its best head with its score (by the run summary's rule: the highest, the
+    lowest entropy), where any head has one."""
     normalised = all(style.rows_sum_to_one for style in weight_styles(net))
-    return {role: s.values for role, s in score_heads(weights, ids, rows_sum_to_one=normalised).items()}
+    scores = score_heads(weights, ids, rows_sum_to_one=normalised)
+    best = {role: (found["best"], found["score"]) for role, found in summary(scores).items() if found["best"]}
+    return {role: s.values for role, s in scores.items()}, best
 
 
 @torch.no_grad()
 def input_view(net: Network, ids: Tensor, tokens: list[str]) -> View:
     """ids (1, T): its maps and its role scores."""
     _, weights = net(ids, return_weights=True)
+    scores, best = _scores(net, weights, ids)
     return View(
-        "this input",
-        tokens,
-        [w[0].float().cpu() for w in weights],
-        _scores(net, weights, ids),
-        allowed_of(net, ids.shape[1]),
+        "this input", tokens, [w[0].float().cpu() for w in weights], scores, allowed_of(net, ids.shape[1]), best
     )
 
 
@@ -41,8 +42,8 @@ def mean_view(net: Network, rows: Tensor, what: str) -> View:
     _, weights = net(rows, return_weights=True)
     T = rows.shape[1]
     mean = [w.float().mean(dim=0).cpu() for w in weights]  # (H, T, T) per layer
-    name = f"mean over {rows.shape[0]} {what}"
-    return View(name, [str(t) for t in range(T)], mean, _scores(net, weights, rows), allowed_of(net, T))
+    name, (scores, best) = f"mean over {rows.shape[0]} {what}", _scores(net, weights, rows)
+    return View(name, [str(t) for t in range(T)], mean, scores, allowed_of(net, T), best)
 
 
 @torch.no_grad()
@@ -72,6 +73,5 @@ def explorer_for(
     """The explorer page of `net` (with whatever hooks are attached: an ablation) for ids (1, T), and, given
     rows ((B, T') ids, what they are), their mean view beside it."""
     views = [input_view(net, ids, tokens)] + ([mean_view(net, *rows)] if rows is not None else [])
-    title = f"{about.checkpoint} · {about.mechanism} · {ids.shape[1]} tokens"
     attribution = prediction_attribution(net, ids, decode)
-    return explorer_page(views, about, title, steps, attribution, all_compositions(net))
+    return explorer_page(views, about, steps, attribution, all_compositions(net))
