@@ -6,14 +6,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_module
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
+from PIL import Image
 
 from andrea.attention import MultiHeadSelfAttention, get_backend
+from andrea.attention.masks.draw import KEPT_LABEL, KEPT_RGB, MASKED_LABEL
 from andrea.cli import show_mask
+from andrea.lens.viz import MASKED_RGB
 from tests.read_only import read_only
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -49,6 +53,30 @@ def test_show_mask_prints_and_draws(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "(causal&sliding_window_2)\n■···\n■■··\n·■■·\n··■■\n" in printed
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def masked_share(png: Path) -> float:
+    """The share of a mask picture's painted cells in the maps' masked grey (against the kept colour)."""
+    pixels = np.asarray(Image.open(png).convert("RGB"))
+    masked, kept = ((pixels == rgb).all(-1).sum() for rgb in (MASKED_RGB, KEPT_RGB))
+    return masked / (masked + kept)
+
+
+def test_show_mask_paints_masked_keys_in_the_maps_grey_with_a_legend(tmp_path, monkeypatch, capsys):
+    """The mask's picture speaks the attention maps' language: a masked key in the grey every map paints it
+    (andrea.lens.viz.MASKED_RGB), a kept one in a colour of the maps' scale, and a legend naming both."""
+    from matplotlib.figure import Figure
+
+    figures, savefig = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: figures.append(figure) or savefig(
+        figure, *args, **kwargs))  # fmt: skip
+    out = tmp_path / "window.png"
+    show_mask.main(["causal & sliding_window(window=2)", "--length", "4", "-o", str(out)])
+    legend = figures[0].axes[0].get_legend()
+    assert [text.get_text() for text in legend.get_texts()] == [KEPT_LABEL, MASKED_LABEL]
+    swatches = [tuple(round(255 * c) for c in patch.get_facecolor()[:3]) for patch in legend.get_patches()]
+    assert swatches == [KEPT_RGB, MASKED_RGB]
+    assert masked_share(out) == pytest.approx(9 / 16, abs=0.01)  # 9 of the 16 cells are masked
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 from torch import Tensor
 
+# a key the mask hides from the query, painted alike by the PNG maps, the explorer page and the mask's own picture
+from andrea.attention.masks.draw import MASKED_LABEL as MASKED_LABEL
+from andrea.attention.masks.draw import MASKED_RGB as MASKED_RGB
+
 SHADES = " ░▒▓█"
 SCALES = ("log", "row", "linear")
 SCALE_LABELS = {
@@ -21,10 +25,6 @@ SCALE_LABELS = {
     "linear": "attention weight",
 }
 SIGNED_LABEL = "signed weight (linear: red < 0 < blue)"  # weights that can be negative: differential attention
-# a key the mask hides from the query: a grey on neither colour scale (viridis has none; red-white-blue's 0 is
-# near-white), so that it never reads as a weight of 0; the PNG maps and the explorer page alike
-MASKED_RGB = (184, 180, 172)  # a warm grey: no antialiased black text on white gives it either
-MASKED_LABEL = "masked: the query may not see the key"
 MAX_TOKEN_LABELS = 128  # beyond this many positions, numbered ticks instead of the tokens (sinks' 128 labelled)
 PANEL = 256  # pixels a head's map takes at most, each side
 MAPS_DIR = "attention_maps"  # a run dir's folder of map PNGs, unless callbacks.attention_maps.dirname says otherwise
