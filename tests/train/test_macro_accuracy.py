@@ -47,20 +47,23 @@ PEAK = textwrap.dedent("""
     import resource, torch
     resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
     from andrea.train.lit.val_metrics import SetMetrics
+    imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     metrics = SetMetrics(50_257)
     for _ in range(2):
         logits, labels = torch.randn(4, 32, 50_257), torch.randint(0, 50_257, (4, 32))
         metrics.update(torch.tensor(10.0), logits, labels)
-    print(float(metrics.acc_macro.compute()), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    print(float(metrics.acc_macro.compute()), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - imported)
 """)
 
 
-def test_a_validation_at_gpt2s_vocabulary_peaks_under_a_gigabyte():
+def test_a_validation_at_gpt2s_vocabulary_adds_under_half_a_gigabyte_to_the_peak():
+    """What the metrics add to the process's peak once the libraries are imported (the logits themselves are
+    25 MB a batch); a (V, V) count would ask 20 GB."""
     done = subprocess.run([sys.executable, "-c", PEAK], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    score, peak_kib = done.stdout.split()
+    score, added_kib = done.stdout.split()
     assert 0.0 <= float(score) <= 1.0
-    assert int(peak_kib) < 1 << 20, f"peak {int(peak_kib) / 1024:.0f} MiB"  # ru_maxrss is in KiB on Linux
+    assert int(added_kib) < 1 << 19, f"{int(added_kib) / 1024:.0f} MiB added"  # ru_maxrss is in KiB on Linux
 
 
 @pytest.mark.slow  # reason: a whole text run in a process of its own, about 15 s
