@@ -59,6 +59,7 @@ def test_the_explorer_s_panels_in_a_browser(induction_run, browser, tmp_path, mo
     inspect_cli.main()
     capsys.readouterr()
     browser.get(page.as_uri())
+    assert browser.title == run_dir.name  # the run's name, not the checkpoint's
     best = json.loads((run_dir / "result.json").read_text())["verdict"]["best"]
     assert browser.find_element(By.ID, "selected").text == best  # opened on the run's best induction head
     assert f"opened on {best}: the run's best induction head" in browser.find_element(By.TAG_NAME, "body").text

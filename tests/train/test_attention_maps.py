@@ -5,8 +5,11 @@ import threading
 import time
 
 import pytest
+import torch
 
+from andrea.models.gpt import GPT
 from andrea.train.lit.attention_maps import AttentionMaps
+from andrea.train.lit.map_probe import probe_job
 from andrea.train.pipeline import train
 from tests.compose import QUICK, compose_train
 
@@ -56,3 +59,22 @@ def test_the_dashboard_does_not_change_training(tmp_path):
     with_maps = train(compose_train(tmp_path / "a", [*QUICK, "callbacks.attention_maps.every_n_steps=1"]))
     without = train(compose_train(tmp_path / "b", [*QUICK, "~callbacks.attention_maps"]))
     assert with_maps.val_loss == without.val_loss and with_maps.train_loss == without.train_loss
+
+
+@pytest.mark.parametrize(
+    "name, decays",
+    [("linear", False), ("deltanet", False), ("gated_deltanet", True), ("gla", True), ("retention", True)],
+)
+def test_a_mixer_s_map_says_whether_its_implied_weights_decay(name, decays):
+    """The subtitle is what the mixer's implied weights are: DeltaNet's and linear attention's state has no decay
+    (their maps said "decay-masked"), Gated DeltaNet's, GLA's and retention's has; the delta rule's are named."""
+    torch.manual_seed(0)
+    mixer = {"name": name, "n_head": 4} | ({"normalize": False, "feature_map": "identity"} if name == "linear" else {})
+    net = GPT(vocab_size=17, max_context=16, n_layer=1, d_model=16, attention=dict(n_head=4), mixer=mixer,
+              layout=[name]).eval()  # fmt: skip
+    ids = torch.randint(0, 17, (1, 8))
+    with torch.no_grad():
+        _, weights = net(ids, return_weights=True)
+    meaning = probe_job(net, weights, ids[0].tolist(), 0, None, 0, None, None).styles[0].meaning  # the subtitle
+    assert ("decay-masked" in meaning) == decays and ("no decay" in meaning) == (not decays)
+    assert ("delta rule" in meaning) == name.endswith("deltanet")

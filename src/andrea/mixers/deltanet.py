@@ -40,6 +40,15 @@ class DeltaNet(LinearMixer):
                          norm=norm)  # fmt: skip
         self.b_proj = nn.Linear(d_model, n_head, bias=bias)  # β = sigmoid(W_β x), per head
 
+    @property
+    def weights_meaning(self) -> str:
+        """The delta rule's implied weights, scale tril(Q Kᵀ ⊙ Γ)(I + L)⁻¹ diag(β): not q·k alone, since each write
+        takes back what the earlier keys stored along its key; Γ the decay, Gated DeltaNet's (DeltaNet has none)."""
+        return (
+            f"implied weights of the delta rule: {self.scores_meaning}, each write β-scaled and less what earlier "
+            "keys stored there; each earlier token's share of the output (rows need not sum to 1)"
+        )
+
     def features(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:
         return F.normalize(q, dim=-1), F.normalize(k, dim=-1)
 

@@ -82,10 +82,23 @@ class LinearMixer(nn.Module):
         return self.normalize
 
     @property
+    def decays(self) -> bool:
+        """Whether the state decays: a subclass that writes its own `log_decay` has a decay (GLA, retention, Gated
+        DeltaNet), one that keeps the layer's has none (linear attention, DeltaNet)."""
+        return type(self).log_decay is not LinearMixer.log_decay
+
+    @property
+    def scores_meaning(self) -> str:
+        """The implied weights' q·k, named with the decay they are under, or that there is none."""
+        return "decay-masked q·k" if self.decays else "q·k with no decay"
+
+    @property
     def weights_meaning(self) -> str:
+        """What an implied weight is: the maps' subtitle (andrea.models.weight_styles)."""
         if self.normalize:
             return "implied weights: φ(q)·φ(k) normalised (each row sums to 1)"
-        return "implied weights: decay-masked q·k, each earlier token's share of the output (rows need not sum to 1)"
+        share = "each earlier token's share of the output (rows need not sum to 1)"
+        return f"implied weights: {self.scores_meaning}, {share}"
 
     def features(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:
         """q, k (B, H, T, K) at positions start.. as the recurrence reads them (a feature map, RoPE)."""
