@@ -196,6 +196,7 @@ def test_multirun_sweep_summary_and_wandb_groups(tmp_path):
     assert (sweep_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow(reason="an andrea-train process (~10 s); tests/train/test_sweep_checks.py checks the same in-process")
 def test_a_sweep_with_a_job_that_would_be_refused_launches_none(tmp_path):
     """Every job's config is checked before any launches (andrea.train.sweep_checks): one line, exit 2, no sweep dir."""
     sweep_dir = tmp_path / "sweep"
@@ -319,7 +320,11 @@ def test_the_verdict_is_the_last_thing_a_run_prints(tmp_path):
 @pytest.mark.parametrize(
     "value, message",
     [
-        ("0", "hydra.launcher.wait_limit_min=0.0 is no time to wait: give minutes > 0, or null for no limit"),
+        pytest.param(
+            "0",
+            "hydra.launcher.wait_limit_min=0.0 is no time to wait: give minutes > 0, or null for no limit",
+            marks=pytest.mark.slow(reason="an andrea-train process (~9 s); the other value keeps the default run's"),
+        ),
         ("soon", "hydra.launcher.wait_limit_min=soon: Value 'soon' of type 'str' could not be converted to Float"),
     ],
 )

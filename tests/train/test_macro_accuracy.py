@@ -3,9 +3,10 @@ confusion matrix fits, and a validation at GPT-2's 50,257 tokens that stays with
 
 from __future__ import annotations
 
+import re
+import resource
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from andrea.data.tasks import IGNORE_INDEX
 from andrea.train.lit.macro_accuracy import MacroAccuracy
+from andrea.train.lit.val_metrics import SetMetrics
 
 
 @pytest.mark.parametrize("vocab_size", [2, 7, 64, 500])
@@ -41,29 +43,30 @@ def test_macro_accuracy_of_nothing_scored_is_zero_as_torchmetrics_says():
     assert ours.compute().item() == reference.compute().item() == 0.0
 
 
-# A validation step's metrics at GPT-2's vocabulary, in a process of its own whose peak resident memory is read;
-# its address space is capped so that a (V, V) count fails at once instead of taking 20 GB of this machine.
-PEAK = textwrap.dedent("""
-    import resource, torch
-    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
-    from andrea.train.lit.val_metrics import SetMetrics
-    imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    metrics = SetMetrics(50_257)
-    for _ in range(2):
-        logits, labels = torch.randn(4, 32, 50_257), torch.randint(0, 50_257, (4, 32))
-        metrics.update(torch.tensor(10.0), logits, labels)
-    print(float(metrics.acc_macro.compute()), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - imported)
-""")
+def _kib(key: str) -> int:
+    """A figure of this process's /proc status, in KiB (VmHWM: the peak resident memory; VmSize: the address space)."""
+    return int(re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M).group(1))
 
 
 def test_a_validation_at_gpt2s_vocabulary_adds_under_half_a_gigabyte_to_the_peak():
-    """What the metrics add to the process's peak once the libraries are imported (the logits themselves are
-    25 MB a batch); a (V, V) count would ask 20 GB."""
-    done = subprocess.run([sys.executable, "-c", PEAK], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    score, added_kib = done.stdout.split()
-    assert 0.0 <= float(score) <= 1.0
-    assert int(added_kib) < 1 << 19, f"{int(added_kib) / 1024:.0f} MiB added"  # ru_maxrss is in KiB on Linux
+    """A validation step's metrics at GPT-2's 50,257 tokens: what they add to this process's peak resident memory
+    (the logits themselves are 25 MB a batch). The address space is capped 2 GiB above its size meanwhile, so that
+    a (V, V) count (20 GB) fails at once instead of taking this machine's memory."""
+    metrics = SetMetrics(50_257)
+    batches = [(torch.randn(4, 32, 50_257), torch.randint(0, 50_257, (4, 32))) for _ in range(2)]
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, ((_kib("VmSize") << 10) + (2 << 30), hard))
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # the peak starts again from the current resident memory
+        before = _kib("VmHWM")
+        for logits, labels in batches:
+            metrics.update(torch.tensor(10.0), logits, labels)
+        score = float(metrics.acc_macro.compute())
+        added = _kib("VmHWM") - before
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert 0.0 <= score <= 1.0
+    assert added < 1 << 19, f"{added / 1024:.0f} MiB added"
 
 
 @pytest.mark.slow  # reason: a whole text run in a process of its own, about 15 s

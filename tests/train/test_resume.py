@@ -175,7 +175,10 @@ def test_resuming_a_finished_run_says_so_and_leaves_every_file_as_it_was(default
 
 @pytest.mark.parametrize(
     "first_attempt",
-    [True, pytest.param(False, marks=pytest.mark.slow(reason="a second andrea-train process (15 s)"))],
+    [
+        pytest.param(first, marks=pytest.mark.slow(reason="an andrea-train process (10-15 s)"))
+        for first in (True, False)
+    ],
     ids=["after-andrea-train", "after-python"],
 )
 def test_a_refused_resume_writes_nothing_into_the_run_dir(default_run, tmp_path, first_attempt):
