@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -70,9 +71,14 @@ def test_show_mask_paints_masked_keys_in_the_maps_grey_with_a_legend(tmp_path, m
     (andrea.lens.viz.MASKED_RGB), a kept one in a colour of the maps' scale, and a legend naming both."""
     from matplotlib.figure import Figure
 
-    figures, savefig = [], Figure.savefig
-    monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: figures.append(figure) or savefig(
-        figure, *args, **kwargs))  # fmt: skip
+    figures: list[Any] = []  # the figures saved, as matplotlib gives them
+    savefig = Figure.savefig
+
+    def keeping(figure: Figure, *args: object, **kwargs: object) -> None:
+        figures.append(figure)
+        savefig(figure, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Figure, "savefig", keeping)
     out = tmp_path / "window.png"
     show_mask.main(["causal & sliding_window(window=2)", "--length", "4", "-o", str(out)])
     legend = figures[0].axes[0].get_legend()
@@ -89,7 +95,7 @@ def test_the_demo_times_warm_calls_and_draws_its_mask_as_the_maps_do(tmp_path, m
     the stalls would give. The demo's mask picture paints the masked keys in the maps' grey."""
     from andrea.cli import demo
 
-    stall, calls, forward = 0.15, collections.Counter(), MultiHeadSelfAttention.forward
+    stall, calls, forward = 0.15, collections.Counter[int](), MultiHeadSelfAttention.forward
 
     def stalling(block, *args, **kwargs):
         calls[id(block)] += 1

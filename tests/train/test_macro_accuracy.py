@@ -45,7 +45,9 @@ def test_macro_accuracy_of_nothing_scored_is_zero_as_torchmetrics_says():
 
 def _kib(key: str) -> int:
     """A figure of this process's /proc status, in KiB (VmHWM: the peak resident memory; VmSize: the address space)."""
-    return int(re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M).group(1))
+    found = re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+    assert found is not None, f"/proc/self/status has no {key}"
+    return int(found.group(1))
 
 
 def test_a_validation_at_gpt2s_vocabulary_adds_under_half_a_gigabyte_to_the_peak():

@@ -172,9 +172,10 @@ def _about(model: Network, cfg: DictConfig, start: tuple[str, str] | None) -> Ab
     labels = " + ".join(dict.fromkeys(style.label for style in styles))
     backends = [mixer.backend.name for mixer in model.mixers if isinstance(mixer, MultiHeadSelfAttention)]
     first, run = styles[0], run_dir_of(cfg)
+    head, why = start or (None, "")
     return About(
         Path(cfg.ckpt_path).name, backends[0] if backends else labels, labels, first.mask, first.meaning,
-        any(style.signed for style in styles), list(cfg.ablate), cfg.ablation, *(start or (None, "")),
+        any(style.signed for style in styles), list(cfg.ablate), cfg.ablation, head, why,
         run=run.resolve().name if run is not None else "",
     )  # fmt: skip
 
