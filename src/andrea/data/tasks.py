@@ -31,9 +31,8 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
-from andrea.data.settings import DATA
 from andrea.data.task_settings import eval_sets_of, task_rules, typed_constructor
-from andrea.utils.rules import Rule, enforce
+from andrea.utils.rules import Rule
 from andrea.utils.typed_settings import setting_names
 
 IGNORE_INDEX = -100
@@ -97,9 +96,7 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         num_workers: int = 0,
         eval_sets: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        super().__init__()
-        sizes = dict(vocab_size=vocab_size, seq_len=seq_len, num_train=num_train, num_val=num_val)
-        enforce(DATA, sizes | dict(batch_size=batch_size, num_workers=num_workers), "data.")
+        super().__init__()  # its settings checked by DATA's rules before this body runs (typed_constructor)
         self.vocab_size, self.seq_len = vocab_size, seq_len
         self.num_train, self.num_val, self.batch_size = num_train, num_val, batch_size
         self.seed, self.num_workers = seed, num_workers
@@ -125,7 +122,7 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         """Each evaluation set built as the task it makes (with its own checks), so that a bad one is refused
         with the task, before any work; a key the task does not have is named."""
         for name, changes in self.eval_sets.items():
-            unknown = sorted(set(changes) - set(setting_names(type(self))) | set(changes) & {"eval_sets"})
+            unknown = sorted(set(changes) - (set(setting_names(type(self))) - {"eval_sets"}))  # no sets of sets
             if unknown:
                 raise ValueError(
                     f"data.eval_sets.{name}.{unknown[0]} is not a setting of task {self.name}; give settings of the "

@@ -66,13 +66,14 @@ class Estimate:
 
 def training(spec: NetSpec, batch_size: int, seq_len: int, probe_rows: int = 0) -> Estimate:
     """`probe_rows`: rows the attention maps callback runs through the model with weights returned."""
-    n, f = parameters(spec), spec.fields
+    mixers, f = mixer_layers(spec), spec.fields
+    n = parameters(spec, mixers)
     d_model, n_layer = f["d_model"], f["n_layer"] if spec.attention else 0
     per_layer = (16 if spec.is_gpt else 6) * d_model
     if spec.layer and spec.layer.backend in MATERIALISING_BACKENDS:
         per_layer += 2 * spec.n_head * seq_len
     per_token = n_layer * per_layer + 3 * f["vocab_size"] + 2 * d_model
-    states = sum(_states(mixer, seq_len) for mixer in mixer_layers(spec) if mixer is not None)  # per row
+    states = sum(_states(mixer, seq_len) for mixer in mixers if mixer is not None)  # per row
     probe = n_layer * probe_rows * spec.n_head * seq_len * seq_len
     activations = batch_size * (seq_len * per_token + states) + probe
     return Estimate(n, 16 * n, 4 * activations, _mask_bytes(spec))
@@ -161,8 +162,9 @@ def count_text(n: int) -> str:
     return f"{n:,}"
 
 
-def parameters(spec: NetSpec) -> int:
-    """The network's parameter count, from its config alone (tests check it against the built model)."""
+def parameters(spec: NetSpec, mixers: list[nn.Module | None] | None = None) -> int:
+    """The network's parameter count, from its config alone (tests check it against the built model). `mixers`:
+    mixer_layers(spec), where the caller has built them already."""
     f = spec.fields
     vocab, context, d_model, n_layer = f["vocab_size"], f["max_context"], f["d_model"], f["n_layer"]
     positions = context * d_model if f["position"] == "learned" else 0
@@ -171,11 +173,12 @@ def parameters(spec: NetSpec) -> int:
     head_dim = d_model // spec.n_head
     attention = _projection_parameters(spec, head_dim) + d_model * d_model  # Q, K, V projections + W_O
     attention += _mechanism_parameters(spec, dict(n_head=spec.n_head, head_dim=head_dim, d_model=d_model))
-    mixers = sum(attention if mixer is None else count(mixer) for mixer in mixer_layers(spec))  # every layer's
+    layers = mixer_layers(spec) if mixers is None else mixers
+    mixed = sum(attention if mixer is None else count(mixer) for mixer in layers)  # every layer's own mixer
     if not spec.is_gpt:  # LayerNorm with bias before each block and at the end, untied LM head
-        return vocab * d_model + positions + n_layer * 2 * d_model + mixers + 2 * d_model + vocab * d_model
+        return vocab * d_model + positions + n_layer * 2 * d_model + mixed + 2 * d_model + vocab * d_model
     mlp = 2 * f["mlp_ratio"] * d_model * d_model  # bias-free fc and proj
-    return vocab * d_model + positions + n_layer * (2 * d_model + mlp) + mixers + d_model  # tied LM head
+    return vocab * d_model + positions + n_layer * (2 * d_model + mlp) + mixed + d_model  # tied LM head
 
 
 def _projection_parameters(spec: NetSpec, head_dim: int) -> int:

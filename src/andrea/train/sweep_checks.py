@@ -46,16 +46,19 @@ def sweep_points(arguments: list[str]) -> list[list[str]]:
 
 def _check_best_over(config: DictConfig, points: Sequence[Sequence[str]]) -> None:
     keys = OmegaConf.select(config, "report.best_over") or []
-    varied = {key for key in {o.split("=", 1)[0].lstrip("+~") for p in points for o in p} if _varies(key, points)}
+    varied = sorted(key for key, seen in _values(points).items() if len(seen) > 1)
     for key in keys:
         if key not in varied:
-            said = ", ".join(sorted(varied)) or "nothing"
             raise ConfigError(
-                f"report.best_over names {key}, which this sweep does not vary (it varies {said}); sweep {key}, or "
-                "drop it from report.best_over"
+                f"report.best_over names {key}, which this sweep does not vary (it varies "
+                f"{', '.join(varied) or 'nothing'}); sweep {key}, or drop it from report.best_over"
             )
 
 
-def _varies(key: str, points: Sequence[Sequence[str]]) -> bool:
-    values = {o.split("=", 1)[1] for p in points for o in p if o.split("=", 1)[0].lstrip("+~") == key and "=" in o}
-    return len(values) > 1
+def _values(points: Sequence[Sequence[str]]) -> dict[str, set[str]]:
+    """Each key the points set, with the values they give it."""
+    values: dict[str, set[str]] = {}
+    for override in (o for point in points for o in point if "=" in o):
+        key, value = override.split("=", 1)
+        values.setdefault(key.lstrip("+~"), set()).add(value)
+    return values

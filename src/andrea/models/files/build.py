@@ -27,14 +27,14 @@ def build_network(config: Any, where: str, prefix: str, device: str = "cpu") -> 
     """The network a file's config describes, checked against the schema and the machine's memory
     before anything is allocated; every refusal is one line naming `where` and the key."""
     spec = parse(config, where, prefix)
-    keys = {name: f"{prefix}.{name}" for name in memory.REFERENCE}
-    keys |= {key: f"{prefix}.{key}" for key in mixer_sizes.mixer_growth(spec)}
+    grown = mixer_sizes.mixer_growth(spec)
+    keys = {name: f"{prefix}.{name}" for name in memory.REFERENCE} | {key: f"{prefix}.{key}" for key in grown}
+    try:
+        need = memory.loading(spec)
+    except mixer_sizes.MixerSizeError as err:
+        raise ModelFileError(f"{where}: {prefix}.{err}; refused before allocating, use a smaller model") from None
     for memory_of in dict.fromkeys(("cpu", device)):  # built on the CPU, then moved to `device`
-        try:
-            need = memory.loading(spec)
-        except mixer_sizes.MixerSizeError as err:
-            raise ModelFileError(f"{where}: {prefix}.{err}; refused before allocating, use a smaller model") from None
-        problem = memory.too_big(need, spec.fields, keys, memory_of, "loading", mixer_sizes.mixer_growth(spec))
+        problem = memory.too_big(need, spec.fields, keys, memory_of, "loading", grown)
         if problem:
             raise ModelFileError(f"{where}: {problem}; refused before allocating, use a smaller model")
     try:
