@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -51,14 +50,14 @@ def table(scores: dict[str, dict[str, float]]) -> str:
 def check_writable(checkpoint: Path) -> None:
     """eval.md and eval.jsonl can be appended to beside the checkpoint: said before anything is evaluated, not
     after (ValueError naming the file)."""
-    folder = checkpoint.parent
-    for name in ("eval.md", "eval.jsonl"):
-        path = folder / name
-        if path.exists() and not path.is_file():
-            raise ValueError(f"{path} cannot be appended to (it is not a regular file); move it away")
-    read_only = os.statvfs(folder).f_flag & os.ST_RDONLY  # root writes anywhere but on a read-only mount
-    if read_only or not os.access(folder, os.W_OK):
-        raise ValueError(f"{folder} cannot be written to (eval.md and eval.jsonl go beside the checkpoint); copy it")
+    from andrea.utils.files import unwritable
+
+    for path in (checkpoint.parent / "eval.md", checkpoint.parent / "eval.jsonl"):
+        problem = unwritable(path)  # a folder or device there, a dangling link, a place no file can be made in
+        if problem:
+            raise ValueError(
+                f"{path} cannot be appended to (it {problem}); move it away, or copy the checkpoint somewhere writable"
+            )
 
 
 def write_beside(checkpoint: Path, task: str, settings: dict, scores: dict, argv: list[str]) -> Path:
