@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from andrea.utils.files import write_probe
+
 LOCK_FILE = ".lock"
 LAST = "last.ckpt"  # <run dir>/checkpoints/last.ckpt: the checkpoint a run resumes from (andrea.train.lit.resume)
 REQUEUE_WAIT_S = 300  # how long a requeued SLURM job waits for its earlier attempt to release the run dir
@@ -59,12 +61,9 @@ def check_writable(folder: Path) -> None:
     """A file can be made in `folder` (or, while it does not exist yet, in the folder that will hold it) and
     removed again: a resumed run whose checkpoints folder is on a read-only mount is refused in one line now, not
     at its first checkpoint, after training. Root ignores file modes, so only a real write tells."""
-    try:
-        probe = (folder if folder.is_dir() else folder.parent) / f".writable-{os.getpid()}"
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-        probe.unlink()
-    except OSError as err:
-        raise disk_error(err, "writing a checkpoint", folder) from None
+    err = write_probe(folder if folder.is_dir() else folder.parent)
+    if err is not None:
+        raise disk_error(err, "writing a checkpoint", folder)
 
 
 def wait_until_free(run_dir: str | Path, wait_s: float) -> None:

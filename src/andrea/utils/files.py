@@ -82,12 +82,18 @@ def _what_stands_there(path: Path, folder: bool) -> str | None:
 
 
 def _takes_no_new_file(folder: Path) -> str | None:
-    """Why a file cannot be made in `folder`, found by making one: root ignores file modes, a read-only mount
-    does not."""
+    """Why a file cannot be made in `folder`, in words, or None."""
+    err = write_probe(folder)
+    return None if err is None else f"cannot be written ({err.strerror or err})"
+
+
+def write_probe(folder: Path) -> OSError | None:
+    """The error that making (and removing) a file in `folder` meets, or None: only a real write tells, since root
+    ignores file modes and a read-only mount does not."""
     probe = folder / f".writable-{os.getpid()}"
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         probe.unlink()
     except OSError as err:
-        return f"cannot be written ({err.strerror or err})"
+        return err
     return None
