@@ -23,19 +23,13 @@ from torch.utils.data import DataLoader, Dataset
 from andrea.data.sampler import ResumableTrainData
 from andrea.data.settings import DATA
 from andrea.data.tokenizers import TOKENIZERS, Tokenizer, tokenizer_vocab_size
-from andrea.utils.files import atomic_write
+from andrea.utils.files import SPECIAL_FILES, atomic_write
 from andrea.utils.rules import enforce
 
 EXCERPT = Path(__file__).parent / "corpus" / "tempest_excerpt.txt"
 
 
 DEFAULT_MAX_BYTES = 2 * 1024**3  # data.max_bytes: more text than this is read only when the limit is raised
-KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
 
 
 def text_files(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, key: str = "data.path") -> list[Path]:
@@ -63,7 +57,7 @@ def _check_regular(file: Path, key: str) -> None:
     device (/dev/zero: it would never end)."""
     if not file.exists():
         raise ValueError(f"{key}: {file} is a link to nothing; remove it or point it at a text file")
-    kind = KINDS.get(stat.S_IFMT(file.stat().st_mode))
+    kind = SPECIAL_FILES.get(stat.S_IFMT(file.stat().st_mode))
     if kind:
         raise ValueError(f"{key}: {file} is {kind}, not a text file; give a regular file or a folder of them")
 

@@ -10,14 +10,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from andrea.data.catalog import CHECKPOINT_TASK_KEY, TASKS, task_class
+from andrea.data.catalog import CHECKPOINT_TASK_KEY, TASKS, plain, task_class
 from andrea.data.tasks import SyntheticTaskDataModule
 from andrea.models.network import network
 from andrea.train.checks_parts import check_data_memory
 from andrea.train.lit.module import next_token_loss
 from andrea.train.lit.val_metrics import SCORES, SetMetrics
-
-PLAIN = (str, int, float, bool, type(None))
 
 
 def saved_task(state: Mapping[str, Any], where: str) -> tuple[str, dict[str, Any]]:
@@ -29,17 +27,11 @@ def saved_task(state: Mapping[str, Any], where: str) -> tuple[str, dict[str, Any
             "before andrea-eval); evaluate a checkpoint of a synthetic task's run"
         )
     name, settings = (record.get("name"), record.get("settings")) if isinstance(record, dict) else (None, None)
-    if name not in TASKS or not isinstance(settings, dict) or not all(_plain(v) for v in settings.values()):
+    if name not in TASKS or not isinstance(settings, dict) or not all(plain(v) for v in settings.values()):
         raise ValueError(
             f"{where}: {CHECKPOINT_TASK_KEY} is not a task andrea knows with plain settings; it is corrupt"
         )
     return str(name), {str(key): value for key, value in settings.items()}
-
-
-def _plain(value: object) -> bool:
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    return isinstance(value, PLAIN)
 
 
 def build_task(name: str, settings: dict[str, Any], changes: Mapping[str, Any]) -> SyntheticTaskDataModule:
