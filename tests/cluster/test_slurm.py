@@ -1,5 +1,6 @@
 """Sweeps through a real SLURM scheduler (scripts/slurm_cluster.sh): a job array whose cancelled job keeps its
-row, a refused config's row, preempted and timed-out jobs that resume exactly, and DDP across SLURM's tasks."""
+row, a sweep refused before it submits, a refused config's row, preempted and timed-out jobs that resume exactly,
+and DDP across SLURM's tasks."""
 
 import csv
 import json
@@ -43,9 +44,19 @@ def test_an_array_sweep_keeps_a_row_for_the_job_scancel_ended(slurm_env, tmp_pat
     assert "killed" in page and ".submitit/" in page and '">log</a>' in page
 
 
+@pytest.mark.slow(reason="a sweep refused before submitting, ~10 s")
+def test_a_sweep_with_a_refused_job_submits_nothing(slurm_env, tmp_path):
+    code, _, err = finish(sweep(tmp_path, slurm_env, "data.batch_size=16,0"))
+    assert code == 2, err[-3000:]
+    assert re.search(r"job 1 \(.*data.batch_size=0\) is refused, so the sweep launched no job", err), err[-3000:]
+    assert not (tmp_path / "sweep" / ".submitit").exists()  # nothing reached the scheduler
+
+
 @pytest.mark.slow(reason="a SLURM job refused by its config, ~20 s")
 def test_a_job_whose_config_is_refused_gets_a_failed_row_with_exit_code_2(slurm_env, tmp_path):
-    code, _, err = finish(sweep(tmp_path, slurm_env, "data.batch_size=0"))
+    # Hydra's basic sweeper launches without the sweep's check, as a sweeper that draws its points as it goes
+    # does: the job itself refuses its config, and the launcher keeps its row
+    code, _, err = finish(sweep(tmp_path, slurm_env, "hydra/sweeper=basic", "data.batch_size=0"))
     assert code == 1, err[-3000:]
     (row,) = rows(tmp_path / "sweep")
     assert (row["status"], row["exit_code"]) == ("failed", "2") and "data.batch_size" in row["error"], row
