@@ -17,7 +17,7 @@ from andrea.lens.head_roles import (
     PreviousTokenScore,
     first_token_mass,
 )
-from andrea.lens.verdict import score_heads, summary, verdict
+from andrea.lens.verdict import describe, score_heads, summary, verdict
 from andrea.models.toy import ToyModel
 
 T = 8
@@ -119,6 +119,18 @@ def test_verdicts():
     unknown = verdict(Pattern("x", "induction"), score_heads([SINK.float()], EQUAL))
     assert unknown["appeared"] is None and "not applicable" in unknown["text"]
     assert "needs no attention" in verdict(Pattern("the current token predicts the next"), {})["text"]
+
+
+def test_the_summary_and_the_verdict_name_the_same_head_for_the_task_s_role():
+    # layer 0 scores higher as induction than layer 1, but the task needs the head in a layer >= 1
+    weights = [INDUCTION.float(), (0.8 * INDUCTION + 0.2 * SELF).float()]
+    pattern = Pattern("an induction head in a layer >= 1", "induction", min_layer=1)
+    scores = score_heads(weights, REPEATED)
+    assert summary(scores)["induction"]["best"] == "L0H0"  # without the task: the best over every layer
+    roles = summary(scores, pattern)
+    assert roles["induction"]["best"] == verdict(pattern, scores)["best"] == "L1H0"
+    assert roles["previous_token"]["best"] is None or "min_layer" not in roles["previous_token"]  # other roles: all
+    assert "induction L1H0 0.80" in describe(roles) and "(layers >= 1, as the task needs)" in describe(roles)
 
 
 def test_backends_give_the_same_metrics():

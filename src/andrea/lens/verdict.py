@@ -119,13 +119,15 @@ def meeting(values: Tensor, threshold: float, min_layer: int = 0) -> list[tuple[
     return sorted(found, key=lambda item: -item[1])
 
 
-def summary(scores: dict[str, RoleScores]) -> dict[str, dict]:
+def summary(scores: dict[str, RoleScores], pattern: Pattern | None = None) -> dict[str, dict]:
     """Per role: the best head (highest score; for entropy, the lowest: the most focused), its score,
-    the queries it rests on, and TransformerLens's figure for that head; or n/a."""
+    the queries it rests on, and TransformerLens's figure for that head; or n/a. The role a task's `pattern`
+    needs is looked for where the verdict looks (layers >= its min_layer), so that both name the same head."""
     out: dict[str, dict] = {}
     for role, s in scores.items():
         values = -s.values if role == "entropy" else s.values
-        best = RoleScores(role, values, s.queries).best()
+        min_layer = pattern.min_layer if pattern is not None and role == pattern.role else 0
+        best = RoleScores(role, values, s.queries).best(min_layer)
         if best is None:
             out[role] = {"best": None, "score": None, "queries": 0, "transformer_lens": None}
             continue
@@ -133,16 +135,19 @@ def summary(scores: dict[str, RoleScores]) -> dict[str, dict]:
         layer, h = parse_head(head)
         tl = float(s.transformer_lens[layer, h]) if s.transformer_lens is not None else None
         out[role] = {"best": head, "score": float(s.values[layer, h]), "queries": queries, "transformer_lens": tl}
+        if min_layer:
+            out[role]["min_layer"] = min_layer
     return out
 
 
 def describe(roles: dict[str, dict]) -> str:
-    """One line: `previous_token L0H1 0.97 (TL 0.91) · induction n/a · ...`."""
+    """One line: `previous_token L0H1 0.97 (TL 0.91) · induction L1H2 0.88 (layers >= 1, as the task needs) · ...`."""
     parts = []
     for role, r in roles.items():
         if r["best"] is None:
             parts.append(f"{role} n/a")
             continue
         tl = f" (TL {r['transformer_lens']:.2f})" if r["transformer_lens"] is not None else ""
-        parts.append(f"{role} {r['best']} {r['score']:.2f}{tl}")
+        where = f" (layers >= {r['min_layer']}, as the task needs)" if r.get("min_layer") else ""
+        parts.append(f"{role} {r['best']} {r['score']:.2f}{tl}{where}")
     return " · ".join(parts)
