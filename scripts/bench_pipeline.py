@@ -37,6 +37,26 @@ SMALL_GPT = [
 ]  # fmt: skip
 
 
+INTERVAL = 10  # steps a speed interval spans: andrea's logging interval (trainer.log_every_n_steps)
+
+
+class StepClock:
+    """Wall time per step over intervals of INTERVAL steps, as andrea's run stats time its logging intervals:
+    the median over the intervals after the first (which holds the warm-up) is the step's figure."""
+
+    def __init__(self) -> None:
+        self.start, self.ms = time.perf_counter(), []
+
+    def tick(self, step: int) -> None:
+        if step % INTERVAL == 0:
+            now = time.perf_counter()
+            self.ms.append((now - self.start) * 1000 / INTERVAL)
+            self.start = now
+
+    def median_ms(self) -> float:
+        return statistics.median(self.ms[1:] if len(self.ms) > 2 else self.ms)
+
+
 def _parts(overrides: list[str]) -> tuple:
     """(config, data module, network, optimizer) of the run, built as andrea-train builds them, nothing else."""
     import numpy as np
@@ -62,7 +82,7 @@ def bare_loop(overrides: list[str], out: Path) -> None:
     cfg, data, net, optimizer = _parts(overrides)
     data.setup("fit")
     loader = data.train_dataloader()
-    losses, step, epoch = [], 0, 0
+    losses, step, epoch, clock = [], 0, 0, StepClock()
     while step < cfg.trainer.max_steps:
         loader.sampler.set_epoch(epoch)  # each epoch its own order, as Lightning asks of the sampler
         epoch += 1
@@ -74,9 +94,11 @@ def bare_loop(overrides: list[str], out: Path) -> None:
             optimizer.step()
             losses.append(loss.item())
             step += 1
+            clock.tick(step)
             if step == cfg.trainer.max_steps:
                 break
-    out.write_text(json.dumps({"train_loss": sum(losses[-20:]) / len(losses[-20:]), "steps": step}))
+    last = losses[-20:]
+    out.write_text(json.dumps({"train_loss": sum(last) / len(last), "steps": step, "step_ms": clock.median_ms()}))
 
 
 def lightning_floor(overrides: list[str], out: Path) -> None:
@@ -86,7 +108,7 @@ def lightning_floor(overrides: list[str], out: Path) -> None:
     import torch.nn.functional as F
 
     cfg, data, net, optimizer = _parts(overrides)
-    losses = []
+    losses, clock = [], StepClock()
 
     class Loss(L.LightningModule):
         def __init__(self) -> None:
@@ -102,6 +124,9 @@ def lightning_floor(overrides: list[str], out: Path) -> None:
         def configure_optimizers(self):
             return optimizer
 
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            clock.tick(len(losses))
+
     trainer = L.Trainer(
         accelerator="cpu", devices=1, max_steps=cfg.trainer.max_steps, max_epochs=-1, limit_val_batches=0,
         num_sanity_val_steps=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
@@ -109,7 +134,9 @@ def lightning_floor(overrides: list[str], out: Path) -> None:
     )  # fmt: skip
     trainer.fit(Loss(), datamodule=data)
     last = [float(loss) for loss in losses[-20:]]
-    out.write_text(json.dumps({"train_loss": sum(last) / len(last), "steps": len(losses)}))
+    out.write_text(
+        json.dumps({"train_loss": sum(last) / len(last), "steps": len(losses), "step_ms": clock.median_ms()})
+    )
 
 
 def run(command: list[str]) -> tuple[float, float]:
@@ -144,8 +171,15 @@ def main() -> None:
         "Lightning, all off": lambda n: [sys.executable, __file__, "--floor", str(work / f"floor{n}.json"), *overrides],
         "bare PyTorch loop": lambda n: [sys.executable, __file__, "--bare", str(work / f"bare{n}.json"), *overrides],
     }
+    results = {  # each candidate's record of round n: {"train_loss", "step_ms"}
+        "andrea, maps on": lambda n: _andrea_record(work / f"on{n}"),
+        "andrea, maps off": lambda n: _andrea_record(work / f"off{n}"),
+        "Lightning, all off": lambda n: json.loads((work / f"floor{n}.json").read_text()),
+        "bare PyTorch loop": lambda n: json.loads((work / f"bare{n}.json").read_text()),
+    }
     times: dict[str, list[float]] = {name: [] for name in candidates}
     cpu: dict[str, list[float]] = {name: [] for name in candidates}
+    step: dict[str, list[float]] = {name: [] for name in candidates}
     names = list(candidates)
     for n in range(args.rounds):
         # a Latin square: each candidate in each place of a round once every len(names) rounds, as this machine
@@ -154,28 +188,38 @@ def main() -> None:
             wall, cpu_s = run(candidates[name](n))
             times[name].append(wall)
             cpu[name].append(cpu_s)
+            step[name].append(results[name](n)["step_ms"])
         print(f"round {n + 1}/{args.rounds}: " + ", ".join(f"{k} {times[k][-1]:.1f} s" for k in candidates), flush=True)
 
-    losses = {
-        "andrea, maps on": json.loads((work / "on0" / "result.json").read_text())["train_loss"],
-        "andrea, maps off": json.loads((work / "off0" / "result.json").read_text())["train_loss"],
-        "Lightning, all off": json.loads((work / "floor0.json").read_text())["train_loss"],
-        "bare PyTorch loop": json.loads((work / "bare0.json").read_text())["train_loss"],
-    }
+    losses = {name: results[name](0)["train_loss"] for name in candidates}
     skipped = json.loads((work / "on0" / "result.json").read_text())["attention_maps_skipped"]
     maps = len(list((work / "on0" / "attention_maps").glob("*.png")))
     print(f"\nsmall GPT on bytes, {args.steps} steps, {args.rounds} paired rounds, whole processes; {maps} PNGs drawn, "
           f"{skipped} records skipped")  # fmt: skip
-    print(f"{'candidate':20} {'median s':>9} {'min s':>7} {'max s':>7} {'median CPU s':>13} {'final train loss':>17}")
+    print(f"{'candidate':20} {'median s':>9} {'min s':>7} {'max s':>7} {'median CPU s':>13} {'median step ms':>15} "
+          f"{'final train loss':>17}")  # fmt: skip
     for name in candidates:
         t = times[name]
         print(f"{name:20} {statistics.median(t):9.1f} {min(t):7.1f} {max(t):7.1f} {statistics.median(cpu[name]):13.1f} "
-              f"{losses[name]:17.6f}")  # fmt: skip
+              f"{statistics.median(step[name]):15.2f} {losses[name]:17.6f}")  # fmt: skip
+    print("\nratio (medians over the rounds; min-max)    whole process            step")
     for a, b in (("andrea, maps on", "andrea, maps off"), ("andrea, maps on", "bare PyTorch loop"),
                  ("andrea, maps off", "bare PyTorch loop"), ("andrea, maps off", "Lightning, all off"),
                  ("Lightning, all off", "bare PyTorch loop")):  # fmt: skip
-        ratios = [x / y for x, y in zip(times[a], times[b], strict=True)]
-        print(f"{a} / {b}: {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})")
+        print(f"{a + ' / ' + b:42} {_ratio(times[a], times[b]):>22} {_ratio(step[a], step[b]):>22}")
+
+
+def _andrea_record(run_dir: Path) -> dict[str, float]:
+    """The train loss and the median step (ms) of an andrea run, from its result.json: tokens/s is the median over
+    its logging intervals, each timed from the interval's first step to the host read that ends it."""
+    record = json.loads((run_dir / "result.json").read_text())
+    tokens_per_step = 12 * 64  # SMALL_GPT's batch: 12 sequences of 64 tokens
+    return {"train_loss": record["train_loss"], "step_ms": 1000 * tokens_per_step / record["tokens_per_s"]}
+
+
+def _ratio(a: list[float], b: list[float]) -> str:
+    ratios = [x / y for x, y in zip(a, b, strict=True)]
+    return f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
 
 
 if __name__ == "__main__":

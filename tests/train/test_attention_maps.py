@@ -1,6 +1,8 @@
 """The maps callback off the training thread: its schedule, a slow drawer skipped not waited for,
 pending work finished before a checkpoint and at the end, and training unchanged by it."""
 
+import csv
+import os
 import threading
 import time
 
@@ -36,7 +38,7 @@ def test_a_slow_drawer_is_skipped_never_waited_for_and_finished_at_the_end(tmp_p
     draw, threads = AttentionMaps._draw, set()
 
     def slow(self, job):
-        threads.add(threading.current_thread().name)
+        threads.add((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
         time.sleep(1.0)
         return draw(self, job)
 
@@ -46,8 +48,10 @@ def test_a_slow_drawer_is_skipped_never_waited_for_and_finished_at_the_end(tmp_p
     started = time.perf_counter()
     result = train(compose_train(tmp_path, overrides))
     seconds = time.perf_counter() - started
-    assert threads == {"andrea-maps_0"}  # drawn on the worker, not the training thread
+    assert threads == {("andrea-maps_0", 19)}  # drawn on the worker, not the training thread, at the lowest priority
     assert result.attention_maps_skipped > 0 and result.global_step == 8
+    with open(tmp_path / "head_roles.csv") as f:  # every record scored, its drawing skipped or not
+        assert sorted({int(row["step"]) for row in csv.DictReader(f)}) == list(range(9))
     drawn = sorted(p.name for p in (tmp_path / "attention_maps").glob("*.png"))
     assert len(drawn) + result.attention_maps_skipped == 9  # steps 0..8: drawn or skipped, each once
     assert "layer0_step000008.png" in drawn  # the end of training is always drawn, and waited for

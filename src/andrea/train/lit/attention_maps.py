@@ -3,10 +3,11 @@
 At a record the training thread runs the probe forward (a few validation rows, no grad) and the
 head-role metrics (milliseconds: torch ops, which stay on the training thread so that no second
 thread pool competes with it for the cores), and hands the weights, as numpy arrays, to one
-background worker that draws the PNGs (numpy and Pillow only); the training thread gives finished
-maps to the loggers at its next step. The queue is bounded: when the worker falls behind, a record
-is skipped and counted, never the training step delayed. Pending maps are finished before a
-checkpoint is written and before the run ends.
+background worker that draws the PNGs (numpy and Pillow only) at the lowest CPU priority, in the
+time training leaves the cores idle; the training thread gives finished maps to the loggers at its
+next step. The queue is bounded: when the worker falls behind, a record's drawing is skipped and
+counted (its head-role scores are kept), never the training step delayed. Pending maps are finished
+before a checkpoint is written and before the run ends.
 
 Records come at step 0, then `every_n_steps` apart with schedule=linear, or log-spaced with
 schedule=log (the default): each gap doubles, never below `every_n_steps` (0, 50, 100, 200, 400,
@@ -34,7 +35,7 @@ from andrea.models.network import Network, all_attention, network
 from andrea.models.weight_styles import weight_styles
 from andrea.train.lit import role_history
 from andrea.train.lit.dashboards import dashboard
-from andrea.train.lit.map_probe import Drawn, Probe, draw, probe_job
+from andrea.train.lit.map_probe import Drawn, Probe, draw, lowest_priority, probe_job
 from andrea.train.maps_settings import check_settings
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class AttentionMaps(L.Callback):
         window: int | None = None,
         scale: str = "log",
         schedule: str = "log",
-        max_pending: int = 2,
+        max_pending: int = 8,
     ) -> None:
         settings = dict(every_n_steps=every_n_steps, probe_rows=probe_rows, row=row, window=window, scale=scale)
         problem = check_settings(settings | dict(schedule=schedule, max_pending=max_pending))  # train.maps_settings
@@ -87,7 +88,7 @@ class AttentionMaps(L.Callback):
         self.history: list[tuple[int, dict[str, float]]] = []  # (step, scores) of every record, for grouped charts
         self._worker: ThreadPoolExecutor | None = None
         self._pending: list[Future[Drawn]] = []
-        self._skipped_step = -1
+        self._undrawn: Probe | None = None  # the last record the worker had no room for
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.out_dir = Path(trainer.default_root_dir) / self.dirname
@@ -147,11 +148,12 @@ class AttentionMaps(L.Callback):
     def record(self, trainer: L.Trainer, pl_module: L.LightningModule, always: bool = False) -> None:
         """The probe forward, here; everything else on the worker (or skipped, if it is behind)."""
         step = trainer.global_step
-        if step == self.last_step or not trainer.is_global_zero:
+        if not trainer.is_global_zero:
+            return
+        if step == self.last_step:  # recorded at this step already
+            self._finish_undrawn(step, always)
             return
         self.next_step = self.next_record(step)
-        if not self._room(step, always):
-            return
         self.previous_step, self.last_step = self.last_step, step
         probe = trainer.datamodule.probe_batch(self.probe_rows)  # type: ignore[attr-defined]  # Lightning sets it
         input_ids = probe["input_ids"].to(pl_module.device)
@@ -172,9 +174,24 @@ class AttentionMaps(L.Callback):
         tokenizer = getattr(trainer.datamodule, "tokenizer", None)  # type: ignore[attr-defined]  # text data only
         row_ids = input_ids[self.row].tolist()
         job = probe_job(net, weights, row_ids, self.row, tokenizer, step, self.window, self.layers)
+        self._hand_over(job, always)
+
+    def _hand_over(self, job: Probe, always: bool) -> None:
+        """The job to the worker, unless it is max_pending records behind (always: the last one waits for it)."""
+        if not always and len([f for f in self._pending if not f.done()]) >= self.max_pending:
+            self.skipped += 1  # the worker is behind: this record's scores are kept, its drawing is not
+            self._undrawn = job  # (unless training ends at this step: on_train_end draws it)
+            return
         if self._worker is None:
-            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="andrea-maps")
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="andrea-maps", initializer=lowest_priority)
         self._pending.append(self._worker.submit(self._draw, job))
+
+    def _finish_undrawn(self, step: int, always: bool) -> None:
+        """At the end of training, the drawing skipped at this same step, after all."""
+        undrawn, self._undrawn = self._undrawn, None
+        if always and undrawn is not None and undrawn.step == step:
+            self.skipped -= 1
+            self._hand_over(undrawn, always=True)
 
     def _trace(
         self, trainer: L.Trainer, net: Network, input_ids: Tensor, scores: dict[str, verdicts.RoleScores],
@@ -185,17 +202,6 @@ class AttentionMaps(L.Callback):
         pattern = _pattern(trainer)
         if pattern is not None and self.verdict and self.verdict["appeared"] and all_attention(net):
             self.verdict = traced_verdict(net, input_ids, pattern, scores, normalised)
-
-    def _room(self, step: int, always: bool) -> bool:
-        """Whether the worker has room for a record at `step` (always: the last one waits for it); a record
-        skipped is counted, unless it comes after all at the end of training."""
-        if not always and len([f for f in self._pending if not f.done()]) >= self.max_pending:
-            self.skipped += 1
-            self._skipped_step = step
-            return False
-        if step == self._skipped_step:
-            self.skipped -= 1  # skipped at its last batch, recorded after all at the end of training
-        return True
 
     def _score(
         self, trainer: L.Trainer, weights: list[Tensor], input_ids: Tensor, step: int, normalised: bool
@@ -210,7 +216,7 @@ class AttentionMaps(L.Callback):
             for head in range(s.values.shape[1])
             if not s.values[layer, head].isnan()  # not applicable to the probe: nothing to plot
         }
-        self.roles = verdicts.summary(scores)
+        self.roles = verdicts.summary(scores, pattern)
         self.verdict = verdicts.verdict(pattern, scores) if pattern is not None else None
         if self.verdict_step is None and self.verdict is not None and self.verdict["appeared"]:
             self.verdict_step = step
