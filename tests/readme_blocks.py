@@ -12,7 +12,9 @@ later block finds the runs an earlier one made), as a user's shell runs them (no
 name what an earlier block made: `logs/train/runs/<run>`, `<run dir>`, `<a repetition run>` and `<ckpt>` the newest
 run of andrea-train's default task (and its last.ckpt), `logs/<task>/runs/<run>` the newest run of that task,
 `logs/.../checkpoints/last.ckpt` and `ckpt_path=...` the newest checkpoint, `<same overrides>` the block's appended
-arguments. `pip install` lines are not run: the set-up installs what they name (.ci/run does too).
+arguments. `pip install` lines are not run: the set-up installs what they name (.ci/run does too). A wall time
+the comment line above a command gives, `(20 s)` or `(1.5 to 2 min)`, is kept true: the command, run unshortened,
+takes no more than half as long again, and no less than half.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ class Block:
 
     def commands(self) -> list[str]:
         """The block's command lines, comments and continuations joined, pip installs left out."""
+        return [command for command, _ in self.timed_commands()]
+
+    def timed_commands(self) -> list[tuple[str, tuple[float, float] | None]]:
+        """Each command with the wall time, in seconds (least, most), that the comment line right above it states:
+        `# ... (20 s)`, `# ... (1.5 to 2 min)`; None where it states none."""
         joined, pending = [], ""
         for raw in self.lines:
             text = raw.rstrip()
@@ -47,16 +54,29 @@ class Block:
                 continue
             joined.append(pending + text)
             pending = ""
-        out = []
-        for text in joined:
-            text = re.split(r"\s{2,}# |^# ", text)[0].strip() if self.language == "bash" else text
+        out, stated = [], None
+        for line in joined:
+            text = re.split(r"\s{2,}# |^# ", line)[0].strip() if self.language == "bash" else line
+            if self.language == "bash" and line.startswith("# "):
+                stated = _stated_time(line)
             if not text or re.match(r"^(\S*/)?pip install", text):
                 continue
             for command, arguments in self.extra.items():
                 if re.match(rf"^(\S*/)?{re.escape(command)}\b", text) or f" {command} " in f" {text} ":
-                    text = f"{text} {arguments}"
-            out.append(text)
+                    text, stated = f"{text} {arguments}", None  # shortened: its stated time is not this run's
+            out.append((text, stated))
+            stated = None
         return out
+
+
+def _stated_time(comment: str) -> tuple[float, float] | None:
+    """(least, most) seconds of the last `(N s)`, `(N min)` or `(N to M min)` a comment gives, or None."""
+    found = re.findall(r"\((\d+(?:\.\d+)?)(?: to (\d+(?:\.\d+)?))? (s|min)\)", comment)
+    if not found:
+        return None
+    least, most, unit = found[-1]
+    scale = 60.0 if unit == "min" else 1.0
+    return float(least) * scale, float(most or least) * scale
 
 
 def blocks(path: Path = ROOT / "README.md") -> list[Block]:

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,6 +80,18 @@ def test_every_fenced_block_is_run_or_says_why_not(page):
         assert block.runs or len(block.marker.removeprefix("not run here: ")) > 5, block.line  # a reason
 
 
+def test_the_tour_s_wall_times_are_read_by_the_block_runner():
+    """The runs whose time the tour gives are the ones the slow block runner times and holds to it."""
+    from .readme_blocks import blocks
+
+    stated = {command: t for b in blocks() if b.runs for command, t in b.timed_commands() if t is not None}
+    assert stated == {
+        ".venv/bin/andrea-train": (15.0, 15.0),
+        ".venv/bin/andrea-train experiment=induction": (20.0, 20.0),
+        ".venv/bin/andrea-train experiment=shakespeare-chars": (120.0, 120.0),
+    }
+
+
 def newest(paths):
     paths = sorted(paths, key=lambda p: p.stat().st_mtime)
     assert paths, "an earlier README block should have made it"
@@ -143,7 +156,8 @@ def test_the_readme_runs_as_written(tmp_path):
         if not block.runs:
             continue
         appended = block.extra.get("andrea-train", "")
-        for command in block.commands() if block.language == "bash" else ["\n".join(block.lines)]:
+        commands = block.timed_commands() if block.language == "bash" else [("\n".join(block.lines), None)]
+        for command, stated in commands:
             resolved = resolve(command, checkout, appended)
             if block.language == "python":
                 script = tmp_path / f"block_{block.line}.py"
@@ -151,10 +165,15 @@ def test_the_readme_runs_as_written(tmp_path):
                 args = [sys.executable, str(script)]
             else:
                 args = ["bash", "-c", resolved]
+            start = time.perf_counter()
             done = subprocess.run(args, cwd=checkout, env=env, capture_output=True, text=True, timeout=900,
                                   stdin=subprocess.DEVNULL)  # fmt: skip
-            where = page.relative_to(ROOT)
+            wall, where = time.perf_counter() - start, page.relative_to(ROOT)
             assert done.returncode == 0, f"{where}:{block.line}: {resolved}\n{done.stderr[-3000:]}"
+            if stated is not None:  # the wall time the comment above it gives: at most half as long again
+                least, most = stated
+                said = f"{where}:{block.line}: {resolved} took {wall:.0f} s; the page says {least:.0f}-{most:.0f} s"
+                assert least / 2 <= wall <= most * 1.5, said
 
 
 @pytest.mark.slow(reason="runs andrea-train and builds every preset to count its parameters (~13 s)")
