@@ -104,14 +104,12 @@ WHOLE_BLOCK_MASKS = {  # each has blocks seen whole (run with no mask) and edge 
 }
 
 
-WHOLE_DEFAULT = {("causal", 16), ("band", 12), ("causal&padding", 16)}  # the default run's; the rest under -m slow
 WHOLE_CASES = [  # d = 16 fills the interpreter's tile (whole blocks load with no predicate), d = 12 does not
-    pytest.param(name, d, id=f"{name}-d={d}", marks=() if (name, d) in WHOLE_DEFAULT else pytest.mark.slow)
-    for name in WHOLE_BLOCK_MASKS
-    for d in (16, 12)
+    pytest.param(name, d, id=f"{name}-d={d}") for name in WHOLE_BLOCK_MASKS for d in (16, 12)
 ]
 
 
+@pytest.mark.slow(reason="the interpreter, 3-5 s a mask; the default run skips whole blocks inside a GPT with a window")
 @pytest.mark.triton_interpreter
 @pytest.mark.parametrize(("mask_name", "head_dim"), WHOLE_CASES)
 def test_blocks_seen_whole_run_without_the_mask_and_match_naive(mask_name, head_dim):
@@ -135,12 +133,17 @@ UNEQUAL_MASKS = {  # whole blocks and edge blocks under each, or (documents) edg
 }
 
 
+UNEQUAL_CASES = [  # the default run keeps causal's square M>N cell; the rest under -m slow
+    pytest.param(name, queries, transposed, id=f"{name}-{shape}-{order}",
+                 marks=() if (name, shape, order) == ("causal", "square", "M>N") else pytest.mark.slow)
+    for name in UNEQUAL_MASKS
+    for queries, shape in ((LONG, "square"), (5, "decode"))
+    for transposed, order in ((False, "M>N"), (True, "M<N"))
+]  # fmt: skip
+
+
 @pytest.mark.triton_interpreter
-@pytest.mark.parametrize("transposed", [False, True], ids=["M>N", "M<N"])
-@pytest.mark.parametrize("queries", [LONG, 5], ids=["square", "decode"])
-@pytest.mark.parametrize(
-    "mask_name", [pytest.param(name, marks=() if name == "causal" else pytest.mark.slow) for name in UNEQUAL_MASKS]
-)
+@pytest.mark.parametrize(("mask_name", "queries", "transposed"), UNEQUAL_CASES)
 def test_each_kernel_s_own_unequal_tiles_match_naive(mask_name, queries, transposed, monkeypatch):
     """The ranges of blocks to visit and of blocks seen whole hold when a kernel's query and key tiles differ,
     and when the forward, dq and dk/dv each launch with their own (the grids follow each kernel's tiles)."""
@@ -154,7 +157,8 @@ def test_each_kernel_s_own_unequal_tiles_match_naive(mask_name, queries, transpo
 
 
 @pytest.mark.triton_interpreter
-@pytest.mark.parametrize("mask_name", ["causal", pytest.param("causal&document", marks=pytest.mark.slow)])
+@pytest.mark.slow(reason="the interpreter over a long sequence (7 s); a GPT's fused views train in the default run")
+@pytest.mark.parametrize("mask_name", ["causal", "causal&document"])
 def test_views_of_a_fused_projection_are_read_in_place_and_match_naive(mask_name):
     """q, k and v as a model makes them (transposed views of one fused (B, T, 3, H, d) projection) and a
     transposed output gradient are read through their strides, with no copy: forward and backward equal

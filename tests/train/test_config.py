@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException
 from hydra.types import RunMode
-from omegaconf import OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from andrea.train.config import ConfigError, validate
 from tests.compose import compose_train, group_options
@@ -36,14 +36,16 @@ NO_GPU = "trainer.accelerator=gpu but torch sees no GPU here; train with trainer
 GPU_OPTIONS = {("trainer", "gpu"), ("trainer", "ddp"), ("trainer", "fsdp")}
 
 
-def composes_and_validates_where_it_can(tmp_path, overrides, needs_gpu: bool):
+def composes_and_validates_where_it_can(tmp_path, overrides, needs_gpu: bool) -> DictConfig:
     """Validates, or, where the config needs a GPU this machine lacks, is refused for exactly that."""
+    cfg = compose_train(tmp_path, overrides)
+    OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
     if needs_gpu and not torch.cuda.is_available():
         with pytest.raises(ConfigError, match=NO_GPU):
-            composes_and_validates(tmp_path, overrides)
-        OmegaConf.to_container(compose_train(tmp_path, overrides), resolve=True)  # it still composes
-        return
-    composes_and_validates(tmp_path, overrides)
+            validate(cfg)
+        return cfg
+    validate(cfg)
+    return cfg
 
 
 @pytest.mark.parametrize("group, option", OPTION_CASES)
@@ -72,8 +74,8 @@ def experiment_marks(experiment: str) -> list[pytest.MarkDecorator]:
 )
 def test_every_experiment(experiment, tmp_path):
     job = [f"experiment={experiment}", "hydra.mode=RUN"]  # an experiment that is a sweep: one of its jobs
-    composes_and_validates_where_it_can(tmp_path, job, needs_gpu=experiment == "andrea-120m")
-    assert compose_train(tmp_path, job).task_name == experiment
+    cfg = composes_and_validates_where_it_can(tmp_path, job, needs_gpu=experiment == "andrea-120m")
+    assert cfg.task_name == experiment
 
 
 def test_a_corpus_experiment_without_its_package_names_the_install(tmp_path, monkeypatch):

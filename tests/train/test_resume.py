@@ -158,6 +158,7 @@ def resumed(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.slow(reason="an andrea-train process (10 s)")
 def test_resuming_a_finished_run_says_so_and_leaves_every_file_as_it_was(default_run, tmp_path):
     """The default run resumed with the settings it finished with: one line, exit 0, and every file of the run
     dir byte for byte as it was (no result.json rewritten, no config, log, lock or logger file added)."""

@@ -4,7 +4,7 @@ matters because maps are drawn while a model trains. andrea.lens.viz decides the
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -180,8 +180,9 @@ def _font(size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(font_manager.findfont("DejaVu Sans"), size)
 
 
+@lru_cache(maxsize=4096)  # a token's label is drawn under every head of every map: rendered once
 def _upright(label: str, font: ImageFont.FreeTypeFont, line_height: int) -> Image.Image:
-    """`label` as a mask to paste in black, turned to read bottom to top."""
+    """`label` as a mask to paste in black, turned to read bottom to top (shared: pasted, never drawn on)."""
     word = Image.new("L", (int(font.getlength(label)) + 2, line_height), 0)
     ImageDraw.Draw(word).text((0, 0), label, fill=255, font=font)
     return word.rotate(90, expand=True)
