@@ -44,6 +44,18 @@ def test_the_config_is_printed_without_importing_torch(tmp_path, args):
     assert done.stdout.splitlines()[-1] == "imported:", done.stdout.splitlines()[-1]
 
 
+def test_help_lists_the_groups_hydra_lists(tmp_path):
+    """--help's config groups, read from the config folders, are Hydra's own listing ($APP_CONFIG_GROUPS, which an
+    argument naming hydra.* sends --help through) of the same search path, line for line; and --help with nothing
+    else prints the same page Hydra renders from the same template."""
+    from andrea.train.config_groups import help_lines
+
+    listed = run(["--help", "hydra.help.template=$APP_CONFIG_GROUPS"], tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.rstrip("\n") == help_lines()
+    assert run(["--help"], tmp_path).stdout == run(["--help", "hydra.job.chdir=false"], tmp_path).stdout
+
+
 def test_help_lists_every_group(tmp_path):
     result = run(["--help"], tmp_path)
     assert result.returncode == 0

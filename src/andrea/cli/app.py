@@ -49,7 +49,12 @@ def one_line(err: BaseException) -> str:
 
 def plugin_warnings() -> list[str]:
     """One line per installed andrea plugin entry point that cannot be loaded (or, a mechanism, built), a mixer's
-    included, and per YAML file of a plugin's config package that cannot be read."""
+    included, and per YAML file of a plugin's config package that cannot be read. With no plugin installed,
+    nothing is loaded: andrea's own registries (and torch) stay unimported, and `--help` answers at once."""
+    from importlib.metadata import entry_points
+
+    if not any(group.startswith("andrea.") for group in entry_points().groups):  # andrea's groups, all plugins'
+        return []
     from andrea.attention.registry import broken_plugins
     from andrea.mixers.layers import broken_mixers
 
@@ -86,7 +91,9 @@ def plugin_config_problems() -> list[str]:
     return lines
 
 
-def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
+def run_app(command: str, hydra_main: Callable[[], Any], help_text: Callable[[], str] | None = None) -> Any:
+    """Run a Hydra app as andrea's commands do: plugins registered, refusals in one line; `--help` answered from
+    `help_text` where the command gives one and no argument touches Hydra's own settings (hydra.help.* included)."""
     from andrea.train import resolvers
     from hydra_plugins import andrea_launchers, andrea_sweeper
 
@@ -100,6 +107,9 @@ def run_app(command: str, hydra_main: Callable[[], Any]) -> Any:
     if "--help" in sys.argv[1:]:  # a plugin whose options are missing from the help says why
         for line in plugin_warnings():
             print(f"{command}: warning: {line}", file=sys.stderr)
+        if help_text is not None and not any("hydra" in argument for argument in sys.argv[1:]):
+            print(help_text())
+            return None
     with _hydra_raises() as user_wants_traces:
         try:
             return hydra_main()

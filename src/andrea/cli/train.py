@@ -129,7 +129,20 @@ def _not_for_the_console(record: logging.LogRecord) -> bool:
 
 
 def main() -> None:
-    run_app(COMMAND, train_app)
+    run_app(COMMAND, train_app, help_text=help_text)
+
+
+def help_text() -> str:
+    """`andrea-train --help`: conf/hydra/default.yaml's help template, its header, groups and experiments resolved,
+    without composing the run's config (nothing in it depends on one) and without Hydra's own group listing, which
+    builds a config repository per group: 1.5 s of a 2 s --help."""
+    from importlib.resources import files
+
+    from andrea.train import resolvers
+
+    resolvers.register()
+    hydra_node = OmegaConf.load(str(files("andrea.conf") / "hydra" / "default.yaml"))
+    return str(OmegaConf.create({"hydra": hydra_node}).hydra.help.template)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from andrea.data.packages import package_data, tokenizer_vocab
-from andrea.train import slurm_settings
+from andrea.train import config_groups, slurm_settings
 from andrea.train.experiments import help_lines
 from andrea.train.hydra_run import config_subdir, run_id, run_name, sweep_group
 from andrea.train.slurm import gpus_per_node
@@ -28,6 +28,7 @@ RESOLVERS: dict[str, Callable[..., Any]] = {
     "andrea.package_data": package_data,
     "andrea.add": lambda a, b: a + b,  # modular addition's vocabulary: ${andrea.add:${.p},1}
     "andrea.experiments_help": help_lines,  # andrea-train --help's experiments, each with its summary
+    "andrea.config_groups_help": config_groups.help_lines,  # its config groups, read once (andrea.train.config_groups)
 }
 
 
