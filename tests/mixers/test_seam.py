@@ -158,11 +158,13 @@ def test_a_plugin_mixer_that_cannot_be_loaded_is_one_line(monkeypatch):
     warnings andrea-train prints, and refused in one line when a layout names it."""
     from importlib.metadata import EntryPoint
 
+    from andrea.cli import app
     from andrea.cli.app import plugin_warnings
     from andrea.mixers.layers import broken_mixers
 
     broken = EntryPoint(name="hyena", value="no_such_package.mixer:Hyena", group="andrea.mixers")
     monkeypatch.setattr(mixer_registry, "_plugins", {"hyena": broken})
+    monkeypatch.setattr(app, "plugin_groups", lambda: {"andrea.mixers"})  # as the package's metadata would say
     (line,) = broken_mixers()
     assert "'hyena = no_such_package.mixer:Hyena' (group 'andrea.mixers') cannot be loaded" in line
     assert line in plugin_warnings()

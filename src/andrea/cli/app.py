@@ -51,14 +51,19 @@ def plugin_warnings() -> list[str]:
     """One line per installed andrea plugin entry point that cannot be loaded (or, a mechanism, built), a mixer's
     included, and per YAML file of a plugin's config package that cannot be read. With no plugin installed,
     nothing is loaded: andrea's own registries (and torch) stay unimported, and `--help` answers at once."""
-    from importlib.metadata import entry_points
-
-    if not any(group.startswith("andrea.") for group in entry_points().groups):  # andrea's groups, all plugins'
+    if not plugin_groups():
         return []
     from andrea.attention.registry import broken_plugins
     from andrea.mixers.layers import broken_mixers
 
     return broken_plugins() + broken_mixers() + plugin_config_problems()
+
+
+def plugin_groups() -> set[str]:
+    """The entry-point groups of andrea's (`andrea.*`) that installed packages fill: only plugins fill them."""
+    from importlib.metadata import entry_points
+
+    return {group for group in entry_points().groups if group.startswith("andrea.")}
 
 
 def plugin_config_problems() -> list[str]:
