@@ -54,6 +54,7 @@ def test_sample_from_a_checkpoint_and_from_safetensors(toy_weights, tmp_path):
     assert list(tmp_path.iterdir()) == []  # sampling writes nothing
 
 
+@pytest.mark.slow  # reason: an andrea-sample process
 def test_a_one_token_prompt_of_ids(toy_weights, tmp_path):
     done = run_sample(f"ckpt_path={toy_weights[0]}", "prompt=3", "max_new_tokens=3", "temperature=0", cwd=tmp_path)
     assert done.returncode == 0, done.stderr  # Hydra hands prompt=3 over as an int

@@ -53,6 +53,7 @@ def test_help_imports_torch_only_to_check_installed_plugins(tmp_path):
     assert "lightning" not in done.stdout.splitlines()[-1]
 
 
+@pytest.mark.slow(reason="three andrea-train processes, two through Hydra's own help (2 s each)")
 def test_help_lists_the_groups_hydra_lists(tmp_path):
     """--help's config groups, read from the config folders, are Hydra's own listing ($APP_CONFIG_GROUPS, which an
     argument naming hydra.* sends --help through) of the same search path, line for line; and --help with nothing

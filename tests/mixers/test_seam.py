@@ -144,6 +144,30 @@ def test_a_layout_that_cannot_fill_the_layers_is_refused(layout, n_layer, messag
         layer_kinds(layout, n_layer)
 
 
+def test_a_network_resolves_once_into_one_frozen_spec_per_layer():
+    """resolve_layers: each layer's mixer and its settings, the layout repeated; the spec read-only, a mixer named
+    only in the layout with its class's defaults (no settings of its own), and the network keeps the specs it
+    built its layers from."""
+    import dataclasses
+
+    from andrea.mixers import LayerSpec, resolve_layers
+
+    specs = resolve_layers(["gla", "attention"], 4, {"name": "gla", "n_head": 2, "expand_k": 1.0})
+    assert [(s.index, s.mixer, dict(s.settings)) for s in specs] == [
+        (0, "gla", {"n_head": 2, "expand_k": 1.0}), (1, "attention", {}), (2, "gla", {"n_head": 2, "expand_k": 1.0}),
+        (3, "attention", {}),
+    ]  # fmt: skip
+    assert [s.attention for s in specs] == [False, True, False, True]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        specs[0].mixer = "deltanet"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        specs[0].settings["chunk"] = 8  # type: ignore[index]
+    assert dict(resolve_layers(["deltanet"], 1, {"name": "gla", "n_head": 2})[0].settings) == {}
+    net = _gpt(layout=["gla", "attention"], mixer={"name": "gla", "n_head": 2})
+    assert [s.mixer for s in net.layer_specs] == ["gla", "attention"] * 2 and isinstance(net.layer_specs[0], LayerSpec)
+    assert [type(m).__name__ for m in net.mixers] == ["GLA", "MultiHeadSelfAttention"] * 2
+
+
 def test_a_setting_the_mixer_does_not_take_is_refused(mean_mixer):
     with pytest.raises(ValueError, match="mixer.scal is not a setting of mixer mean; its settings are mixer.scale"):
         _gpt(mixer={"name": "mean", "scal": 2.0})

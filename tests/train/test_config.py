@@ -19,10 +19,12 @@ OPTIONS = [(group, option) for group in GROUPS for option in group_options(group
 # Lightning's settings, the data modules and the positions: composed under -m slow (0.5 s each); the zoo's groups
 # and the models in the default run
 SLOW_GROUPS = ("trainer", "logger", "callbacks", "debug", "data", "position")
+SLOW_OPTIONS = {("model", "andrea-120m")}  # its dry build, 2 s (experiment=andrea-120m's is under -m slow too)
 OPTION_CASES = [
-    pytest.param(group, option, id=f"{group}={option}", marks=pytest.mark.slow if group in SLOW_GROUPS else ())
+    pytest.param(group, option, id=f"{group}={option}",
+                 marks=pytest.mark.slow if group in SLOW_GROUPS or (group, option) in SLOW_OPTIONS else ())
     for group, option in OPTIONS
-]
+]  # fmt: skip
 
 
 def composes_and_validates(tmp_path, overrides):

@@ -1,6 +1,10 @@
 """Token mixers: what a layer mixes across positions with, attention the first of them (andrea.mixers.base)."""
 
 from andrea.mixers.base import CacheSize, MixerCache, TokenMixer
+from andrea.mixers.layer_spec import LayerSpec, resolve_layers
 from andrea.mixers.layers import build_mixers, layer_kinds, mixer_registry
 
-__all__ = ["CacheSize", "MixerCache", "TokenMixer", "build_mixers", "layer_kinds", "mixer_registry"]
+__all__ = [
+    "CacheSize", "LayerSpec", "MixerCache", "TokenMixer", "build_mixers", "layer_kinds", "mixer_registry",
+    "resolve_layers",
+]  # fmt: skip

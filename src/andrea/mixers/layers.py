@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
@@ -27,6 +27,9 @@ from andrea.attention.block import MultiHeadSelfAttention, shared_parts
 from andrea.attention.plugins import Registry
 from andrea.mixers.settings import check_settings
 from andrea.utils.rules import SettingError
+
+if TYPE_CHECKING:
+    from andrea.mixers.layer_spec import LayerSpec
 
 ATTENTION = "attention"
 mixer_registry: Registry[nn.Module] = Registry(
@@ -128,21 +131,15 @@ def _offer(name: str) -> str:
     return ", ".join(f"mixer.{key}" for key in sorted(_settings_of(name))) or "no settings"
 
 
-def build_mixers(
-    kinds: Sequence[str],
-    attention: Mapping[str, Any],
-    mixer: Mapping[str, Any] | None,
-    **place: Any,
-) -> list[nn.Module]:
-    """One mixer per layer, kinds[i] for layer i. `place`: d_model, max_context, dropout, bias (andrea.mixers.base);
-    `attention`: the attention layers' settings (position included)."""
-    shared = shared_parts(dict(attention)) if ATTENTION in kinds else {}  # one backend and one mask for every layer
-    settings = {kind: mixer_settings(kind, mixer) for kind in set(kinds)}
-    layers: list[nn.Module] = []
-    for i, kind in enumerate(kinds):
-        where = dict(place, layer=i, n_layer=len(kinds))
-        if kind == ATTENTION:
-            layers.append(MultiHeadSelfAttention(where.pop("d_model"), **where, **shared))
+def build_mixers(layers: Sequence[LayerSpec], attention: Mapping[str, Any], **place: Any) -> list[nn.Module]:
+    """One mixer per layer spec (andrea.mixers.layer_spec). `place`: d_model, max_context, dropout, bias
+    (andrea.mixers.base); `attention`: the attention layers' settings (position included)."""
+    shared = shared_parts(dict(attention)) if any(spec.attention for spec in layers) else {}  # one backend, one mask
+    built: list[nn.Module] = []
+    for spec in layers:
+        where = dict(place, layer=spec.index, n_layer=len(layers))
+        if spec.attention:
+            built.append(MultiHeadSelfAttention(where.pop("d_model"), **where, **shared))
         else:
-            layers.append(mixer_registry.load(kind)(**where, **settings[kind]))
-    return layers
+            built.append(mixer_registry.load(spec.mixer)(**where, **spec.settings))
+    return built

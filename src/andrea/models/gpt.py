@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from andrea.attention import MultiHeadSelfAttention
 from andrea.attention.hook_points import HookPoint, prefixed
-from andrea.mixers import MixerCache, TokenMixer, build_mixers, layer_kinds
+from andrea.mixers import MixerCache, TokenMixer, build_mixers, resolve_layers
 from andrea.models.embedding import Embeddings
 from andrea.models.layer_norm import LayerNorm
 from andrea.models.network import attention_layers
@@ -133,9 +133,9 @@ class GPT(nn.Module):
         settings |= dict(d_model=d_model, mlp_ratio=mlp_ratio, dropout=dropout, position=position)
         enforce(NET, settings | dict(bias=bias, activation=activation), "model.net.")
         attention = {"n_head": 12, **(attention or {}), "position": position}  # GPT-2 small's 12 heads by default
-        kinds = layer_kinds(layout, n_layer, mixer)
+        self.layer_specs = resolve_layers(layout, n_layer, mixer)  # one description per layer, read from here on
         mixers = build_mixers(
-            kinds, attention, mixer, d_model=d_model, max_context=max_context, dropout=dropout, bias=bias
+            self.layer_specs, attention, d_model=d_model, max_context=max_context, dropout=dropout, bias=bias
         )
         self.vocab_size, self.max_context, self.n_layer, self.d_model = vocab_size, max_context, n_layer, d_model
         self.embed = Embeddings(vocab_size, max_context, d_model, position)

@@ -17,23 +17,25 @@ def mixer_layers(spec: NetSpec) -> list[nn.Module | None]:
     None for an attention layer (counted from its spec). A mixer the settings cannot build gives MixerSizeError."""
     import torch
 
-    from andrea.mixers.layers import ATTENTION, layer_kinds, mixer_registry, mixer_settings
+    from andrea.mixers.layer_spec import resolve_layers
+    from andrea.mixers.layers import mixer_registry
 
     f = spec.fields
-    kinds = layer_kinds(f.get("layout"), f["n_layer"], f.get("mixer"))
+    layers = resolve_layers(f.get("layout"), f["n_layer"], f.get("mixer"))
     place = dict(d_model=f["d_model"], max_context=f["max_context"], n_layer=f["n_layer"], dropout=0.0)
     place |= dict(bias=bool(f.get("bias")))
     built: dict[str, nn.Module] = {}
-    for kind in sorted(set(kinds) - {ATTENTION}):
+    for layer in {layer.mixer: layer for layer in layers if not layer.attention}.values():  # one of each mixer
+        kind = layer.mixer
         try:
             with torch.device("meta"):
-                built[kind] = mixer_registry.load(kind)(layer=0, **place, **mixer_settings(kind, f.get("mixer")))
+                built[kind] = mixer_registry.load(kind)(layer=0, **place, **layer.settings)
         except (RuntimeError, TypeError, ValueError, OverflowError) as err:  # a size no tensor can have
             grown = mixer_growth(spec)
             largest = max(grown, key=lambda key: grown[key][0] / grown[key][1], default=f"mixer.name={kind}")
             setting = f"{largest}={grown[largest][0]}" if largest in grown else largest
             raise MixerSizeError(f"{setting}: mixer {kind} cannot be built ({str(err).splitlines()[0]})") from None
-    return [built.get(kind) for kind in kinds]
+    return [built.get(layer.mixer) for layer in layers]
 
 
 def mixer_growth(spec: NetSpec) -> dict[str, tuple[float, float]]:

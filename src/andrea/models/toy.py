@@ -14,7 +14,7 @@ from typing import Any, cast
 from torch import Tensor, nn
 
 from andrea.attention.hook_points import HookPoint, prefixed
-from andrea.mixers import MixerCache, TokenMixer, build_mixers, layer_kinds
+from andrea.mixers import MixerCache, TokenMixer, build_mixers, resolve_layers
 from andrea.models.embedding import Embeddings
 from andrea.models.layer_norm import LayerNorm
 from andrea.models.settings import NET
@@ -40,10 +40,11 @@ class ToyModel(nn.Module):
         enforce(NET, settings | {"position": position}, "model.net.")
         self.vocab_size, self.max_context = vocab_size, max_context
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
-        kinds = [] if attention is None else layer_kinds(layout, n_layer, mixer)  # no layers when attention is None
-        blocks = range(len(kinds))
+        # one description per layer, read from here on; no layers when attention is None
+        self.layer_specs = () if attention is None else resolve_layers(layout, n_layer, mixer)
+        blocks = range(len(self.layer_specs))
         self.norms = nn.ModuleList(LayerNorm(d_model) for _ in blocks)
-        mixers = build_mixers(kinds, {**(attention or {}), "position": position}, mixer, d_model=d_model,
+        mixers = build_mixers(self.layer_specs, {**(attention or {}), "position": position}, d_model=d_model,
                               max_context=max_context)  # fmt: skip
         self.attention = nn.ModuleList(mixers)  # each layer's mixer, attention or another (its parameters' names)
         self.final_norm = LayerNorm(d_model)  # its points: ln_final.hook_scale, ln_final.hook_normalized

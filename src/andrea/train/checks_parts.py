@@ -14,7 +14,8 @@ from andrea.attention.block import shared_parts
 from andrea.attention.positions import ALiBi
 from andrea.attention.registry import mechanism_registry
 from andrea.attention.spec import AttentionSpec
-from andrea.mixers.layers import ATTENTION, layer_kinds, mixer_heads
+from andrea.mixers.layer_spec import resolve_layers
+from andrea.mixers.layers import ATTENTION, mixer_heads
 from andrea.models import memory
 from andrea.models.files.schema import MODELS
 from andrea.train.errors import ConfigError
@@ -149,7 +150,7 @@ def _layer_kinds(cfg: DictConfig) -> list[str]:
     mixer = OmegaConf.to_container(net.mixer, resolve=True) if net.get("mixer") is not None else None
     layout = OmegaConf.to_container(net.layout, resolve=True) if net.get("layout") is not None else None
     try:
-        return layer_kinds(layout, net.get("n_layer", 1), mixer)  # type: ignore[arg-type]
+        return [layer.mixer for layer in resolve_layers(layout, net.get("n_layer", 1), mixer)]  # type: ignore[arg-type]
     except SettingError as err:
         raise ConfigError(str(err)) from None
 

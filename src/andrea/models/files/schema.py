@@ -124,13 +124,13 @@ def _check_values(fields: dict[str, Any], refuse: Callable[[str, str], ModelFile
 def _check_mixers(fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError], prefix: str) -> None:
     """Each layer's mixer (andrea.mixers.layers): a registered one's name with plain settings, and a layout of
     registered names dividing n_layer."""
-    from andrea.mixers.layers import layer_kinds
+    from andrea.mixers.layer_spec import resolve_layers
 
     mixer = fields.get("mixer")
     if mixer is not None and not (isinstance(mixer, dict) and all(isinstance(v, PLAIN) for v in mixer.values())):
         raise refuse(".mixer", "must be a mapping of a mixer's name and its settings as plain values")
     try:
-        layer_kinds(fields.get("layout"), fields["n_layer"], mixer, key=f"{prefix}.")
+        resolve_layers(fields.get("layout"), fields["n_layer"], mixer, key=f"{prefix}.")
     except SettingError as err:  # the layout's key carries the prefix; a mixer setting's is "mixer.<key>"
         key = err.key.removeprefix(prefix) if err.key.startswith(f"{prefix}.") else f".{err.key}"
         raise refuse(key, err.problem) from None
