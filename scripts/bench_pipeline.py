@@ -29,8 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+BATCH, SEQ_LEN = 12, 64  # sequences a step, tokens a sequence
 SMALL_GPT = [
-    "data=text", "data.tokenizer=bytes", "data.seq_len=64", "data.batch_size=12", "model=andrea-tiny",
+    "data=text", "data.tokenizer=bytes", f"data.seq_len={SEQ_LEN}", f"data.batch_size={BATCH}", "model=andrea-tiny",
     "model.net.n_layer=4", "model.net.d_model=128", "logger=none", "trainer.max_epochs=-1", "validate=false",
     "trainer.limit_val_batches=0",
     "~callbacks.model_checkpoint", "~callbacks.last_checkpoint", "~callbacks.rich_progress_bar",
@@ -213,8 +214,7 @@ def _andrea_record(run_dir: Path) -> dict[str, float]:
     """The train loss and the median step (ms) of an andrea run, from its result.json: tokens/s is the median over
     its logging intervals, each timed from the interval's first step to the host read that ends it."""
     record = json.loads((run_dir / "result.json").read_text())
-    tokens_per_step = 12 * 64  # SMALL_GPT's batch: 12 sequences of 64 tokens
-    return {"train_loss": record["train_loss"], "step_ms": 1000 * tokens_per_step / record["tokens_per_s"]}
+    return {"train_loss": record["train_loss"], "step_ms": 1000 * BATCH * SEQ_LEN / record["tokens_per_s"]}
 
 
 def _ratio(a: list[float], b: list[float]) -> str:

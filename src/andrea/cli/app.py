@@ -69,21 +69,16 @@ def plugin_groups() -> set[str]:
 def plugin_config_problems() -> list[str]:
     """One line per YAML file of an installed plugin's config package (entry-point group `andrea.conf`) that is
     not valid YAML: Hydra would otherwise stop with the parser's traceback when the option is chosen."""
-    import importlib.util
-    from importlib.metadata import entry_points
     from pathlib import Path
 
     import yaml
 
-    from andrea.attention.plugins import CONF_GROUP, package_of
+    from andrea.attention.plugins import package_of
+    from hydra_plugins.andrea_configs import found_config_packages
 
     lines = []
-    for entry_point in sorted(entry_points(group=CONF_GROUP), key=lambda ep: ep.name):
-        try:
-            spec = importlib.util.find_spec(entry_point.value)
-        except Exception:  # a missing package: broken_plugins names it
-            continue
-        for folder in (spec and spec.submodule_search_locations) or []:
+    for entry_point, spec in found_config_packages():  # a missing package: broken_plugins names it
+        for folder in spec.submodule_search_locations or []:
             for path in sorted(Path(folder).rglob("*.yaml")):
                 try:
                     yaml.safe_load(path.read_text())

@@ -25,11 +25,11 @@ def mixer_layers(spec: NetSpec) -> list[nn.Module | None]:
     place = dict(d_model=f["d_model"], max_context=f["max_context"], n_layer=f["n_layer"], dropout=0.0)
     place |= dict(bias=bool(f.get("bias")))
     built: dict[str, nn.Module] = {}
-    for layer in {layer.mixer: layer for layer in layers if not layer.attention}.values():  # one of each mixer
-        kind = layer.mixer
+    one_of_each = {layer.mixer: layer.settings for layer in layers if not layer.attention}
+    for kind, settings in sorted(one_of_each.items()):
         try:
             with torch.device("meta"):
-                built[kind] = mixer_registry.load(kind)(layer=0, **place, **layer.settings)
+                built[kind] = mixer_registry.load(kind)(layer=0, **place, **settings)
         except (RuntimeError, TypeError, ValueError, OverflowError) as err:  # a size no tensor can have
             grown = mixer_growth(spec)
             largest = max(grown, key=lambda key: grown[key][0] / grown[key][1], default=f"mixer.name={kind}")

@@ -6,12 +6,10 @@ Hydra's groups (hydra/...) are left out, as Hydra leaves them out of that listin
 
 from __future__ import annotations
 
-import importlib.util
-from importlib.metadata import entry_points
 from importlib.resources import files
 from typing import TYPE_CHECKING
 
-from hydra_plugins.andrea_configs import GROUP
+from hydra_plugins.andrea_configs import found_config_packages
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable  # importlib.resources.abc from Python 3.11 on
@@ -31,14 +29,8 @@ def help_lines() -> str:
 
 
 def _roots() -> list[Traversable]:
-    roots = [files("andrea.conf")]
-    for entry_point in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
-        try:  # a plugin whose package cannot be found: andrea-train's warnings name it
-            if importlib.util.find_spec(entry_point.value) is not None:
-                roots.append(files(entry_point.value))
-        except (ImportError, ValueError):
-            continue
-    return roots
+    """andrea's configs, then each plugin's config package that can be found, as the search path orders them."""
+    return [files("andrea.conf"), *(files(entry_point.value) for entry_point, _ in found_config_packages())]
 
 
 def _options(folder: Traversable, group: str, found: dict[str, set[str]]) -> None:

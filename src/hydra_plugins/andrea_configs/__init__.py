@@ -12,7 +12,9 @@ andrea.train.resolvers.register() registers it, since an editable install's name
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+import importlib.util
+from importlib.machinery import ModuleSpec
+from importlib.metadata import EntryPoint, entry_points
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.plugins import Plugins
@@ -21,9 +23,28 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 GROUP = "andrea.conf"
 
 
+def config_packages() -> list[EntryPoint]:
+    """The installed plugins' config packages (entry-point group `andrea.conf`), by entry-point name."""
+    return sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
+
+
+def found_config_packages() -> list[tuple[EntryPoint, ModuleSpec]]:
+    """Those whose package can be found, each with its spec (found, not imported); one that cannot is named by
+    andrea's plugin warnings (andrea.attention.registry.broken_plugins)."""
+    found = []
+    for entry_point in config_packages():
+        try:
+            spec = importlib.util.find_spec(entry_point.value)
+        except Exception:  # a parent package missing, a name no module can have
+            continue
+        if spec is not None:
+            found.append((entry_point, spec))
+    return found
+
+
 class AndreaPluginConfigs(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        for entry_point in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
+        for entry_point in config_packages():
             search_path.append(provider=f"andrea-plugin:{entry_point.name}", path=f"pkg://{entry_point.value}")
 
 
