@@ -10,7 +10,7 @@ from radon.visitors import Function
 
 SRC = Path(__file__).parents[1] / "src"
 MAX_COMPLEXITY = 10
-MAX_LINES = 250
+MAX_LINES = 400  # a ceiling, not a target: files are cut by concept, never to fit it
 # @triton.jit kernels are written as Triton's tutorials write them: one function a pass, its branches constexprs
 # that compile away (their complexity is not counted); their files are split by pass like any other.
 SOURCES = sorted(p for p in SRC.rglob("*.py") if "egg-info" not in str(p))

@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from andrea.mixers.layers import PLACE, layer_kinds, mixer_registry
+from andrea.mixers.layer_spec import resolve_layers
+from andrea.mixers.layers import PLACE, mixer_registry
 from andrea.mixers.settings import setting_rules
 from andrea.models import memory
 from andrea.models.files import schema
@@ -37,7 +38,7 @@ HOSTILE = [
 @pytest.mark.parametrize("name, key, value, words", HOSTILE, ids=[f"{n}.{k}={v!r}" for n, k, v, _ in HOSTILE])
 def test_a_mixer_setting_out_of_its_type_or_range_is_refused_by_name(name, key, value, words):
     with pytest.raises(SettingError) as refused:
-        layer_kinds(None, 2, {"name": name, key: value})
+        resolve_layers(None, 2, {"name": name, key: value})
     assert refused.value.key == f"mixer.{key}"
     assert str(refused.value) == f"mixer.{key}={value!r} {words} (a setting of mixer {name})"
 

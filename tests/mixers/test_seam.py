@@ -11,7 +11,7 @@ from hydra.utils import instantiate
 from torch import Tensor, nn
 
 from andrea.attention.hook_points import HookPoint, Points
-from andrea.mixers import CacheSize, TokenMixer, layer_kinds, mixer_registry
+from andrea.mixers import CacheSize, TokenMixer, mixer_registry, resolve_layers
 from andrea.models.generate import generate
 from andrea.models.gpt import GPT
 from andrea.models.toy import ToyModel
@@ -134,14 +134,14 @@ def test_the_toy_model_takes_a_layout(mean_mixer):
             4,
             "model.net.layout has 3 names, which does not divide model.net.n_layer=4; give 1, 2 or 4 names",
         ),
-        (["atention"], 4, "model.net.layout names 'atention', which is not a token mixer; use attention"),
-        ("attention", 4, "model.net.layout='attention' must be a list of mixer names"),
-        ([], 4, "model.net.layout=[] must be a list of mixer names"),
+        (["atention"], 4, "model.net.layout names 'atention', which is no kind or token mixer; use attention"),
+        ("attention", 4, "model.net.layout='attention' must be a list of kind or mixer names"),
+        ([], 4, "model.net.layout=[] must be a list of kind or mixer names"),
     ],
 )
 def test_a_layout_that_cannot_fill_the_layers_is_refused(layout, n_layer, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        layer_kinds(layout, n_layer)
+        resolve_layers(layout, n_layer)
 
 
 def test_a_network_resolves_once_into_one_frozen_spec_per_layer():

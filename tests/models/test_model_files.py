@@ -351,7 +351,7 @@ def test_a_latent_attention_model_file_round_trips_and_its_sizes_are_checked(tmp
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"layout": ["attention", "os.system"]}, "net.layout names 'os.system', which is not a token mixer; use"),
+        ({"layout": ["attention", "os.system"]}, "net.layout names 'os.system', which is no kind or token mixer; use"),
         (
             {"layout": ["attention"] * 3},
             "net.layout has 3 names, which does not divide net.n_layer=2; give 1 or 2 names",

@@ -304,7 +304,7 @@ REJECTED = [
         ["model.net.layout=[attention,attention,attention]"],
         "model.net.layout has 3 names, which does not divide model.net.n_layer=1; give 1 name",
     ),
-    (["model.net.layout=[mamba]"], "model.net.layout names 'mamba', which is not a token mixer; use attention"),
+    (["model.net.layout=[mamba]"], "model.net.layout names 'mamba', which is no kind or token mixer; use attention"),
     (
         ["mixer=gla", "mixer.form=fast", "~callbacks.attention_maps"],
         "mixer.form='fast' must be one of parallel, chunked, recurrent (a setting of mixer gla)",

@@ -49,6 +49,7 @@ class MultiHeadSelfAttention(nn.Module):
              its fields ({"name": "sliding_window", "window": 64}), or None (no mask).
     position: "rope" rotates q and k, "alibi" biases the scores; anything else
               ("learned", "none") leaves attention position-free (the embedding's job).
+              rope_base and rope_fraction: RoPE's base, and the share of each head it turns.
     latent:  multi-head latent attention's sizes (andrea.attention.latent: kv_rank, rope_dim, q_rank): keys and
              values from one latent per token, which is all the KV cache keeps; None: the fused QKV projection.
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
@@ -96,7 +97,10 @@ class MultiHeadSelfAttention(nn.Module):
         """The heads' inputs, one of two parts with the same calls (FusedQKV): W_Q, W_K, W_V fused, or latent
         attention's projections. RoPE rotates each head, or each of the heads a mechanism's head holds
         (differential attention's halves); latent attention turns only its decoupled part."""
-        rope = Rotary(self.head_dim, parts=self.mechanism.rope_parts) if spec.position == "rope" else None
+        rope = None
+        if spec.position == "rope":
+            parts = self.mechanism.rope_parts
+            rope = Rotary(self.head_dim, base=spec.rope_base, parts=parts, fraction=spec.rope_fraction)
         self.qkv: FusedQKV | None = None
         self.latent: LatentAttention | None = None
         if spec.latent is None:
@@ -104,7 +108,13 @@ class MultiHeadSelfAttention(nn.Module):
             return
         settings = {str(key): value for key, value in spec.latent.items()}
         self.latent = LatentAttention(
-            spec.d_model, spec.n_head, self.head_dim, **settings, rope=rope is not None, bias=spec.bias
+            spec.d_model,
+            spec.n_head,
+            self.head_dim,
+            **settings,
+            rope=rope is not None,
+            bias=spec.bias,
+            rope_base=spec.rope_base,
         )
         check_latent(self.heads, self.backend, self.mechanism)
 

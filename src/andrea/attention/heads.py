@@ -59,14 +59,15 @@ class HeadConfig:
             raise problem
         return d_model // self.n_head
 
-    def width_problem(self, d_model: Any, key: str = "d_model") -> SettingError | None:
-        """What is wrong with a width of d_model for these heads (None: it splits evenly)."""
+    def width_problem(self, d_model: Any, key: str = "d_model", head_key: str = "heads.n_head") -> SettingError | None:
+        """What is wrong with a width of d_model for these heads (None: it splits evenly); `head_key` names the
+        heads' setting."""
         if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model <= 0:
             return SettingError(key, f"={d_model!r} must be a positive integer")
         if d_model % self.n_head:
             divisors = [h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]
             return SettingError(
-                key, f"={d_model} is not divisible by heads.n_head={self.n_head}; choose n_head among {divisors}"
+                key, f"={d_model} is not divisible by {head_key}={self.n_head}; choose n_head among {divisors}"
             )
         return None
 

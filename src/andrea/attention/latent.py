@@ -72,6 +72,7 @@ class LatentAttention(nn.Module):
         rope: bool = False,
         bias: bool = False,
         norm_eps: float | None = NORM_EPS,
+        rope_base: float = 10000.0,
     ) -> None:
         """rope_dim (d_R) null: head_dim / 2 with RoPE, 0 without (learned or no positions need no
         decoupled key); q_rank (d_c') null: full-rank queries, as DeepSeek-V2-Lite; norm_eps: the latents'
@@ -88,7 +89,7 @@ class LatentAttention(nn.Module):
         self.kv_down = nn.Linear(d_model, r + d_r, bias=bias)  # W_DKV and W_KR: the latent and the rotary key
         self.kv_norm = nn.RMSNorm(r, eps=norm_eps)
         self.kv_up = nn.Linear(r, 2 * H * d, bias=False)  # W_UK then W_UV: linear, so they can be absorbed
-        self.rotary = Rotary(d_r) if d_r else None
+        self.rotary = Rotary(d_r, base=rope_base) if d_r else None
 
     @property
     def scale(self) -> float:

@@ -12,6 +12,7 @@ in a file), and the block is built from it.
     mask                                      an expression, {name, fields}, a Mask, or None (no mask)
     latent                                    heads=mla's sizes (andrea.attention.latent), or None
     position                                  rope or alibi act inside the layer; learned and none outside
+    rope_base, rope_fraction                  RoPE's base, and the share of each head it turns (partial RoPE)
 
 Values a part owns (a mask's window, a mechanism's eps, a backend's options) are checked by that part when
 the block builds it; the spec checks the names and the numbers the block itself needs.
@@ -38,11 +39,13 @@ CONFIG_KEYS = {
     "d_model": "model.net.d_model", "max_context": "model.net.max_context", "bias": "model.net.bias",
     "dropout": "model.net.dropout", "n_head": "heads.n_head", "n_kv_head": "heads.n_kv_head",
     "backend": "attention.backend", "backend_options": "attention.options", "mechanism": "mechanism",
-    "mask": "mask", "latent": "heads.latent", "position": "position.kind",
+    "mask": "mask", "latent": "heads.latent", "position": "position.kind", "rope_base": "position.base",
+    "rope_fraction": "position.fraction",
 }  # fmt: skip
 
 
 NETWORK = ("d_model", "max_context", "bias", "dropout", "position")  # what the network gives each layer
+DEFAULTED = ("rope_base", "rope_fraction")  # null in a config: the spec's default (position groups without them)
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ class AttentionSpec:
     mask: str | Mapping[str, Any] | Mask | None = "causal"
     latent: Mapping[str, Any] | None = None
     position: str = "none"
+    rope_base: float = 10000.0
+    rope_fraction: float = 1.0
     max_context: int = 1024
     bias: bool = False
     dropout: float = 0.0
@@ -72,7 +77,8 @@ class AttentionSpec:
                 raise SettingError(str(key), f"is not an attention setting{hint}")
         if "n_head" not in settings:
             raise SettingError(names.get("n_head", "n_head"), "is missing")
-        return cls(**{**settings, "backend_options": settings.get("backend_options") or {}})
+        given = {key: value for key, value in settings.items() if value is not None or key not in DEFAULTED}
+        return cls(**{**given, "backend_options": settings.get("backend_options") or {}})
 
     def checked(self, names: Mapping[str, str] = CONFIG_KEYS) -> AttentionSpec:
         """The spec itself, once every rule holds; else the first SettingError, keyed as `names` names it."""
@@ -105,7 +111,7 @@ class AttentionSpec:
     def _size_problem(self, names: Mapping[str, str]) -> SettingError | None:
         if not isinstance(self.max_context, int) or isinstance(self.max_context, bool) or self.max_context <= 0:
             return SettingError(names["max_context"], f"={self.max_context!r} must be a positive integer")
-        return self.heads.width_problem(self.d_model, names["d_model"])
+        return self.heads.width_problem(self.d_model, names["d_model"], names["n_head"])
 
     def _name_problem(self, names: Mapping[str, str]) -> SettingError | None:
         from andrea.attention.contract import AttentionBackend
@@ -120,4 +126,24 @@ class AttentionSpec:
         if self.position not in POSITIONS:  # a typo would silently mean "no position" otherwise
             return SettingError(names["position"], f"={self.position!r} is not one of {', '.join(POSITIONS)}")
         problem = None if self.latent is None else settings_problem(self.latent)
-        return None if problem is None else SettingError(names["latent"] + problem[0], problem[1])
+        if problem is not None:
+            return SettingError(names["latent"] + problem[0], problem[1])
+        return self._rope_problem(names)
+
+    def _rope_problem(self, names: Mapping[str, str]) -> SettingError | None:
+        """RoPE's base a positive number, and its fraction one that turns an even count of a head's channels
+        (latent attention turns its own decoupled key, heads.latent.rope_dim, instead)."""
+        from andrea.attention.positions.rope import fraction_problem
+
+        base = self.rope_base
+        if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 1:
+            return SettingError(names["rope_base"], f"={base!r} must be a number above 1 (RoPE's base, e.g. 10000)")
+        if self.position != "rope" or self.rope_fraction == 1:
+            return None
+        if self.latent is not None:
+            return SettingError(
+                names["rope_fraction"], f"={self.rope_fraction} with heads=mla: latent attention turns its own "
+                "decoupled key (heads.latent.rope_dim); drop the fraction",
+            )  # fmt: skip
+        problem = fraction_problem(self.d_model // self.n_head, self.rope_fraction)
+        return None if problem is None else SettingError(names["rope_fraction"], problem)

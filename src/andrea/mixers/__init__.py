@@ -2,9 +2,9 @@
 
 from andrea.mixers.base import CacheSize, MixerCache, TokenMixer
 from andrea.mixers.layer_spec import LayerSpec, resolve_layers
-from andrea.mixers.layers import build_mixers, layer_kinds, mixer_registry
+from andrea.mixers.layers import build_mixers, mixer_registry
 
 __all__ = [
-    "CacheSize", "LayerSpec", "MixerCache", "TokenMixer", "build_mixers", "layer_kinds", "mixer_registry",
+    "CacheSize", "LayerSpec", "MixerCache", "TokenMixer", "build_mixers", "mixer_registry",
     "resolve_layers",
 ]  # fmt: skip

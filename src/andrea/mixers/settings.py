@@ -11,7 +11,7 @@ network gives each mixer (andrea.mixers.layers.PLACE) is a setting, and its anno
 A mixer narrows a setting in its class's `setting_rules` (a setting with named values, such as
 `form: one_of("parallel", "chunked", "recurrent")`, or another range). A setting without an annotation that
 says one of these is the mixer's own to check (a plugin's constructor, when it builds). The config checks, a
-model file's schema and the network's build all read this one description (andrea.mixers.layers.mixer_settings),
+model file's schema and the network's build all read this one description (andrea.mixers.layer_spec),
 so `mixer.chunk=1.5` is refused by the same words everywhere, before any work.
 """
 
@@ -31,9 +31,11 @@ def setting_rules(cls: type, place: tuple[str, ...]) -> dict[str, Rule]:
     return signature_rules(cls, BY_TYPE, getattr(cls, "setting_rules", {}), skip=place)
 
 
-def check_settings(name: str, cls: type, settings: Mapping[str, Any], place: tuple[str, ...]) -> None:
-    """Refuse the first of `settings` that its rule does not keep: SettingError("mixer.<key>", "=<value> must be
-    <words> (a setting of mixer <name>)")."""
-    problem = problem_of(setting_rules(cls, place), settings, "mixer.")
+def check_settings(
+    name: str, cls: type, settings: Mapping[str, Any], place: tuple[str, ...], where: str = "mixer."
+) -> None:
+    """Refuse the first of `settings` that its rule does not keep: SettingError("<where><key>", "=<value> must be
+    <words> (a setting of mixer <name>)"); `where`: the settings' key (mixer., model.net.kinds.<kind>.)."""
+    problem = problem_of(setting_rules(cls, place), settings, where)
     if problem is not None:
         raise SettingError(problem.key, f"{problem.problem} (a setting of mixer {name})")

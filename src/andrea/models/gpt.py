@@ -122,6 +122,7 @@ class GPT(nn.Module):
         attention: dict[str, Any] | None = None,
         mixer: dict[str, Any] | None = None,
         layout: list[str] | None = None,
+        kinds: dict[str, Any] | None = None,
         mlp_ratio: int = 4,
         dropout: float = 0.0,
         position: str = "learned",
@@ -133,10 +134,10 @@ class GPT(nn.Module):
         settings |= dict(d_model=d_model, mlp_ratio=mlp_ratio, dropout=dropout, position=position)
         enforce(NET, settings | dict(bias=bias, activation=activation), "model.net.")
         attention = {"n_head": 12, **(attention or {}), "position": position}  # GPT-2 small's 12 heads by default
-        self.layer_specs = resolve_layers(layout, n_layer, mixer)  # one description per layer, read from here on
-        mixers = build_mixers(
-            self.layer_specs, attention, d_model=d_model, max_context=max_context, dropout=dropout, bias=bias
-        )
+        place = dict(d_model=d_model, max_context=max_context, dropout=dropout, bias=bias)
+        # one description per layer, read from here on
+        self.layer_specs = resolve_layers(layout, n_layer, mixer, kinds, attention, place)
+        mixers = build_mixers(self.layer_specs, **place)
         self.vocab_size, self.max_context, self.n_layer, self.d_model = vocab_size, max_context, n_layer, d_model
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         self.dropout = nn.Dropout(dropout)

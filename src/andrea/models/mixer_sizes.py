@@ -4,6 +4,7 @@ memory estimate (andrea.models.memory) to name the one to lower."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from torch import nn
@@ -14,28 +15,29 @@ if TYPE_CHECKING:
 
 def mixer_layers(spec: NetSpec) -> list[nn.Module | None]:
     """Each layer's mixer built on the meta device (nothing allocated; a plugin's mixer counted like ours), or
-    None for an attention layer (counted from its spec). A mixer the settings cannot build gives MixerSizeError."""
+    None for an attention layer of the network's own attention (counted from its spec); a named attention kind is
+    built like any mixer. A mixer the settings cannot build gives MixerSizeError."""
     import torch
 
     from andrea.mixers.layer_spec import resolve_layers
-    from andrea.mixers.layers import mixer_registry
+    from andrea.mixers.layers import build_mixers
 
     f = spec.fields
-    layers = resolve_layers(f.get("layout"), f["n_layer"], f.get("mixer"))
-    place = dict(d_model=f["d_model"], max_context=f["max_context"], n_layer=f["n_layer"], dropout=0.0)
-    place |= dict(bias=bool(f.get("bias")))
+    attention = {**(spec.attention or {}), "position": f.get("position", "none")}
+    layers = resolve_layers(f.get("layout"), f["n_layer"], f.get("mixer"), f.get("kinds"), attention)
+    place = dict(d_model=f["d_model"], max_context=f["max_context"], dropout=0.0, bias=bool(f.get("bias")))
     built: dict[str, nn.Module] = {}
-    one_of_each = {layer.mixer: layer.settings for layer in layers if not layer.attention}
-    for kind, settings in sorted(one_of_each.items()):
+    one_of_each = {layer.kind: layer for layer in layers if not (layer.attention and layer.kind == layer.mixer)}
+    for kind, layer in sorted(one_of_each.items()):
         try:
             with torch.device("meta"):
-                built[kind] = mixer_registry.load(kind)(layer=0, **place, **settings)
+                (built[kind],) = build_mixers([replace(layer, index=0)], **place, n_layer=f["n_layer"])
         except (RuntimeError, TypeError, ValueError, OverflowError) as err:  # a size no tensor can have
             grown = mixer_growth(spec)
             largest = max(grown, key=lambda key: grown[key][0] / grown[key][1], default=f"mixer.name={kind}")
             setting = f"{largest}={grown[largest][0]}" if largest in grown else largest
             raise MixerSizeError(f"{setting}: mixer {kind} cannot be built ({str(err).splitlines()[0]})") from None
-    return [built.get(layer.mixer) for layer in layers]
+    return [built.get(layer.kind) for layer in layers]
 
 
 def mixer_growth(spec: NetSpec) -> dict[str, tuple[float, float]]:

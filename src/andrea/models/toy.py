@@ -34,6 +34,7 @@ class ToyModel(nn.Module):
         position: str = "learned",
         mixer: dict[str, Any] | None = None,
         layout: list[str] | None = None,
+        kinds: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         settings = dict(vocab_size=vocab_size, max_context=max_context, d_model=d_model, n_layer=n_layer)
@@ -41,11 +42,14 @@ class ToyModel(nn.Module):
         self.vocab_size, self.max_context = vocab_size, max_context
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         # one description per layer, read from here on; no layers when attention is None
-        self.layer_specs = () if attention is None else resolve_layers(layout, n_layer, mixer)
+        place = dict(d_model=d_model, max_context=max_context)
+        self.layer_specs = (
+            () if attention is None
+            else resolve_layers(layout, n_layer, mixer, kinds, {**attention, "position": position}, place)
+        )  # fmt: skip
         blocks = range(len(self.layer_specs))
         self.norms = nn.ModuleList(LayerNorm(d_model) for _ in blocks)
-        mixers = build_mixers(self.layer_specs, {**(attention or {}), "position": position}, d_model=d_model,
-                              max_context=max_context)  # fmt: skip
+        mixers = build_mixers(self.layer_specs, **place)
         self.attention = nn.ModuleList(mixers)  # each layer's mixer, attention or another (its parameters' names)
         self.final_norm = LayerNorm(d_model)  # its points: ln_final.hook_scale, ln_final.hook_normalized
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)

@@ -14,11 +14,12 @@ from omegaconf import DictConfig, OmegaConf
 from andrea.attention.spec import NETWORK, AttentionSpec
 from andrea.lens.interventions import parse_heads
 from andrea.train.checks_files import apply_init_from, check_checkpoint
-from andrea.train.checks_parts import attention_parts, check_data, check_mixers
+from andrea.train.checks_parts import AttentionParts, attention_parts, check_data, check_mixers
 from andrea.train.checks_study import check_study
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.train.keys import check_added_keys, check_ranges, check_targets
+from andrea.train.kind_defaults import fill_kind_defaults
 from andrea.train.maps_settings import check_settings as check_maps
 from andrea.utils.rules import SettingError
 
@@ -37,7 +38,7 @@ class Checked:
     the attention parts every layer shares, built once and checked (None: the network builds its own)."""
 
     memory: Estimate | None
-    attention: dict[str, Any] | None
+    attention: AttentionParts | None
     finished: str | None = None  # ckpt_path already holds the whole run: what to say instead of training
 
 
@@ -46,6 +47,7 @@ def check_config(cfg: DictConfig) -> Checked:
     ConfigError naming the key. With `init_from` (GPT-2 weights to fine-tune), model.net first becomes the
     network those weights need."""
     apply_init_from(cfg)
+    fill_kind_defaults(cfg)
     _check_model(cfg)
     _check_keys_and_values(cfg)
     estimate = _validate_memory(cfg)

@@ -5,17 +5,18 @@ here once, checked against the data's length and the device training runs on, an
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from andrea.attention import UnsupportedAttentionError
 from andrea.attention.block import shared_parts
 from andrea.attention.positions import ALiBi
-from andrea.attention.registry import mechanism_registry
+from andrea.attention.registry import as_mask, mechanism_registry
 from andrea.attention.spec import AttentionSpec
-from andrea.mixers.layer_spec import resolve_layers
-from andrea.mixers.layers import ATTENTION, mixer_heads
+from andrea.mixers.layer_spec import LayerSpec, resolve_layers
 from andrea.models import memory
 from andrea.models.files.schema import MODELS
 from andrea.train.errors import ConfigError
@@ -81,27 +82,26 @@ def _ints(cfg: DictConfig, *keys: str) -> list[int | None]:
 
 
 def check_mixers(cfg: DictConfig) -> None:
-    """Each layer's mixer (andrea.mixers.layers: a layout that cannot fill the layers refused first); a mask a
-    recurrent mixer cannot keep (anything but causal); then the attention maps callback, whose (layer, head) grid
+    """Each layer's kind and mixer (andrea.mixers.layer_spec: a layout or kind that cannot be refused first); the
+    attention settings of a network without attention; then the attention maps callback, whose (layer, head) grid
     needs one head count in every layer. All before anything is built."""
-    kinds = _layer_kinds(cfg)
-    others = sorted(set(kinds) - {ATTENTION})
-    if kinds and ATTENTION not in kinds:
+    layers = network_layers(cfg)
+    others = sorted({layer.mixer for layer in layers if not layer.attention})
+    if layers and len(others) == len({layer.mixer for layer in layers}):
         _refuse_attention_settings(cfg, others)
-    mask = _get(cfg, "mask.name")
-    if others and mask not in (None, "causal"):  # a recurrence is causal by construction: no window, no lookahead
-        raise ConfigError(
-            f"mask={mask}: mixer {others[0]} reads every earlier token through its state, causal by construction; "
-            "use mask=causal"
-        )
     if others and _get(cfg, "callbacks.attention_maps") is not None:
-        heads = _heads(cfg, sorted(set(kinds)))
-        if len(set(heads.values())) > 1:
-            counts = ", ".join(f"{kind} {n}" for kind, n in heads.items())
-            raise ConfigError(
-                f"callbacks.attention_maps scores one (layer, head) grid, and the layers' heads differ ({counts}); "
-                "give mixer.n_head the attention's head count, or add ~callbacks.attention_maps"
-            )
+        _check_maps_grid(layers)
+
+
+def _check_maps_grid(layers: tuple[LayerSpec, ...]) -> None:
+    """The attention maps callback scores one (layer, head) grid: one head count in every layer."""
+    heads = dict(sorted({layer.kind: layer.n_head for layer in layers}.items()))
+    if len(set(heads.values())) > 1:
+        counts = ", ".join(f"{kind} {n}" for kind, n in heads.items())
+        raise ConfigError(
+            f"callbacks.attention_maps scores one (layer, head) grid, and the layers' heads differ ({counts}); "
+            "give mixer.n_head the attention's head count, or add ~callbacks.attention_maps"
+        )
 
 
 def _refuse_attention_settings(cfg: DictConfig, mixers: list[str]) -> None:
@@ -114,6 +114,7 @@ def _refuse_attention_settings(cfg: DictConfig, mixers: list[str]) -> None:
         f"mechanism={mechanism}": mechanism not in (None, "softmax"),
         f"attention={backend}": backend != AttentionSpec.backend,
         f"position={_get(cfg, 'model.net.position')}": _get(cfg, "model.net.position") in ("rope", "alibi"),
+        f"mask={_get(cfg, 'mask.name')}": _get(cfg, "mask.name") not in (None, "causal"),
     }
     for setting, set_away in applied.items():
         if set_away:
@@ -121,16 +122,6 @@ def _refuse_attention_settings(cfg: DictConfig, mixers: list[str]) -> None:
                 f"{setting} applies to attention layers, and this network has none (its layers are "
                 f"{', '.join(mixers)}); drop {setting.split('=')[0]}=, or add attention to model.net.layout"
             )
-
-
-def _heads(cfg: DictConfig, kinds: list[str]) -> dict[str, int | None]:
-    """Each mixer's heads in this network: attention's n_head, another mixer's setting or default."""
-    mixer = _get(cfg, "model.net.mixer")
-    mixer = OmegaConf.to_container(mixer, resolve=True) if mixer is not None else None
-    return {
-        kind: _get(cfg, "model.net.attention.n_head") if kind == ATTENTION else mixer_heads(kind, mixer)  # type: ignore[arg-type]
-        for kind in kinds
-    }
 
 
 def _andreas_net(cfg: DictConfig) -> DictConfig | None:
@@ -142,39 +133,93 @@ def _andreas_net(cfg: DictConfig) -> DictConfig | None:
     return net
 
 
-def _layer_kinds(cfg: DictConfig) -> list[str]:
-    """Each layer's mixer name, for andrea's networks with attention settings; [] for any other network."""
+def network_layers(cfg: DictConfig, kinds: dict[str, Any] | None = None) -> tuple[LayerSpec, ...]:
+    """Each layer's spec, for andrea's networks with attention settings; () for any other network. `kinds`:
+    model.net.kinds with parts already built in their place (attention_parts)."""
     net = _andreas_net(cfg)
     if net is None:
-        return []
-    mixer = OmegaConf.to_container(net.mixer, resolve=True) if net.get("mixer") is not None else None
-    layout = OmegaConf.to_container(net.layout, resolve=True) if net.get("layout") is not None else None
+        return ()
+    plain = {key: _plain(net, key) for key in ("mixer", "layout", "kinds", "attention")}
+    attention = {**(plain["attention"] or {}), "position": net.get("position")}
+    place = {key: net.get(key) for key in ("d_model", "max_context", "bias", "dropout") if key in net}
     try:
-        return [layer.mixer for layer in resolve_layers(layout, net.get("n_layer", 1), mixer)]  # type: ignore[arg-type]
+        return resolve_layers(
+            plain["layout"], net.get("n_layer", 1), plain["mixer"], plain["kinds"] if kinds is None else kinds,
+            attention, place,
+        )  # fmt: skip
     except SettingError as err:
         raise ConfigError(str(err)) from None
 
 
-def attention_parts(cfg: DictConfig, on_cpu: bool) -> dict[str, Any] | None:
-    """model.net.attention with its backend and mask built once for every layer, each checked against the data's
-    length and the device; None for a network andrea does not build (a user's `_target_`) or without attention."""
+def _plain(net: DictConfig, key: str) -> Any:
+    return OmegaConf.to_container(net[key], resolve=True) if net.get(key) is not None else None
+
+
+@dataclass
+class AttentionParts:
+    """The attention parts the checks built once: the network's attention (model.net.attention) and each named
+    attention kind (model.net.kinds) with its backend and mask built in place, for the network to build from."""
+
+    attention: dict[str, Any]
+    kinds: dict[str, Any]
+
+
+def attention_parts(cfg: DictConfig, on_cpu: bool) -> AttentionParts | None:
+    """model.net.attention and each attention kind with its backend and mask built once for its layers, each
+    checked against the data's length and the device, and a mask that sees later tokens refused beside a
+    recurrent layer; None for a network andrea does not build (a user's `_target_`) or without attention."""
     net = _andreas_net(cfg)
     if net is None:
         return None
-    attention = OmegaConf.to_container(net.attention, resolve=True)
-    assert isinstance(attention, dict)  # the attention block is a mapping (checked by its spec before)
-    parts = shared_parts({str(key): value for key, value in attention.items()})
-    (seq_len,) = _ints(cfg, "data.seq_len")
-    if seq_len:
-        parts["mask"].check_context(seq_len)
-    _check_device(cfg, parts, on_cpu)
+    default = _checked_parts(cfg, _plain(net, "attention"), "", on_cpu)
+    layers = network_layers(cfg)
+    kinds = dict(_plain(net, "kinds") or {})
+    named = {layer.kind: layer.settings for layer in layers if layer.attention and layer.kind in kinds}
+    for name, settings in named.items():
+        built = _checked_parts(cfg, dict(settings), f"model.net.kinds.{name}.", on_cpu)
+        kinds[name] = kinds[name] | {key: built[key] for key in ("mask", "backend") if key in kinds[name]}
+    _refuse_lookahead(layers, set(named))
+    return AttentionParts(default, kinds)
+
+
+def _checked_parts(cfg: DictConfig, attention: dict[str, Any], where: str, on_cpu: bool) -> dict[str, Any]:
+    """One kind's attention settings (flat) with its backend and mask built, checked against the data and the
+    device; a refusal names the kind's key (`where`), or the attention groups' for the network's own."""
+    try:
+        parts = shared_parts({str(key): value for key, value in attention.items()})
+        (seq_len,) = _ints(cfg, "data.seq_len")
+        if seq_len:
+            parts["mask"].check_context(seq_len)
+    except ValueError as err:
+        message = str(err).splitlines()[0]
+        raise ConfigError(where + message.removeprefix("attention.") if where else message) from None
+    _check_device(cfg, parts, on_cpu, where)
     return parts
 
 
-def _check_device(cfg: DictConfig, parts: dict[str, Any], on_cpu: bool) -> None:
-    """The shared backend on the device training runs on, with the mask, the score bias and the heads' width."""
+def _refuse_lookahead(layers: tuple[LayerSpec, ...], named: set[str]) -> None:
+    """A recurrent layer reads every earlier token through its state, causal by construction: an attention layer
+    beside it whose mask sees later tokens (mask=none, a bidirectional window, a prefix) would leak the future
+    into the network's predictions. Refused by the attention kind's mask key."""
+    recurrent = sorted({layer.mixer for layer in layers if not layer.attention})
+    if not recurrent:
+        return
+    for layer in layers:
+        mask = as_mask(layer.settings["mask"]) if layer.attention else None
+        if mask is not None and bool(torch.triu(mask.dense(16, 16), diagonal=1).any()):
+            key = f"model.net.kinds.{layer.kind}.mask" if layer.kind in named else "mask"
+            raise ConfigError(
+                f"{key}={mask.name} sees later tokens, and mixer {recurrent[0]} beside it is causal by "
+                f"construction; give {key} a causal mask (causal, or sliding_window with causal: true)"
+            )
+
+
+def _check_device(cfg: DictConfig, parts: dict[str, Any], on_cpu: bool, where: str = "") -> None:
+    """A kind's shared backend on the device training runs on, with the mask, the score bias and the heads'
+    width."""
     n_head, device = parts["n_head"], "cpu" if on_cpu else "cuda"
-    alibi = ALiBi(n_head) if _get(cfg, "model.net.position") == "alibi" else None
+    position = parts.get("position") or _get(cfg, "model.net.position")
+    alibi = ALiBi(n_head) if position == "alibi" else None
     (d_model,) = _ints(cfg, "model.net.d_model")
     backend, mechanism = parts["backend"], parts.get("mechanism")
     name = "softmax" if mechanism is None else mechanism if isinstance(mechanism, str) else mechanism["name"]
@@ -185,4 +230,5 @@ def _check_device(cfg: DictConfig, parts: dict[str, Any], on_cpu: bool) -> None:
         backend.checked(*call, device=device, needs_grad=True, head_dim=head_dim)
     except UnsupportedAttentionError as err:
         hint = " (trainer=gpu)" if device == "cpu" else ""
-        raise ConfigError(f"attention={backend.name}: {err}{hint}") from None
+        key = f"{where}backend" if where else "attention"
+        raise ConfigError(f"{key}={backend.name}: {err}{hint}") from None

@@ -48,7 +48,9 @@ def validate(cfg: DictConfig) -> Parts:
         if checked.attention is None:
             module = instantiate(cfg.model)  # a user's network, or none with attention: it checks itself
         else:  # andrea's network, on the backend and mask the checks built and checked
-            module = instantiate(cfg.model, net=instantiate(cfg.model.net, _partial_=True)(attention=checked.attention))
+            built = checked.attention  # the attention parts the checks built, in their kinds' places
+            net = instantiate(cfg.model.net, _partial_=True)
+            module = instantiate(cfg.model, net=net(attention=built.attention, kinds=built.kinds or None))
     except ConfigError:
         raise
     except InstantiationException as err:  # Hydra wraps what the constructor raised

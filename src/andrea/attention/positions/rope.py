@@ -1,6 +1,9 @@
 """RoPE (Su et al., 2021): rotate each pair of q and k channels by an angle
 proportional to the token's position, so q_i · k_j depends on i - j only.
 
+`fraction` of each head's channels turn (partial RoPE, GPT-NeoX's rotary_pct, Qwen3-Next's
+partial_rotary_factor): the first fraction · d channels, the rest pass unrotated.
+
 Channel pair (c, c + d/2) of head_dim d turns by position · base^(-2c/d), the
 split-halves layout of GPT-NeoX and Llama. Applied after the QKV projection and
 before attention, to queries and keys alike; values are left alone.
@@ -19,7 +22,7 @@ from torch import Tensor, nn
 class Rotary(nn.Module):
     inv_freq: Tensor  # (d/2,) buffer, d the width of one rotated part
 
-    def __init__(self, head_dim: int, base: float = 10000.0, parts: int = 1) -> None:
+    def __init__(self, head_dim: int, base: float = 10000.0, parts: int = 1, fraction: float = 1.0) -> None:
         super().__init__()
         if head_dim % (2 * parts):
             whole = "" if parts == 1 else f" split in {parts} parts rotated on their own (a multiple of {2 * parts})"
@@ -27,10 +30,10 @@ class Rotary(nn.Module):
                 f"position.kind=rope needs an even head_dim{whole}, got {head_dim} (model.net.d_model / "
                 "heads.n_head); change heads.n_head or model.net.d_model"
             )
-        width = head_dim // parts
-        inv_freq = base ** (-torch.arange(0, width, 2, dtype=torch.float32) / width)  # (d/2,)
+        width = rotated_width(head_dim // parts, fraction)
+        inv_freq = base ** (-torch.arange(0, width, 2, dtype=torch.float32) / width)  # (r/2,), r rotated channels
         self.register_buffer("inv_freq", inv_freq, persistent=False)
-        self.parts = parts
+        self.parts, self.base, self.width, self.fraction = parts, base, width, fraction
 
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
         """x (B, H, T, d) at positions start .. start + T - 1 -> rotated x (B, H, T, d)."""
@@ -42,10 +45,34 @@ class Rotary(nn.Module):
             return self._rotate(x.unflatten(-1, (self.parts, -1)), cos.unsqueeze(1), sin.unsqueeze(1)).flatten(-2)
         return self._rotate(x, cos, sin)
 
-    @staticmethod
-    def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        x1, x2 = x.chunk(2, dim=-1)  # the two halves of every pair
-        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    def _rotate(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        turned, passed = x[..., : self.width], x[..., self.width :]  # (.., r), (.., d - r)
+        x1, x2 = turned.chunk(2, dim=-1)  # the two halves of every pair
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos, passed), dim=-1)
 
     def extra_repr(self) -> str:
-        return f"parts={self.parts}" if self.parts > 1 else ""
+        shown = [f"parts={self.parts}"] if self.parts > 1 else []
+        shown += [f"base={self.base:g}"] if self.base != 10000.0 else []
+        return ", ".join(shown + ([f"fraction={self.fraction:g}"] if self.fraction != 1.0 else []))
+
+
+def rotated_width(head_dim: int, fraction: float) -> int:
+    """The channels of a head (or of one part of it) that RoPE turns: fraction · head_dim; a fraction that turns
+    none or an odd count is refused (ValueError naming position.fraction)."""
+    problem = fraction_problem(head_dim, fraction)
+    if problem:
+        raise ValueError(f"position.fraction{problem}")
+    return int(head_dim * fraction)
+
+
+def fraction_problem(head_dim: int, fraction: object) -> str | None:
+    """What is wrong with turning `fraction` of a head of `head_dim` channels ("=<value> ..."), or None."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        return f"={fraction!r} must be a number in (0, 1]: the share of each head's channels RoPE turns"
+    width = head_dim * fraction
+    if width != int(width) or int(width) % 2 or width < 2:
+        return (
+            f"={fraction} of a head of {head_dim} channels turns {width:g}: RoPE turns an even number of channels, "
+            f"at least 2; give a fraction that makes fraction x {head_dim} an even integer"
+        )
+    return None

@@ -26,6 +26,7 @@ import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from torch import nn
@@ -89,12 +90,12 @@ def parse(config: Any, where: str, prefix: str, build_backend: bool = True) -> N
         raise refuse("._target_", f"={target!r} is not one of andrea's models ({', '.join(sorted(MODELS))})")
     fields = _fields(config, target, refuse)
     _check_values(fields, refuse)
-    _check_mixers(fields, refuse, prefix)
     attention, terms, layer = None, 0, None
     if fields.get("attention") is not None:
         attention, terms, layer = _parse_attention(fields, refuse, prefix, build_backend)
     elif target.endswith(".GPT"):
         raise refuse(".attention", "is missing")
+    terms += _check_mixers(fields, refuse, prefix, build_backend)
     return NetSpec(target, fields, attention, terms, layer)
 
 
@@ -121,19 +122,58 @@ def _check_values(fields: dict[str, Any], refuse: Callable[[str, str], ModelFile
         raise refuse(problem.key, problem.problem)
 
 
-def _check_mixers(fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError], prefix: str) -> None:
-    """Each layer's mixer (andrea.mixers.layers): a registered one's name with plain settings, and a layout of
-    registered names dividing n_layer."""
+def _check_mixers(
+    fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError], prefix: str, build_backend: bool
+) -> int:
+    """Each layer's kind and mixer (andrea.mixers.layer_spec): a registered mixer's name with plain settings,
+    named kinds of plain values (an attention kind's mask, mechanism and backend read as the network's are), and
+    a layout of their names dividing n_layer. Returns the masks the named attention kinds combine."""
     from andrea.mixers.layer_spec import resolve_layers
 
-    mixer = fields.get("mixer")
-    if mixer is not None and not (isinstance(mixer, dict) and all(isinstance(v, PLAIN) for v in mixer.values())):
-        raise refuse(".mixer", "must be a mapping of a mixer's name and its settings as plain values")
+    mixer, kinds = fields.get("mixer"), fields.get("kinds") or {}
+    _check_plain(mixer, kinds, refuse)
+    attention = {**(fields.get("attention") or {}), "position": fields.get("position")}
+    sizes = {key: fields[key] for key in NETWORK if key in fields}
     try:
-        resolve_layers(fields.get("layout"), fields["n_layer"], mixer, key=f"{prefix}.")
-    except SettingError as err:  # the layout's key carries the prefix; a mixer setting's is "mixer.<key>"
+        layers = resolve_layers(fields.get("layout"), fields["n_layer"], mixer, kinds, attention, sizes, f"{prefix}.")
+    except SettingError as err:  # a kind's or the layout's key carries the prefix; a mixer setting's is "mixer.<key>"
         key = err.key.removeprefix(prefix) if err.key.startswith(f"{prefix}.") else f".{err.key}"
         raise refuse(key, err.problem) from None
+    named = {layer.kind: layer.settings for layer in layers if layer.attention and layer.kind in kinds}
+    return _check_attention_kinds(named, kinds, refuse, build_backend)
+
+
+def _check_plain(mixer: object, kinds: object, refuse: Callable[[str, str], ModelFileError]) -> None:
+    if mixer is not None and not (isinstance(mixer, dict) and all(isinstance(v, PLAIN) for v in mixer.values())):
+        raise refuse(".mixer", "must be a mapping of a mixer's name and its settings as plain values")
+    if not (isinstance(kinds, dict) and _plain(kinds)):
+        raise refuse(".kinds", "must map kind names to their mixer and settings, as plain values")
+
+
+def _check_attention_kinds(
+    named: dict[str, Any], kinds: dict[str, Any], refuse: Callable[[str, str], ModelFileError], build_backend: bool
+) -> int:
+    """Each named attention kind's backend, mechanism and mask, read as the network's are (`named`: each kind's
+    resolved settings). Returns the masks they combine."""
+    terms = 0
+    for name, settings in sorted(named.items()):
+        kind_refuse = partial(_in_kind, refuse, f".kinds.{name}.")
+        _check_backend(dict(settings), kind_refuse, build_backend)
+        _check_mechanism(kinds[name].get("mechanism"), kind_refuse)
+        terms += mask_terms(kinds[name].get("mask"), kind_refuse) if "mask" in kinds[name] else 0
+    return terms
+
+
+def _plain(value: object) -> bool:
+    """Plain values, in mappings of plain values, to any depth."""
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _plain(item) for key, item in value.items())
+    return isinstance(value, PLAIN)
+
+
+def _in_kind(refuse: Callable[[str, str], ModelFileError], where: str, key: str, problem: str) -> ModelFileError:
+    """A refusal of the network's attention settings (`.attention.<key>`), said of a named kind's."""
+    return refuse(key.replace(".attention.", where, 1), problem)
 
 
 def _parse_attention(
