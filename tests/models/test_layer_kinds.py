@@ -188,3 +188,42 @@ def test_the_attention_groups_are_the_default_kind_and_a_kind_overrides_one_sett
 def test_resolving_refuses_a_kind_that_is_not_a_mapping():
     with pytest.raises(SettingError, match=r"model.net.kinds.odd=3 must be a mapping"):
         resolve_layers(["odd"], 2, kinds={"odd": 3})
+
+
+def test_a_network_without_attention_keeps_no_attention_settings(tmp_path):
+    """mixer=gla in every layer: no attention block in the network, its saved config or its file's schema, whose
+    parameter count is still the built network's; a file whose layers have attention needs one."""
+    from andrea.models import memory
+    from andrea.models.files.schema import ModelFileError, parse
+
+    parts = validate(compose_train(tmp_path, [*TINY, "mixer=gla"]))
+    config = parts.module.net_config
+    assert config["attention"] is None
+    assert not any(isinstance(mixer, MultiHeadSelfAttention) for mixer in parts.module.net.mixers)
+    spec = parse(config, "gla.ckpt", "andrea_net_config")
+    assert spec.attention is None and [layer.mixer for layer in spec.layers] == ["gla", "gla"]
+    assert memory.parameters(spec) == parts.module.net.num_parameters()
+    with pytest.raises(ModelFileError, match="andrea_net_config.attention is missing, and the network's layers"):
+        parse({**config, "layout": ["gla", "attention"]}, "gla.ckpt", "andrea_net_config")
+
+
+def test_the_mask_group_sets_the_attention_layers_beside_a_recurrent_one(tmp_path):
+    """mask=sliding_window (a causal window) on GLA then attention: the attention layer keeps the window; GLA,
+    causal by construction, is untouched."""
+    overrides = [*TINY, "mixer=gla", "mask=sliding_window", "model.net.layout=[gla,attention]"]
+    gla, attention = validate(compose_train(tmp_path, overrides)).module.net.mixers
+    assert attention.mask.name == "sliding_window_8" and attention.new_cache().max_lookback == 8
+    assert gla.name == "gla"
+
+
+def test_gpt2_s_architecture_cannot_hold_a_named_kind():
+    """A kind that changes the default attention layers (named attention) is refused by the GPT-2 export as other
+    layers are."""
+    from andrea.models.files.hf_export import does_not_fit
+
+    config = {"_target_": "andrea.models.gpt.GPT", "position": "learned", "attention": {"n_head": 4}}
+    assert does_not_fit(config) is None
+    window = {"attention": {"mixer": "attention", "mask": {"name": "sliding_window", "window": 4}}}
+    assert does_not_fit(config | {"kinds": window}) == (
+        "model.net.kinds is attention; GPT-2's architecture holds none (every layer of one kind) only"
+    )

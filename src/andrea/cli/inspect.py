@@ -162,19 +162,21 @@ def inspect_app(cfg: DictConfig) -> None:
 
 
 def _about(model: Network, cfg: DictConfig, start: tuple[str, str] | None) -> About:
-    """The page's header: the first layer's mask and what its weights are; every layer's label (a mechanism, a
-    mixer), and the backend of its attention layers (a network without any: its mixers')."""
+    """The page's header: every layer's mask and label (a mechanism, a mixer), each named once in layer order
+    (sliding_window_8 + causal), what the first layer's weights are, and the backend of its attention layers (a
+    network without any: its mixers')."""
     from andrea.attention.block import MultiHeadSelfAttention
     from andrea.lens.explorer import About  # noqa: F811  # the class itself, here
     from andrea.models.weight_styles import weight_styles
 
     styles = weight_styles(model)
     labels = " + ".join(dict.fromkeys(style.label for style in styles))
+    masks = " + ".join(dict.fromkeys(style.mask for style in styles))
     backends = [mixer.backend.name for mixer in model.mixers if isinstance(mixer, MultiHeadSelfAttention)]
     first, run = styles[0], run_dir_of(cfg)
     head, why = start or (None, "")
     return About(
-        Path(cfg.ckpt_path).name, backends[0] if backends else labels, labels, first.mask, first.meaning,
+        Path(cfg.ckpt_path).name, " + ".join(dict.fromkeys(backends)) or labels, labels, masks, first.meaning,
         any(style.signed for style in styles), list(cfg.ablate), cfg.ablation, head, why,
         run=run.resolve().name if run is not None else "",
     )  # fmt: skip

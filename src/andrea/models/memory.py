@@ -68,13 +68,14 @@ def training(spec: NetSpec, batch_size: int, seq_len: int, probe_rows: int = 0) 
     """`probe_rows`: rows the attention maps callback runs through the model with weights returned."""
     mixers, f = mixer_layers(spec), spec.fields
     n = parameters(spec, mixers)
-    d_model, n_layer = f["d_model"], f["n_layer"] if spec.attention else 0
+    d_model, n_layer = f["d_model"], len(spec.layers)
     per_layer = (16 if spec.is_gpt else 6) * d_model
     if spec.layer and spec.layer.backend in MATERIALISING_BACKENDS:
         per_layer += 2 * spec.n_head * seq_len
     per_token = n_layer * per_layer + 3 * f["vocab_size"] + 2 * d_model
     states = sum(_states(mixer, seq_len) for mixer in mixers if mixer is not None)  # per row
-    probe = n_layer * probe_rows * spec.n_head * seq_len * seq_len
+    heads = max((layer.n_head or 0 for layer in spec.layers), default=0)  # the maps' grid: one count in all
+    probe = n_layer * probe_rows * heads * seq_len * seq_len
     activations = batch_size * (seq_len * per_token + states) + probe
     return Estimate(n, 16 * n, 4 * activations, _mask_bytes(spec))
 
@@ -92,10 +93,12 @@ def loading(spec: NetSpec) -> Estimate:
 
 
 def _mask_bytes(spec: NetSpec) -> int:
-    if not spec.attention:
+    """Each attention layer's (L, L) buffer, and the masks' own dense forms."""
+    attention = sum(layer.attention for layer in spec.layers)
+    if not attention:
         return 0
     area = spec.fields["max_context"] ** 2
-    return spec.fields["n_layer"] * area + 16 * area * max(spec.mask_terms, 1)
+    return attention * area + 16 * area * max(spec.mask_terms, 1)
 
 
 def available(device: str = "cpu") -> int:
@@ -168,17 +171,23 @@ def parameters(spec: NetSpec, mixers: list[nn.Module | None] | None = None) -> i
     f = spec.fields
     vocab, context, d_model, n_layer = f["vocab_size"], f["max_context"], f["d_model"], f["n_layer"]
     positions = context * d_model if f["position"] == "learned" else 0
-    if spec.attention is None:  # the toy model's ablation: no blocks at all
+    if not spec.layers:  # the toy model's ablation: no blocks at all
         return vocab * d_model + positions + 2 * d_model + vocab * d_model
-    head_dim = d_model // spec.n_head
-    attention = _projection_parameters(spec, head_dim) + d_model * d_model  # Q, K, V projections + W_O
-    attention += _mechanism_parameters(spec, dict(n_head=spec.n_head, head_dim=head_dim, d_model=d_model))
+    attention = _attention_parameters(spec) if spec.layer else 0  # a layer of the network's own attention
     layers = mixer_layers(spec) if mixers is None else mixers
     mixed = sum(attention if mixer is None else count(mixer) for mixer in layers)  # every layer's own mixer
     if not spec.is_gpt:  # LayerNorm with bias before each block and at the end, untied LM head
         return vocab * d_model + positions + n_layer * 2 * d_model + mixed + 2 * d_model + vocab * d_model
     mlp = 2 * f["mlp_ratio"] * d_model * d_model  # bias-free fc and proj
     return vocab * d_model + positions + n_layer * (2 * d_model + mlp) + mixed + d_model  # tied LM head
+
+
+def _attention_parameters(spec: NetSpec) -> int:
+    """One attention layer of the network's attention: the Q, K, V projections, W_O and the mechanism's own."""
+    d_model = spec.fields["d_model"]
+    head_dim = d_model // spec.n_head
+    attention = _projection_parameters(spec, head_dim) + d_model * d_model
+    return attention + _mechanism_parameters(spec, dict(n_head=spec.n_head, head_dim=head_dim, d_model=d_model))
 
 
 def _projection_parameters(spec: NetSpec, head_dim: int) -> int:

@@ -19,7 +19,7 @@ from andrea.train.checks_study import check_study
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
 from andrea.train.keys import check_added_keys, check_ranges, check_targets
-from andrea.train.kind_defaults import fill_kind_defaults
+from andrea.train.kind_defaults import drop_unused_attention, fill_kind_defaults
 from andrea.train.maps_settings import check_settings as check_maps
 from andrea.utils.rules import SettingError
 
@@ -48,6 +48,7 @@ def check_config(cfg: DictConfig) -> Checked:
     network those weights need."""
     apply_init_from(cfg)
     fill_kind_defaults(cfg)
+    drop_unused_attention(cfg)
     _check_model(cfg)
     _check_keys_and_values(cfg)
     estimate = _validate_memory(cfg)

@@ -20,6 +20,7 @@ from andrea.mixers.layer_spec import LayerSpec, resolve_layers
 from andrea.models import memory
 from andrea.models.files.schema import MODELS
 from andrea.train.errors import ConfigError
+from andrea.train.kind_defaults import GPT
 from andrea.utils.rules import SettingError
 
 
@@ -107,9 +108,8 @@ def _check_maps_grid(layers: tuple[LayerSpec, ...]) -> None:
 def _refuse_attention_settings(cfg: DictConfig, mixers: list[str]) -> None:
     """An attention group set away from its default on a network with no attention layer would change nothing
     while a run (and a sweep's label) says it did: refused, naming the group."""
-    mechanism = _get(cfg, "model.net.attention.mechanism")
-    mechanism = mechanism.get("name") if isinstance(mechanism, DictConfig) else mechanism
-    backend = _get(cfg, "model.net.attention.backend")
+    mechanism = _get(cfg, "mechanism.name")  # the groups: the network keeps no attention settings now
+    backend = _get(cfg, "attention.backend")
     applied = {
         f"mechanism={mechanism}": mechanism not in (None, "softmax"),
         f"attention={backend}": backend != AttentionSpec.backend,
@@ -125,12 +125,12 @@ def _refuse_attention_settings(cfg: DictConfig, mixers: list[str]) -> None:
 
 
 def _andreas_net(cfg: DictConfig) -> DictConfig | None:
-    """model.net where it is one of andrea's networks with attention settings; None for a user's `_target_`, or
-    the toy model's no-attention ablation."""
+    """model.net where it is one of andrea's networks with layers; None for a user's `_target_`, or the toy
+    model's no-attention ablation (no layers at all)."""
     net = _get(cfg, "model.net")
-    if net is None or net.get("_target_") not in MODELS or net.get("attention") is None:
+    if net is None or net.get("_target_") not in MODELS:
         return None
-    return net
+    return net if net.get("attention") is not None or net.get("_target_") == GPT else None
 
 
 def network_layers(cfg: DictConfig, kinds: dict[str, Any] | None = None) -> tuple[LayerSpec, ...]:
@@ -160,7 +160,7 @@ class AttentionParts:
     """The attention parts the checks built once: the network's attention (model.net.attention) and each named
     attention kind (model.net.kinds) with its backend and mask built in place, for the network to build from."""
 
-    attention: dict[str, Any]
+    attention: dict[str, Any] | None  # None: a network without attention layers
     kinds: dict[str, Any]
 
 
@@ -171,7 +171,8 @@ def attention_parts(cfg: DictConfig, on_cpu: bool) -> AttentionParts | None:
     net = _andreas_net(cfg)
     if net is None:
         return None
-    default = _checked_parts(cfg, _plain(net, "attention"), "", on_cpu)
+    attention = _plain(net, "attention")
+    default = None if attention is None else _checked_parts(cfg, attention, "", on_cpu)
     layers = network_layers(cfg)
     kinds = dict(_plain(net, "kinds") or {})
     named = {layer.kind: layer.settings for layer in layers if layer.attention and layer.kind in kinds}

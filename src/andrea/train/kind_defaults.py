@@ -1,4 +1,7 @@
-"""A layer kind's defaults, written once: its mixer's config group (conf/mixer/<name>.yaml, or a plugin's).
+"""model.net made to say what its layers are, before any check reads it: each layer kind's defaults, and no
+attention block on a network without attention.
+
+A layer kind's defaults are written once: its mixer's config group (conf/mixer/<name>.yaml, or a plugin's).
 
 `mixer=gla` takes conf/mixer/gla.yaml; a kind whose mixer is gla (model.net.kinds.wide: {mixer: gla,
 expand_k: 1.0}), or gla named only in model.net.layout, takes the same file under its own settings, so that a
@@ -7,6 +10,9 @@ as the run has it (mixer.chunk=8 included). The file's links to other groups (n_
 the run's config. Attention kinds take the attention groups through model.net.attention (andrea.mixers.attention_kind).
 
 The files are read as data (OmegaConf.load); nothing in them is imported or called.
+
+A GPT none of whose layers is attention keeps no attention settings (model.net.attention: null), so that its
+checkpoint and export say nothing of attention it does not have.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from andrea.mixers.layers import ATTENTION, mixer_registry
+
+GPT = "andrea.models.gpt.GPT"
 
 
 def fill_kind_defaults(cfg: DictConfig) -> None:
@@ -38,6 +46,24 @@ def fill_kind_defaults(cfg: DictConfig) -> None:
             defaults = _defaults(net, name, group)
             if defaults is not None:
                 net.kinds[name] = OmegaConf.merge(_as_kind(defaults), net.kinds[name])
+
+
+def drop_unused_attention(cfg: DictConfig) -> None:
+    """model.net.attention set to null on a GPT whose layers have no attention; a network the layers of which
+    cannot be worked out is left as it is (refused by name by the checks)."""
+    from andrea.mixers.layer_spec import resolve_layers
+
+    net = OmegaConf.select(cfg, "model.net")
+    if not (isinstance(net, DictConfig) and net.get("_target_") == GPT and net.get("attention") is not None):
+        return
+    plain = {key: OmegaConf.to_container(net[key], resolve=True) if net.get(key) is not None else None
+             for key in ("mixer", "layout", "kinds")}  # fmt: skip
+    try:
+        layers = resolve_layers(plain["layout"], net.get("n_layer", 1), plain["mixer"], plain["kinds"])  # type: ignore[arg-type]
+    except ValueError:
+        return
+    if not any(layer.attention for layer in layers):
+        net.attention = None
 
 
 def _named_only_in_layout(net: DictConfig, group: str | None) -> list[str]:

@@ -25,6 +25,7 @@ from andrea.models.files import gpt2
 from andrea.utils.files import staged
 
 ACTIVATION_FUNCTIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}  # ours -> GPT2Config's
+ONE_KIND = "none (every layer of one kind)"
 EOT = 50256  # GPT-2's <|endoftext|>
 
 
@@ -39,6 +40,7 @@ def does_not_fit(config: dict[str, Any]) -> str | None:
         "mask": ((attention.get("mask") or {}).get("name", "causal"), "causal"),
         "heads": ("mla" if attention.get("latent") else _kind(attention), "mha"),
         "layers": (",".join(sorted(set(layout))), "attention"),
+        "model.net.kinds": (_kinds(config), ONE_KIND),
     }
     for what, (value, wanted) in found.items():
         if value != wanted:
@@ -46,6 +48,11 @@ def does_not_fit(config: dict[str, Any]) -> str | None:
     if config.get("activation", "gelu") not in ACTIVATION_FUNCTIONS:
         return f"activation is {config.get('activation')}; GPT-2 takes {', '.join(ACTIVATION_FUNCTIONS)}"
     return None
+
+
+def _kinds(config: dict[str, Any]) -> str:
+    """The named layer kinds (GPT-2's layers are all of one kind)."""
+    return ", ".join(sorted(config.get("kinds") or {})) or ONE_KIND
 
 
 def _kind(attention: dict[str, Any]) -> str:

@@ -27,7 +27,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
@@ -35,6 +35,9 @@ from andrea.attention.spec import CONFIG_KEYS, NETWORK, AttentionSpec
 from andrea.models.files.schema_masks import mask_terms
 from andrea.models.settings import NET
 from andrea.utils.rules import PLAIN, POSITIVE, SettingError, problem_of
+
+if TYPE_CHECKING:
+    from andrea.mixers.layer_spec import LayerSpec
 
 MODELS = {"andrea.models.toy.ToyModel": "andrea.models.toy:ToyModel", "andrea.models.gpt.GPT": "andrea.models.gpt:GPT"}
 ATTENTION_FIELDS = AttentionSpec.settings()  # n_head, n_kv_head, backend, backend_options, mechanism, mask, latent
@@ -54,6 +57,7 @@ class NetSpec:
     attention: dict[str, Any] | None  # n_head, n_kv_head, backend, backend_options, mask (still plain)
     mask_terms: int  # how many masks the mask combines (each is materialised once when the model is built)
     layer: AttentionSpec | None = None  # the attention layers' spec, read from `attention` and the sizes
+    layers: tuple[LayerSpec, ...] = ()  # each layer's kind, mixer and settings (andrea.mixers.layer_spec)
 
     @property
     def is_gpt(self) -> bool:
@@ -93,10 +97,17 @@ def parse(config: Any, where: str, prefix: str, build_backend: bool = True) -> N
     attention, terms, layer = None, 0, None
     if fields.get("attention") is not None:
         attention, terms, layer = _parse_attention(fields, refuse, prefix, build_backend)
-    elif target.endswith(".GPT"):
-        raise refuse(".attention", "is missing")
-    terms += _check_mixers(fields, refuse, prefix, build_backend)
-    return NetSpec(target, fields, attention, terms, layer)
+    layers, named_terms = _check_mixers(fields, target, refuse, prefix, build_backend)
+    _check_attention_present(attention, layers, refuse)
+    return NetSpec(target, fields, attention, terms + named_terms, layer, layers)
+
+
+def _check_attention_present(
+    attention: dict | None, layers: tuple[LayerSpec, ...], refuse: Callable[[str, str], ModelFileError]
+) -> None:
+    """A network whose layers have attention keeps its attention settings (one without, none)."""
+    if attention is None and any(spec.attention for spec in layers):
+        raise refuse(".attention", "is missing, and the network's layers have attention")
 
 
 def _fields(config: dict, target: str, refuse: Callable[[str, str], ModelFileError]) -> dict[str, Any]:
@@ -123,24 +134,37 @@ def _check_values(fields: dict[str, Any], refuse: Callable[[str, str], ModelFile
 
 
 def _check_mixers(
-    fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError], prefix: str, build_backend: bool
-) -> int:
+    fields: dict[str, Any],
+    target: str,
+    refuse: Callable[[str, str], ModelFileError],
+    prefix: str,
+    build_backend: bool,
+) -> tuple[tuple[LayerSpec, ...], int]:
     """Each layer's kind and mixer (andrea.mixers.layer_spec): a registered mixer's name with plain settings,
     named kinds of plain values (an attention kind's mask, mechanism and backend read as the network's are), and
-    a layout of their names dividing n_layer. Returns the masks the named attention kinds combine."""
-    from andrea.mixers.layer_spec import resolve_layers
-
+    a layout of their names dividing n_layer. Returns each layer's spec (none for the toy model without
+    attention), and the masks the named attention kinds combine."""
     mixer, kinds = fields.get("mixer"), fields.get("kinds") or {}
     _check_plain(mixer, kinds, refuse)
+    if fields.get("attention") is None and not target.endswith(".GPT"):
+        return (), 0  # the toy model's ablation: no layers
+    layers = _layers(fields, refuse, prefix)
+    named = {layer.kind: layer.settings for layer in layers if layer.attention and layer.kind in kinds}
+    return layers, _check_attention_kinds(named, kinds, refuse, build_backend)
+
+
+def _layers(fields: dict[str, Any], refuse: Callable[[str, str], ModelFileError], prefix: str) -> tuple[LayerSpec, ...]:
+    """Each layer's spec, resolved as the network resolves it; a refusal keyed under the file's prefix."""
+    from andrea.mixers.layer_spec import resolve_layers
+
     attention = {**(fields.get("attention") or {}), "position": fields.get("position")}
     sizes = {key: fields[key] for key in NETWORK if key in fields}
+    mixer, kinds = fields.get("mixer"), fields.get("kinds") or {}
     try:
-        layers = resolve_layers(fields.get("layout"), fields["n_layer"], mixer, kinds, attention, sizes, f"{prefix}.")
+        return resolve_layers(fields.get("layout"), fields["n_layer"], mixer, kinds, attention, sizes, f"{prefix}.")
     except SettingError as err:  # a kind's or the layout's key carries the prefix; a mixer setting's is "mixer.<key>"
         key = err.key.removeprefix(prefix) if err.key.startswith(f"{prefix}.") else f".{err.key}"
         raise refuse(key, err.problem) from None
-    named = {layer.kind: layer.settings for layer in layers if layer.attention and layer.kind in kinds}
-    return _check_attention_kinds(named, kinds, refuse, build_backend)
 
 
 def _check_plain(mixer: object, kinds: object, refuse: Callable[[str, str], ModelFileError]) -> None:
