@@ -101,7 +101,7 @@ def test_a_layout_repeats_to_the_layers_and_each_layer_gets_its_mixer(mean_mixer
     assert points["blocks.1.attn.hook_z"].name == "blocks.1.attn.hook_z"
     assert "blocks.1.attn.hook_pattern" not in points
     assert net.mixers[1].cache_size().at(1000) == 32 and net.mixers[0].cache_size().at(10) == 10 * 2 * 32
-    with pytest.raises(ValueError, match="layer 1 mixes tokens with CausalMean, not attention"):
+    with pytest.raises(ValueError, match="layer 1 mixes tokens with mean, not attention"):
         _ = net.attention  # the head tools refuse a layer that has no heads
 
 

@@ -14,7 +14,7 @@ import torch
 from andrea.attention.block import MultiHeadSelfAttention
 from andrea.mixers.layer_spec import resolve_layers
 from andrea.models.files.load import load_any
-from andrea.models.generate import generate
+from andrea.models.generate import generate, stream
 from andrea.models.network import network
 from andrea.train.config import ConfigError, validate
 from andrea.train.pipeline import train
@@ -31,7 +31,7 @@ NETS = {
         "model.net.layout=[local,local,local,local,local,global]",
     ],
     "sinks": [
-        "mechanism=sink", "model.net.n_layer=8",
+        "mechanism=sink", "position=rope", "model.net.n_layer=8",
         "model.net.kinds={local: {mixer: attention, mask: {name: sliding_window, window: 4}}, "
         "global: {mixer: attention}}",
         "model.net.layout=[local,global]",
@@ -39,7 +39,7 @@ NETS = {
     "samba": ["mixer=mamba2", "position=rope", "model.net.n_layer=4", f"model.net.kinds={{swa: {SWA8}}}}}",
               "model.net.layout=[mamba2,swa]"],
     "two_gla": [
-        "model.net.n_layer=4",
+        "position=none", "model.net.n_layer=4",
         "model.net.kinds={narrow: {mixer: gla, expand_k: 0.5}, wide: {mixer: gla, expand_k: 1.0}}",
         "model.net.layout=[narrow,wide]",
     ],
@@ -67,7 +67,7 @@ def _what_each_layer_is(net) -> list[str]:
 
 EXPECTED = {
     "gemma3": ["sliding_window_8 rope 10000 16/16 softmax"] * 5 + ["causal rope 1e+06 16/16 softmax"],
-    "sinks": ["sliding_window_4 none sink", "causal none sink"] * 4,
+    "sinks": ["sliding_window_4 rope 10000 16/16 sink", "causal rope 10000 16/16 sink"] * 4,
     "samba": ["mamba2 k", "sliding_window_8 rope 10000 16/16 softmax"] * 2,
     "two_gla": ["gla k8", "gla k16"] * 2,
     "nope": ["causal rope 10000 4/16 softmax"] * 3 + ["causal none softmax"],
@@ -110,6 +110,17 @@ def test_each_net_generates_with_its_caches_what_recomputing_gives(trained):
     kept = [len(cache) for _, cache in attention]  # type: ignore[arg-type]
     windows = [mixer.mask.max_lookback or cached.shape[1] for mixer, _ in attention]
     assert kept == windows  # a window's KV cache holds its window, a full layer's every token
+
+
+def test_each_net_streams_past_its_context(trained):
+    """StreamingLLM's cache (attention layers keep 2 sinks and a window, renumbered; a state stays a state)
+    generates twice the context the network trained on."""
+    _, run, _ = trained
+    module = load_any(run / "checkpoints" / "last.ckpt", "cpu")[0]
+    context = network(module).max_context
+    steps = list(stream(module, torch.tensor([[1, 2, 3]]), 2 * context, temperature=0, window=context // 2,
+                        keep_first=2))  # fmt: skip
+    assert len(steps) == 2 * context and all(torch.isfinite(logits).all() for _, logits in steps)
 
 
 @pytest.mark.slow  # reason: andrea-sample and andrea-inspect processes on each network

@@ -11,7 +11,6 @@ from andrea.models.generate import stream
 from andrea.models.gpt import GPT
 from andrea.models.network import network
 from andrea.models.streaming import streaming_cache, streaming_losses
-from andrea.models.toy import ToyModel
 
 CONTEXT = 16
 
@@ -75,22 +74,16 @@ def test_sampling_streams_past_the_context_at_a_constant_cache():
             lambda: GPT(vocab_size=53, max_context=CONTEXT, n_layer=1, d_model=32, attention=dict(n_head=4)),
             "position=learned",
         ),
-        (lambda: rope_gpt(mask="sliding_window(window=4)"), "causal mask"),
+        (lambda: rope_gpt(mask="prefix_lm(prefix_len=3)"), "layer 0 has mask prefix_lm_3; streaming needs a causal"),
         (lambda: rope_gpt(mechanism="fox"), "mechanism fox"),
         (
-            lambda: ToyModel(
-                53,
-                CONTEXT,
-                n_layer=2,
-                attention=dict(n_head=4),
-                position="rope",
-                mixer={"name": "linear", "n_head": 4},
-                layout=["attention", "linear"],
-            ),
-            "layer 1 is linear",
+            lambda: GPT(
+                vocab_size=53, max_context=CONTEXT, n_layer=1, d_model=32, attention=dict(n_head=4), position="alibi"
+            ),  # fmt: skip
+            "layer 0 has position=alibi",
         ),
     ],
-    ids=["learned-positions", "window-mask", "fox", "linear-mixer"],
+    ids=["learned-positions", "prefix-mask", "fox", "alibi"],
 )
 def test_what_cannot_number_positions_in_the_cache_is_refused_in_one_line(build, refusal):
     with pytest.raises(ValueError, match=refusal) as refused:
@@ -103,3 +96,20 @@ def test_a_cache_longer_than_the_context_or_a_prompt_longer_than_the_cache_is_re
         streaming_cache(network(rope_gpt()), CONTEXT, 4)
     with pytest.raises(ValueError, match="longer than the streaming cache"):
         stream(rope_gpt(), torch.zeros(1, 10, dtype=torch.long), 4, window=4, keep_first=2)
+
+
+def test_a_window_a_nope_layer_and_a_recurrent_one_stream_past_the_context():
+    """Each layer as its kind is: a causal sliding window on RoPE, a layer without positions and a linear layer
+    (its own state, of a constant size) stream three contexts' worth of tokens, the attention caches bounded."""
+    torch.manual_seed(0)
+    kinds = {
+        "local": {"mixer": "attention", "mask": {"name": "sliding_window", "window": 4}},
+        "nope": {"mixer": "attention", "position": {"kind": "none"}},
+        "linear": {"mixer": "linear", "n_head": 4},
+    }
+    model = GPT(vocab_size=53, max_context=CONTEXT, n_layer=3, d_model=32, attention=dict(n_head=4, backend="eager"),
+                position="rope", kinds=kinds, layout=["local", "nope", "linear"]).eval()  # fmt: skip
+    cache = streaming_cache(network(model), 8, 4)
+    assert [type(layer).__name__ for layer in cache] == ["StreamingCache", "StreamingCache", "StateCache"]
+    steps = list(stream(model, torch.tensor([[1, 2, 3]]), 3 * CONTEXT, temperature=0, window=8, keep_first=4))
+    assert len(steps) == 3 * CONTEXT and all(torch.isfinite(logits).all() for _, logits in steps)

@@ -338,14 +338,13 @@ REJECTED = [
     ),
     (
         ["experiment=sinks", "position=learned"],
-        "study.name=sinks: the study streams each run's model past its context, and its layer 0 has position=learned: "
-        "positions within the cache need position=rope (keys cached before rotation); change the run, or run it "
-        "without the study",
+        "study.name=sinks: the study streams each run's model past its context, and its embedding has "
+        "position=learned: positions within the cache need position=rope or none; change the run, or run it without "
+        "the study",
     ),
     (
-        ["experiment=sinks", "model.net.layout=[gla,attention]", "mixer=gla"],
-        "study.name=sinks: the study streams each run's model past its context, and its layer 0 is gla, whose state "
-        "has no tokens to evict",
+        ["experiment=sinks", "mask=prefix_lm"],
+        "study.name=sinks: the study streams each run's model past its context, and its layer 0 has mask prefix_lm_",
     ),
     (
         ["experiment=grokking", "study.every_n_steps=true"],

@@ -165,14 +165,14 @@ def _about(model: Network, cfg: DictConfig, start: tuple[str, str] | None) -> Ab
     """The page's header: every layer's mask and label (a mechanism, a mixer), each named once in layer order
     (sliding_window_8 + causal), what the first layer's weights are, and the backend of its attention layers (a
     network without any: its mixers')."""
-    from andrea.attention.block import MultiHeadSelfAttention
     from andrea.lens.explorer import About  # noqa: F811  # the class itself, here
+    from andrea.models.network import attention_of
     from andrea.models.weight_styles import weight_styles
 
     styles = weight_styles(model)
     labels = " + ".join(dict.fromkeys(style.label for style in styles))
     masks = " + ".join(dict.fromkeys(style.mask for style in styles))
-    backends = [mixer.backend.name for mixer in model.mixers if isinstance(mixer, MultiHeadSelfAttention)]
+    backends = [layer.backend.name for layer in attention_of(model) if layer is not None]
     first, run = styles[0], run_dir_of(cfg)
     head, why = start or (None, "")
     return About(

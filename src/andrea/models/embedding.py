@@ -27,9 +27,10 @@ class Embeddings(nn.Module):
         self.hook_embed, self.hook_pos_embed = HookPoint("hook_embed"), HookPoint("hook_pos_embed")
 
     def forward(self, idx: Tensor, start: int = 0) -> Tensor:
-        """idx (B, T): the tokens at positions start .. start + T - 1 (start > 0 behind a KV cache)."""
+        """idx (B, T): the tokens at positions start .. start + T - 1 (start > 0 behind a KV cache); a learned
+        position past max_context does not exist (without them, each layer keeps its own bounds)."""
         end = start + idx.shape[1]
-        if end > self.max_context:
+        if self.position is not None and end > self.max_context:
             raise ValueError(f"sequence length {end} exceeds the model's max_context={self.max_context}")
         x = self.hook_embed(F.embedding(idx, self.token.weight, sparse=self.sparse_grad))  # (B, T, D)
         if self.position is not None:

@@ -19,9 +19,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from andrea.attention.block import MultiHeadSelfAttention
 from andrea.mixers import MixerCache
-from andrea.models.network import Network, network
+from andrea.models.network import Network, attention_of, network
 from andrea.models.streaming import streaming_cache
 
 
@@ -52,7 +51,7 @@ def check_cacheable(model: nn.Module, prompt_len: int, total_len: int) -> None:
     values as first computed, so no earlier token may attend to one that comes after the prompt."""
     net = network(model)
     length = min(total_len, net.max_context)
-    for attention in (mixer for mixer in net.mixers if isinstance(mixer, MultiHeadSelfAttention)):
+    for attention in (layer for layer in attention_of(net) if layer is not None):
         allowed = attention.mask.dense(length, length)[0, :].any(dim=0)  # (L, L) over heads
         later = torch.ones(length, length, dtype=torch.bool).triu(1)  # key after query
         later[:, :prompt_len] = False  # keys inside the prompt are all present at the prefill

@@ -170,7 +170,7 @@ class GPT(nn.Module):
     @property
     def attention(self) -> list[MultiHeadSelfAttention]:
         """Every layer's attention, for the tools that read heads (andrea.models.network.attention_layers)."""
-        return attention_layers(self.mixers)
+        return attention_layers(self)
 
     def num_parameters(self, exclude_positions: bool = False) -> int:
         """Parameters, counted once (the tied embedding is one matrix)."""

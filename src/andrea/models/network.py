@@ -2,6 +2,8 @@
 
 torch types every attribute of an nn.Module as `Tensor | Module`; `network(net)` states
 instead what a network of the zoo holds, for the code that reads it (sampling, training).
+Which layers are attention is read from each layer's spec (`net.layer_specs`, andrea.mixers.layer_spec),
+never asked of the layer itself: `attention_of(net)`.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from andrea.attention.block import MultiHeadSelfAttention
 
 if TYPE_CHECKING:
     from andrea.attention.hook_points import HookPoint
-    from andrea.mixers import MixerCache, TokenMixer
+    from andrea.mixers import LayerSpec, MixerCache, TokenMixer
 
 
 class Network(Protocol):
     vocab_size: int
     max_context: int
+
+    @property
+    def layer_specs(self) -> Sequence[LayerSpec]:
+        """Each layer's kind, mixer and settings, first to last (andrea.mixers.layer_spec)."""
+        ...
 
     @property
     def mixers(self) -> Sequence[TokenMixer]:
@@ -45,23 +52,31 @@ class Network(Protocol):
         ...
 
 
-def attention_layers(mixers: Sequence[object]) -> list[MultiHeadSelfAttention]:
+def attention_of(net: Network) -> list[MultiHeadSelfAttention | None]:
+    """Each layer's attention, first to last, or None for a layer of another mixer (as its spec says)."""
+    return [
+        cast(MultiHeadSelfAttention, mixer) if spec.attention else None
+        for spec, mixer in zip(net.layer_specs, net.mixers, strict=True)
+    ]
+
+
+def attention_layers(net: Network) -> list[MultiHeadSelfAttention]:
     """The layers' mixers as attention, for a tool that reads heads; a layer with another mixer is refused."""
-    for layer, mixer in enumerate(mixers):
-        if not isinstance(mixer, MultiHeadSelfAttention):
+    layers = attention_of(net)
+    for layer, (spec, attention) in enumerate(zip(net.layer_specs, layers, strict=True)):
+        if attention is None:
             raise ValueError(
-                f"layer {layer} mixes tokens with {type(mixer).__name__}, not attention: this reads attention "
-                "heads in every layer; use a network whose model.net.layout is attention throughout"
+                f"layer {layer} mixes tokens with {spec.mixer}, not attention: this reads attention heads in every "
+                "layer; use a network whose model.net.layout is attention throughout"
             )
-    return cast(list[MultiHeadSelfAttention], list(mixers))
+    return cast(list[MultiHeadSelfAttention], layers)
 
 
 def heads_shape(net: Network) -> tuple[int, int]:
     """(layers, heads per layer), whatever each layer's mixer (attention's query heads, another mixer's n_head);
     (0, 0) for a network without a mixer. Layers whose head counts differ are refused: the lens reads one
     (layer, head) grid."""
-    counts = [mixer.heads.n_head if isinstance(mixer, MultiHeadSelfAttention) else getattr(mixer, "n_head", None)
-              for mixer in net.mixers]  # fmt: skip
+    counts = [spec.n_head for spec in net.layer_specs]
     if len(set(counts)) > 1 or None in counts:
         raise ValueError(
             f"the layers' heads are {counts}: the lens reads one (layer, head) grid; build every mixer with the "
@@ -72,7 +87,7 @@ def heads_shape(net: Network) -> tuple[int, int]:
 
 def all_attention(net: Network) -> bool:
     """Whether every layer's mixer is attention (a tool reading attention's weight matrices needs it)."""
-    return bool(net.mixers) and all(isinstance(mixer, MultiHeadSelfAttention) for mixer in net.mixers)
+    return bool(net.layer_specs) and all(spec.attention for spec in net.layer_specs)
 
 
 def kv_cache_widths(net: Network) -> dict[str, Any]:
@@ -81,7 +96,7 @@ def kv_cache_widths(net: Network) -> dict[str, Any]:
     every layer (a recurrent mixer keeps a state, no KV cache)."""
     if not all_attention(net):
         return {}
-    layers = attention_layers(net.mixers)
+    layers = attention_layers(net)
     width = {"heads": layers[0].head_kind, "kept": sum(layer.cache_width() for layer in layers)}
     return width | {
         "mha": sum(2 * layer.heads.n_head * layer.head_dim for layer in layers),

@@ -1,10 +1,12 @@
 """StreamingLLM's cache policy (Xiao et al. 2023) for a network: every attention layer keeps its first
 `keep_first` tokens and its last `window`, and numbers positions within the cache (andrea.attention.kv_cache.
-StreamingCache), so generation goes on past the context the model trained on at a constant cost.
+StreamingCache), so generation goes on past the context the model trained on at a constant cost. A recurrent
+layer keeps its own state, which is of a constant size already.
 
-Positions within the cache need RoPE with keys cached before rotation; anything else is refused in one line:
-learned or ALiBi positions, a recurrent mixer (a state has no tokens to evict), latent heads, a mask other than
-causal, a mechanism that appends channels to the keys (forgetting attention), or a cache longer than the context.
+Positions within the cache need RoPE with keys cached before rotation, or no positions in the layer (NoPE); a
+layer's mask must be causal and depend on distances only (causal, a causal sliding window). Anything else is
+refused in one line: learned positions in the embedding, ALiBi, latent heads, a mask that depends on absolute
+places, a mechanism that appends channels to the keys (forgetting attention), or a cache longer than the context.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from torch.nn import functional as F
 
 from andrea.attention.block import MultiHeadSelfAttention
 from andrea.attention.kv_cache import StreamingCache
+from andrea.attention.masks import Mask
 from andrea.mixers import MixerCache
-from andrea.models.network import Network
+from andrea.models.network import Network, attention_of
 
 
 def streaming_cache(net: Network, window: int, keep_first: int = 0) -> list[MixerCache]:
@@ -33,35 +36,43 @@ def streaming_cache(net: Network, window: int, keep_first: int = 0) -> list[Mixe
     problem = unstreamable(net)
     if problem:
         raise ValueError(f"stream.window: {problem}; sample without stream.window")
-    return [StreamingCache(window, keep_first) for _ in net.mixers]
+    return [
+        mixer.new_cache() if attention is None else StreamingCache(window, keep_first)
+        for mixer, attention in zip(net.mixers, attention_of(net), strict=True)
+    ]
 
 
 def unstreamable(net: Network) -> str | None:
     """Why `net` cannot stream ("layer 0 has position=learned: ..."), or None: what the streaming cache and a
     study that streams its runs (experiment=sinks) both ask, before either does any work."""
-    for layer, mixer in enumerate(net.mixers):
-        problem = _unstreamable(mixer)
+    if getattr(getattr(net, "embed", None), "position", None) is not None:
+        return "embedding has position=learned: positions within the cache need position=rope or none"
+    for layer, mixer in enumerate(attention_of(net)):
+        problem = None if mixer is None else _unstreamable(mixer)  # a recurrent state streams as it is
         if problem:
             return f"layer {layer} {problem}"
     return None
 
 
-def _unstreamable(mixer: object) -> str | None:
-    """Why a layer cannot number positions within a streaming cache, or None."""
-    if not isinstance(mixer, MultiHeadSelfAttention):
-        return f"is {getattr(mixer, 'name', type(mixer).__name__)}, whose state has no tokens to evict"
-    if mixer.position != "rope":
+def _unstreamable(mixer: MultiHeadSelfAttention) -> str | None:
+    """Why an attention layer cannot number positions within a streaming cache, or None."""
+    if mixer.position not in ("rope", "none", "learned"):
         return (
             f"has position={mixer.position}: positions within the cache need position=rope (keys cached before "
-            "rotation)"
+            "rotation) or none"
         )
     if mixer.head_kind == "mla":
         return "has latent heads (heads=mla), whose cache holds keys already rotated"
-    if mixer.mask.kind != "causal":
-        return f"has mask {mixer.mask.name}; streaming needs the causal mask"
+    if not (mixer.mask.translation_invariant and mixer.mask.attends_self and _causal(mixer.mask)):
+        return f"has mask {mixer.mask.name}; streaming needs a causal mask of distances (causal, sliding_window)"
     if mixer.mechanism.extra_channels:
         return f"has mechanism {mixer.mechanism.name}, whose extra key channels carry positions of their own"
     return None
+
+
+def _causal(mask: Mask) -> bool:
+    """No query sees a later key."""
+    return not bool(torch.triu(mask.dense(8, 8)[0, 0], diagonal=1).any())
 
 
 def streaming_losses(net: Network, ids: Tensor, window: int | None, keep_first: int = 0) -> Tensor:

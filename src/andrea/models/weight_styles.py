@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from andrea.attention.block import MultiHeadSelfAttention
-from andrea.models.network import Network
+from andrea.models.network import Network, attention_of
 
 IMPLIED = (
     "implied weights: q·k under the state's decay, each earlier token's share of the output (rows need not sum to 1)"
@@ -42,13 +42,13 @@ class WeightStyle:
 
 def weight_styles(net: Network) -> list[WeightStyle]:
     """One per layer, first to last."""
-    return [_style(mixer) for mixer in net.mixers]
+    return [_style(mixer, attention) for mixer, attention in zip(net.mixers, attention_of(net), strict=True)]
 
 
-def _style(mixer: object) -> WeightStyle:
-    if isinstance(mixer, MultiHeadSelfAttention):
-        m = mixer.mechanism
-        return WeightStyle(m.label, m.weights_meaning, m.signed, m.rows_sum_to_one, mixer.mask.name)
+def _style(mixer: object, attention: MultiHeadSelfAttention | None) -> WeightStyle:
+    if attention is not None:
+        m = attention.mechanism
+        return WeightStyle(m.label, m.weights_meaning, m.signed, m.rows_sum_to_one, attention.mask.name)
     return WeightStyle(
         str(getattr(mixer, "name", type(mixer).__name__)),
         str(getattr(mixer, "weights_meaning", IMPLIED)),
@@ -63,8 +63,8 @@ def allowed_of(net: Network, T: int) -> list[Tensor] | None:
     """Each layer's mask as (T, T) booleans, True where a query may see a key (a recurrent mixer: the causal
     order); None for a mask that depends on the batch (key padding, documents), which a map of one sequence does
     not draw."""
-    attention = [m for m in net.mixers if isinstance(m, MultiHeadSelfAttention)]
-    if any(layer.mask.batch_dependent for layer in attention):
+    layers = attention_of(net)
+    if any(layer.mask.batch_dependent for layer in layers if layer is not None):
         return None
     causal = torch.ones(T, T, dtype=torch.bool).tril()
-    return [m.mask.dense(T, T)[0, 0].cpu() if isinstance(m, MultiHeadSelfAttention) else causal for m in net.mixers]
+    return [causal if layer is None else layer.mask.dense(T, T)[0, 0].cpu() for layer in layers]
