@@ -61,9 +61,11 @@ def _seed():
 
 @pytest.fixture(autouse=True)
 def _triton_interpreter(request, monkeypatch):
-    """Tests marked `triton_interpreter` run the triton backend's kernels on CPU under Triton's interpreter
-    (TRITON_INTERPRET=1 for that test only); every other test sees the environment a user's shell has."""
-    if request.node.get_closest_marker("triton_interpreter"):
+    """Tests marked `triton_interpreter`, and those parametrized with the triton backend, run its kernels on CPU
+    under Triton's interpreter (TRITON_INTERPRET=1 for that test only); every other test sees the environment a
+    user's shell has. Which tests are slow their own markers say (the kit's cells: andrea.testing.cost)."""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    if request.node.get_closest_marker("triton_interpreter") or "triton" in params.values():
         monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
@@ -91,55 +93,6 @@ def browser(tmp_path):
         yield driver
     finally:
         driver.quit()
-
-
-# masks whose kernel parameters tests/attention/test_triton_backend.py checks over several blocks in the default run
-# (causal&padding, causal&document, and causal & sliding_window inside a GPT): their parts' kit cells need not
-TRITON_SEVERAL_BLOCKS = ("causal", "document", "padding", "sliding_window_3", "causal&padding", "causal&document")
-
-
-@pytest.hookimpl(tryfirst=True)  # before -m 'not slow' deselects
-def pytest_collection_modifyitems(config, items):
-    """A test parametrized with the triton backend runs it under Triton's interpreter. Its bfloat16, ALiBi,
-    MHA and MQA cells of the kit, and its mechanism cells but softcap's, sink's and sigmoid's causal GQA float32
-    ones (each its own math; forward and backward), run under -m slow: the interpreter is slow (the
-    default run keeps its GQA cells; tests/attention/test_triton_backend.py checks ALiBi over several blocks,
-    and a GPT with MHA). Every backend's MQA and bfloat16-backward cells of the kit (its mechanisms' too) run
-    under -m slow too (GQA's and bfloat16's forward are kept), Flex's bfloat16 cells, its decode and ALiBi cells
-    but GQA's and
-    its mechanisms' decode cells but one composed mask's, and triton's decode cells but GQA's."""
-    for item in items:
-        params = getattr(item, "callspec", None)
-        if params is not None and "triton" in params.params.values():
-            item.add_marker(pytest.mark.triton_interpreter)
-        triton_cell = item.name.startswith(("test_parity[triton-", "test_parity_with_alibi[triton-"))
-        other_heads = "-mha-" in item.name or "-mqa-" in item.name
-        if triton_cell and ("-bfloat16-" in item.name or item.name.startswith("test_parity_with_alibi") or other_heads):
-            item.add_marker(pytest.mark.slow)
-        triton_own = item.name.startswith(
-            tuple(f"test_mechanism_parity[triton-{name}-causal" for name in ("softcap", "sink", "sigmoid"))
-        )
-        triton_mechanism = item.name.startswith(
-            ("test_mechanism_parity[triton-", "test_mechanism_decode_and_weights[triton-")
-        )
-        if triton_mechanism and not (triton_own and "-gqa-float32-" in item.name):
-            item.add_marker(pytest.mark.slow)  # the softmax kernel again (gated, qknorm wrap it), or the others' again
-        kit_cell = item.name.startswith(("test_parity[", "test_parity_with_alibi[", "test_decode_and_weights[",
-                                         "test_mechanism_parity[", "test_mechanism_decode_and_weights["))  # fmt: skip
-        if kit_cell and ("-mqa-" in item.name or item.name.endswith("-mqa]") or "-bfloat16-backward]" in item.name):
-            item.add_marker(pytest.mark.slow)  # MQA is GQA's extreme (one kv head); bfloat16's forward stays
-        flex_cell = item.name.startswith(("test_parity[flex-", "test_mechanism_parity[flex-"))
-        flex_decode = item.name.startswith(("test_decode_and_weights[flex-", "test_mechanism_decode_and_weights[flex-"))
-        flex_alibi = item.name.startswith("test_parity_with_alibi[flex-")
-        if flex_cell and "-bfloat16-" in item.name or (flex_decode or flex_alibi) and "-gqa" not in item.name:
-            item.add_marker(pytest.mark.slow)  # unfused Flex traces each new shape on CPU (~0.1 s a cell)
-        if item.name.startswith("test_mechanism_decode_and_weights[flex-") and "-causal&padding-" not in item.name:
-            item.add_marker(pytest.mark.slow)  # a mechanism's decode on Flex: one composed mask each stays
-        if triton_cell and any(f"-{mask}-" in item.name for mask in TRITON_SEVERAL_BLOCKS):
-            item.add_marker(pytest.mark.slow)  # the default run has them over several blocks (test_triton_backend)
-        triton_decode = item.name.startswith("test_decode_and_weights[triton-")
-        if triton_decode and not item.name.endswith(("-causal&document-gqa]", "-window|document-gqa]")):
-            item.add_marker(pytest.mark.slow)  # the interpreter again: a parameter mask's and a dense one's stay
 
 
 @pytest.fixture(autouse=True)

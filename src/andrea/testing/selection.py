@@ -19,6 +19,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--andrea-mixers", default=None, help="comma-separated token mixers whose cells run")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The marker the kit's cells carry (andrea.testing.cost), known wherever the kit runs."""
+    config.addinivalue_line("markers", "slow: a repeat of a kind of work another cell covers (andrea.testing.cost)")
+
+
 def _chosen(config: pytest.Config, option: str, known: list[str]) -> set[str] | None:
     value = config.getoption(option)
     if value is None:

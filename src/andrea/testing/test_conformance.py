@@ -2,12 +2,14 @@
 
 Run with `pytest --pyargs andrea.testing`. A cell a backend declares unsupported is
 not skipped: the check asserts the refusal is one its capabilities declare, and the
-end-of-run report lists the reason.
+end-of-run report lists the reason. Each cell carries its cost as a marker (andrea.testing.cost:
+`slow` on the repeats andrea's own default run leaves to `-m slow`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import product
 
 import pytest
 import torch
@@ -18,8 +20,9 @@ from andrea.attention.mechanisms import Mechanism
 from andrea.attention.plugins import plugin_failure
 from andrea.attention.positions import ALiBi
 from andrea.attention.registry import PluginError, broken_plugins
-from andrea.testing import checks, declared
+from andrea.testing import checks, cost, declared
 from andrea.testing.checks import BATCH, HEADS, SEQ
+from andrea.testing.cost import cells
 from andrea.testing.report import ATTENTION, recorder
 
 
@@ -96,6 +99,7 @@ VARIANTS = {  # (dtype, backward, ALiBi's score bias)
     "float32-backward-alibi": (torch.float32, True, True),
 }  # fmt: skip
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+DIRECTIONS = ("forward", "backward")
 
 
 Record = Callable[[str, object], None]  # pytest's record_property fixture
@@ -106,11 +110,10 @@ def _cell(record_property: Record, backend: str, row: str, heads: str, variant: 
     return recorder(record_property, ATTENTION, (backend, row, heads, variant))
 
 
-@pytest.mark.parametrize("direction", ["forward", "backward"])
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("heads", HEADS)
-@pytest.mark.parametrize("mask_name", MASKS)
-@pytest.mark.parametrize("backend_name", BACKENDS)
+PARITY = ("backend_name", "mask_name", "heads", "dtype", "direction")
+
+
+@pytest.mark.parametrize(PARITY, cells(PARITY, product(BACKENDS, MASKS, HEADS, DTYPES, DIRECTIONS), cost.parity))
 def test_parity(
     backend_name: str, mask_name: str, heads: str, dtype: str, direction: str, record_property: Record
 ) -> None:
@@ -118,10 +121,10 @@ def test_parity(
     record(checks.parity(get_backend(backend_name), MASKS[mask_name], heads, DTYPES[dtype], direction == "backward"))
 
 
-@pytest.mark.parametrize("direction", ["forward", "backward"])
-@pytest.mark.parametrize("heads", HEADS)
-@pytest.mark.parametrize("mask_name", MASKS)
-@pytest.mark.parametrize("backend_name", BACKENDS)
+ALIBI = ("backend_name", "mask_name", "heads", "direction")
+
+
+@pytest.mark.parametrize(ALIBI, cells(ALIBI, product(BACKENDS, MASKS, HEADS, DIRECTIONS), cost.parity_with_alibi))
 def test_parity_with_alibi(
     backend_name: str, mask_name: str, heads: str, direction: str, record_property: Record
 ) -> None:
@@ -132,9 +135,10 @@ def test_parity_with_alibi(
     )
 
 
-@pytest.mark.parametrize("heads", HEADS)
-@pytest.mark.parametrize("mask_name", MASKS)
-@pytest.mark.parametrize("backend_name", BACKENDS)
+DECODE = ("backend_name", "mask_name", "heads")
+
+
+@pytest.mark.parametrize(DECODE, cells(DECODE, product(BACKENDS, MASKS, HEADS), cost.decode))
 def test_decode_and_weights(backend_name: str, mask_name: str, heads: str) -> None:
     backend = get_backend(backend_name)
     checks.decode(backend, MASKS[mask_name], heads)
@@ -165,8 +169,11 @@ def mechanism_cells(variants: list[str] | None = None) -> list[tuple[str, ...]]:
     return cells
 
 
+MECHANISM = ("backend_name", "mechanism_name", "mask_name", "heads")
+
+
 @pytest.mark.parametrize(
-    ("backend_name", "mechanism_name", "mask_name", "heads", "variant"), mechanism_cells([*VARIANTS])
+    (*MECHANISM, "variant"), cells((*MECHANISM, "variant"), mechanism_cells([*VARIANTS]), cost.mechanism_parity)
 )
 def test_mechanism_parity(
     backend_name: str, mechanism_name: str, mask_name: str, heads: str, variant: str, record_property: Record
@@ -180,7 +187,7 @@ def test_mechanism_parity(
     record(checks.parity(backend, MASKS[mask_name], heads, dtype, backward, score_mod, mechanism=mechanism))
 
 
-@pytest.mark.parametrize(("backend_name", "mechanism_name", "mask_name", "heads"), mechanism_cells())
+@pytest.mark.parametrize(MECHANISM, cells(MECHANISM, mechanism_cells(), cost.mechanism_decode))
 def test_mechanism_decode_and_weights(backend_name: str, mechanism_name: str, mask_name: str, heads: str) -> None:
     backend, mechanism = get_backend(backend_name), MECHANISMS[mechanism_name]
     checks.decode(backend, MASKS[mask_name], heads, mechanism)
