@@ -141,24 +141,6 @@ def test_each_net_samples_and_is_inspected_from_the_shell(trained, tmp_path):
 REFUSED = [
     (["model.net.kinds={local: {mixer: attention, mask: {name: sliding_window, window: 0}}}",
       "model.net.layout=[local,attention]"], "model.net.kinds.local.mask.window=0 must be a positive integer"),
-    (["model.net.kinds={local: {mixer: attention, maks: causal}}", "model.net.layout=[local]"],
-     "model.net.kinds.local.maks is not a setting of an attention kind"),
-    (["model.net.kinds={wide: {mixer: gla, expand_q: 1.0}}", "model.net.layout=[wide]"],
-     "model.net.kinds.wide.expand_q is not a setting of mixer gla"),
-    (["model.net.kinds={wide: {mixer: gla, expand_k: -1.0}}", "model.net.layout=[wide]"],
-     "model.net.kinds.wide.expand_k=-1.0 must be"),
-    (["model.net.kinds={wide: {mixer: gla}}", "model.net.layout=[attention]"],
-     "model.net.kinds.wide is in no layer of model.net.layout=['attention']"),
-    (["model.net.kinds={odd: {mixer: attention, position: {kind: rope, fraction: 0.3}}}", "model.net.layout=[odd]"],
-     "model.net.kinds.odd.position.fraction=0.3 of a head of 16 channels turns 4.8"),
-    (["model.net.kinds={odd: {mixer: attention, position: {kind: learned}}}", "model.net.layout=[odd]"],
-     "model.net.kinds.odd.position.kind='learned' is not a layer's position"),
-    (["model.net.kinds={odd: {mixer: attention, position: {base: 500000}}}", "model.net.layout=[odd]"],
-     "model.net.kinds.odd.position.base turns RoPE, and this kind's position is learned"),
-    (["model.net.kinds={odd: {mixer: attention, heads: {n_head: 5}}}", "model.net.layout=[odd]"],
-     "model.net.d_model=64 is not divisible by model.net.kinds.odd.heads.n_head=5"),
-    (["model.net.kinds={odd: {mixer: mamba}}", "model.net.layout=[odd]"],
-     "model.net.kinds.odd.mixer='mamba' is not a token mixer"),
     (["mixer=gla", "model.net.kinds={both: {mixer: attention, mask: none}}", "model.net.layout=[gla,both]"],
      "model.net.kinds.both.mask=none sees later tokens, and mixer gla beside it is causal by construction"),
     (["mixer=gla", "mask=prefix_lm", "model.net.layout=[gla,attention]"],
@@ -170,6 +152,37 @@ REFUSED = [
 def test_a_kind_that_cannot_be_is_refused_by_its_key_before_anything_is_built(overrides, message, tmp_path):
     with pytest.raises(ConfigError) as refused:
         validate(compose_train(tmp_path, [*TINY, "model.net.n_layer=2", *overrides]))
+    assert str(refused.value).startswith(message), str(refused.value)
+
+
+ATTENTION = {"n_head": 4, "mask": "causal", "position": "learned", "backend": "sdpa"}  # andrea-tiny's, flat
+SIZES = {"d_model": 64, "max_context": 32}
+RESOLVED = [
+    ({"local": {"mixer": "attention", "maks": "causal"}}, ["local"],
+     "model.net.kinds.local.maks is not a setting of an attention kind"),
+    ({"wide": {"mixer": "gla", "expand_q": 1.0}}, ["wide"],
+     "model.net.kinds.wide.expand_q is not a setting of mixer gla"),
+    ({"wide": {"mixer": "gla", "expand_k": -1.0}}, ["wide"], "model.net.kinds.wide.expand_k=-1.0 must be"),
+    ({"wide": {"mixer": "gla"}}, ["attention"],
+     "model.net.kinds.wide is in no layer of model.net.layout=['attention']"),
+    ({"odd": {"mixer": "attention", "position": {"kind": "rope", "fraction": 0.3}}}, ["odd"],
+     "model.net.kinds.odd.position.fraction=0.3 of a head of 16 channels turns 4.8"),
+    ({"odd": {"mixer": "attention", "position": {"kind": "learned"}}}, ["odd"],
+     "model.net.kinds.odd.position.kind='learned' is not a layer's position"),
+    ({"odd": {"mixer": "attention", "position": {"base": 500000}}}, ["odd"],
+     "model.net.kinds.odd.position.base turns RoPE, and this kind's position is learned"),
+    ({"odd": {"mixer": "attention", "heads": {"n_head": 5}}}, ["odd"],
+     "model.net.d_model=64 is not divisible by model.net.kinds.odd.heads.n_head=5"),
+    ({"odd": {"mixer": "mamba"}}, ["odd"], "model.net.kinds.odd.mixer='mamba' is not a token mixer"),
+    ({"odd": 3}, ["odd"], "model.net.kinds.odd=3 must be a mapping"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kinds, layout, message", RESOLVED, ids=[m.split(" ")[0] for _, _, m in RESOLVED])
+def test_a_kind_that_cannot_be_is_refused_by_its_key_when_the_layers_resolve(kinds, layout, message):
+    """What the config checks refuse (they resolve the layers first), said by resolving them."""
+    with pytest.raises(SettingError) as refused:
+        resolve_layers(layout, 2, kinds=kinds, attention=ATTENTION, place=SIZES)
     assert str(refused.value).startswith(message), str(refused.value)
 
 
@@ -194,11 +207,6 @@ def test_the_attention_groups_are_the_default_kind_and_a_kind_overrides_one_sett
     over = "model.net.kinds.local.mask.window=2"
     parts = validate(compose_train(tmp_path, [*TINY, kinds, over, "model.net.layout=[local,attention]"]))
     assert parts.module.net.mixers[0].mask.name == "sliding_window_2"
-
-
-def test_resolving_refuses_a_kind_that_is_not_a_mapping():
-    with pytest.raises(SettingError, match=r"model.net.kinds.odd=3 must be a mapping"):
-        resolve_layers(["odd"], 2, kinds={"odd": 3})
 
 
 def test_a_network_without_attention_keeps_no_attention_settings(tmp_path):

@@ -9,6 +9,8 @@ keeps one cell of each kind of work and leaves the repeats of it to CI's `-m slo
     triton            Triton's interpreter: its GQA float32 cells of masks the triton tests do not check over several
                       blocks; a mechanism's parity only for its own kernels (softcap, sink, sigmoid) on a causal mask,
                       GQA, float32; its decode only under causal&document and window|document, GQA
+    flex, triton      a mechanism that is another's kernel again (gated, qknorm: softmax; sink_off_by_one: sink)
+                      under RoPE and ALiBi
 
 Each function takes a cell's values by name and returns its marks ([] for a cell the default run keeps).
 """
@@ -24,6 +26,7 @@ SLOW = [pytest.mark.slow]
 # masks tests/attention/test_triton_backend.py checks over several blocks in the default run: their kit cells need not
 TRITON_SEVERAL_BLOCKS = ("causal", "document", "padding", "sliding_window_3", "causal&padding", "causal&document")
 TRITON_OWN_KERNELS = ("softcap", "sink", "sigmoid")  # mechanisms the triton backend runs with kernels of its own
+KERNEL_AGAIN = ("gated", "qknorm", "sink_off_by_one")  # another mechanism's kernel, with a setting or a wrap of its own
 
 
 def cells(names: Sequence[str], rows: Iterable[tuple[str, ...]], marks: Any) -> list[Any]:
@@ -74,3 +77,8 @@ def mechanism_decode(backend_name: str, mechanism_name: str, mask_name: str, hea
     if _repeats(heads) or backend_name == "triton":
         return SLOW
     return SLOW if backend_name == "flex" and (heads != "gqa" or mask_name != "causal&padding") else []
+
+
+def position_and_mechanism(backend_name: str, mechanism_name: str, position: str) -> list[Any]:
+    del position  # RoPE and ALiBi alike
+    return SLOW if backend_name in ("flex", "triton") and mechanism_name in KERNEL_AGAIN else []

@@ -194,9 +194,12 @@ def test_mechanism_decode_and_weights(backend_name: str, mechanism_name: str, ma
     checks.weights(backend, MASKS[mask_name], heads, mechanism)
 
 
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("mechanism_name", ALL_MECHANISMS)
-@pytest.mark.parametrize("backend_name", BACKENDS)
+PLACED = ("backend_name", "mechanism_name", "position")
+
+
+@pytest.mark.parametrize(
+    PLACED, cells(PLACED, product(BACKENDS, ALL_MECHANISMS, POSITIONS), cost.position_and_mechanism)
+)
 def test_position_and_mechanism(backend_name: str, mechanism_name: str, position: str, record_property: Record) -> None:
     """A block with each mechanism and each position inside attention, on each backend: shifting every token by
     the same number of positions changes nothing (a refusal: declared)."""
