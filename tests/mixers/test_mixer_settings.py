@@ -92,3 +92,17 @@ def test_a_mixer_no_tensor_can_hold_is_refused_by_its_setting(tmp_path):
     cfg = compose_train(tmp_path, ["mixer=gla", "mixer.expand_k=1e300", "~callbacks.attention_maps"])
     with pytest.raises(ConfigError, match=r"^mixer\.expand_k=1e\+300: mixer gla cannot be built \(.*\); lower it$"):
         validate(cfg)
+
+
+def test_a_mixer_default_is_written_once_in_its_class():
+    """Each mixer group names its settings and takes their values from the class (${andrea.class_default:}), or
+    links them to another group (n_head: the heads group's): no value is written in both places."""
+    from omegaconf import OmegaConf
+
+    from tests.compose import CONF, group_options
+
+    for option in group_options("mixer"):
+        node = OmegaConf.load(CONF / "mixer" / f"{option}.yaml")
+        written = {key: node._get_node(key)._value() for key in node if key != "name"}
+        literal = {key: value for key, value in written.items() if not str(value).startswith("${")}
+        assert not literal, f"conf/mixer/{option}.yaml writes {literal}; give ${{andrea.class_default:}}"

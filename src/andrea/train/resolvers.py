@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 from andrea.data.packages import package_data, tokenizer_vocab
 from andrea.train import config_groups, slurm_settings
+from andrea.train.class_defaults import class_default
 from andrea.train.experiments import help_lines
 from andrea.train.hydra_run import config_subdir, run_id, run_name, sweep_group
 from andrea.train.slurm import gpus_per_node
@@ -29,6 +30,7 @@ RESOLVERS: dict[str, Callable[..., Any]] = {
     "andrea.add": lambda a, b: a + b,  # modular addition's vocabulary: ${andrea.add:${.p},1}
     "andrea.experiments_help": help_lines,  # andrea-train --help's experiments, each with its summary
     "andrea.config_groups_help": config_groups.help_lines,  # its config groups, read once (andrea.train.config_groups)
+    "andrea.class_default": class_default,  # a mixer setting's default, from its class (andrea.train.class_defaults)
 }
 
 
