@@ -102,7 +102,8 @@ def test_a_mixer_default_is_written_once_in_its_class():
     from tests.compose import CONF, group_options
 
     for option in group_options("mixer"):
-        node = OmegaConf.load(CONF / "mixer" / f"{option}.yaml")
-        written = {key: node._get_node(key)._value() for key in node if key != "name"}
+        node = OmegaConf.to_container(OmegaConf.load(CONF / "mixer" / f"{option}.yaml"), resolve=False)
+        assert isinstance(node, dict)
+        written = {key: value for key, value in node.items() if key != "name"}
         literal = {key: value for key, value in written.items() if not str(value).startswith("${")}
         assert not literal, f"conf/mixer/{option}.yaml writes {literal}; give ${{andrea.class_default:}}"
