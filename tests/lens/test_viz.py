@@ -65,7 +65,7 @@ def test_an_unknown_scale_is_refused():
 
 
 def test_map_files_are_named_in_one_place_and_read_from_the_folder_the_run_used(tmp_path):
-    from andrea.cli.inspect_reports import training_frames
+    from andrea.cli.inspect_run import training_frames
     from andrea.lens.viz import map_file, parse_map_file
     from andrea.utils.run_result import RESULT_FILE, RunResult
 

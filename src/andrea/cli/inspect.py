@@ -29,15 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from andrea.cli.app import SettingError, run_app
-from andrea.cli.inspect_reports import (
-    ablation_effect,
-    importance,
-    patching,
-    task_head,
-    training_frames,
-    validation_batches,
-    validation_rows,
-)
+from andrea.cli.inspect_reports import ablation_effect, importance, patching
+from andrea.cli.inspect_run import task_head, training_frames, validation_batches, validation_rows
 from andrea.cli.prompt import encode_prompt, pick_tokenizer, token_labels
 from andrea.train.hydra_run import task_overrides
 from andrea.train.keys import check_added_keys
@@ -127,7 +120,7 @@ def _measures(
 
 @hydra.main(version_base="1.3", config_path="pkg://andrea.conf", config_name="inspect")
 def inspect_app(cfg: DictConfig) -> None:
-    from andrea.lens.explorer_views import explorer_for
+    from andrea.lens.explorer import explorer_for
     from andrea.lens.interventions import head_means, intervene, parse_heads
     from andrea.models.files.load import load_any
     from andrea.models.network import heads_shape, network

@@ -3,7 +3,8 @@ layer and head of a network. Views: this input, and (with a run dir) the mean pa
 validation rows, each role's best head on it named. Hover a token to see what it attends to in the selected head;
 click a head to select it and see it enlarged (its rows and columns labelled with their positions and tokens), with
 its composition scores against the heads of other layers; the direct logit attribution of every head; with a run
-dir, the maps the run drew across its training steps.
+dir, the maps the run drew across its training steps. `explorer_for` computes the views from a network and writes
+the page.
 
 Maps use the PNG maps' colour scale (andrea.lens.viz: viridis on a log scale, red-white-blue for signed
 weights), masked cells grey. The weights travel inside the page as bytes: a colour byte, a weight byte
@@ -17,6 +18,7 @@ import base64
 import html
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,9 +27,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from andrea.lens.attribution import Attribution
+from andrea.lens.attribution import Attribution, logit_attribution
+from andrea.lens.composition import MODES, composition_scores
 from andrea.lens.heads import SHORT_NAMES, head_name, parse_head
+from andrea.lens.verdict import score_heads, summary
 from andrea.lens.viz import MASKED_LABEL, MASKED_RGB, GridLayout, colour_values, colours, grid_layout, scale_marks
+from andrea.models.network import Network, all_attention
+from andrea.models.weight_styles import allowed_of, weight_styles
 
 
 @dataclass(frozen=True)
@@ -248,3 +254,63 @@ def _steps_view(layer: int, frames: list[tuple[int, Path]]) -> str:
 
 def _data_url(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode()
+
+
+def _scores(net: Network, weights: list[Tensor], ids: Tensor) -> tuple[dict[str, Tensor], dict[str, tuple[str, float]]]:
+    """Every role's scores (L, H), and its best head with its score (by the run summary's rule: the highest, the
+    lowest entropy), where any head has one."""
+    normalised = all(style.rows_sum_to_one for style in weight_styles(net))
+    scores = score_heads(weights, ids, rows_sum_to_one=normalised)
+    best = {role: (found["best"], found["score"]) for role, found in summary(scores).items() if found["best"]}
+    return {role: s.values for role, s in scores.items()}, best
+
+
+@torch.no_grad()
+def input_view(net: Network, ids: Tensor, tokens: list[str]) -> View:
+    """ids (1, T): its maps and its role scores."""
+    _, weights = net(ids, return_weights=True)
+    scores, best = _scores(net, weights, ids)
+    return View(
+        "this input", tokens, [w[0].float().cpu() for w in weights], scores, allowed_of(net, ids.shape[1]), best
+    )
+
+
+@torch.no_grad()
+def mean_view(net: Network, rows: Tensor, what: str) -> View:
+    """rows (B, T): the mean pattern over them, and the role scores over all of them (tokens: positions)."""
+    _, weights = net(rows, return_weights=True)
+    T = rows.shape[1]
+    mean = [w.float().mean(dim=0).cpu() for w in weights]  # (H, T, T) per layer
+    name, (scores, best) = f"mean over {rows.shape[0]} {what}", _scores(net, weights, rows)
+    return View(name, [str(t) for t in range(T)], mean, scores, allowed_of(net, T), best)
+
+
+@torch.no_grad()
+def prediction_attribution(net: Network, ids: Tensor, decode: Callable[[int], str]) -> tuple[str, Attribution]:
+    """The direct logit attribution toward the network's top next-token prediction after ids (1, T)."""
+    top = int(net(ids)[0][0, -1].argmax())
+    return f"token {decode(top)!r} ({top}), the network's prediction", logit_attribution(net, ids, target=top)
+
+
+def all_compositions(net: Network) -> dict[str, Tensor] | None:
+    """Q-, K- and V-composition (L, H, L, H); None with one layer, latent heads (no per-head W_K, W_V), or a layer
+    whose mixer is not attention."""
+    if len(net.mixers) < 2 or not all_attention(net) or net.attention[0].latent is not None:
+        return None
+    return {mode: composition_scores(net, mode) for mode in MODES}
+
+
+def explorer_for(
+    net: Network,
+    ids: Tensor,
+    tokens: list[str],
+    about: About,
+    decode: Callable[[int], str],
+    rows: tuple[Tensor, str] | None = None,
+    steps: dict[int, list[tuple[int, Path]]] | None = None,
+) -> str:
+    """The explorer page of `net` (with whatever hooks are attached: an ablation) for ids (1, T), and, given
+    rows ((B, T') ids, what they are), their mean view beside it."""
+    views = [input_view(net, ids, tokens)] + ([mean_view(net, *rows)] if rows is not None else [])
+    attribution = prediction_attribution(net, ids, decode)
+    return explorer_page(views, about, steps, attribution, all_compositions(net))

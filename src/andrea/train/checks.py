@@ -13,8 +13,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from andrea.attention.spec import NETWORK, AttentionSpec
 from andrea.lens.interventions import parse_heads
+from andrea.train.checks_data import check_data
 from andrea.train.checks_files import apply_init_from, check_checkpoint
-from andrea.train.checks_parts import AttentionParts, attention_parts, check_data, check_mixers
+from andrea.train.checks_layers import AttentionParts, attention_parts, check_mixers
 from andrea.train.checks_study import check_study
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides

@@ -21,7 +21,7 @@ from omegaconf.errors import InterpolationResolutionError
 
 from andrea.models.memory import Estimate
 from andrea.train.checks import check_config
-from andrea.train.checks_parts import check_data_memory
+from andrea.train.checks_data import check_data_memory
 from andrea.train.errors import ConfigError
 
 __all__ = ["ConfigError", "Parts", "validate"]

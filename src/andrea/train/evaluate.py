@@ -13,7 +13,7 @@ from torch import nn
 from andrea.data.catalog import CHECKPOINT_TASK_KEY, TASKS, plain, task_class
 from andrea.data.tasks import SyntheticTaskDataModule
 from andrea.models.network import network
-from andrea.train.checks_parts import check_data_memory
+from andrea.train.checks_data import check_data_memory
 from andrea.train.lit.module import next_token_loss
 from andrea.train.lit.val_metrics import SCORES, SetMetrics
 

@@ -1,7 +1,7 @@
-"""What the data and the network must agree on, checked from the config before either is built: the vocabulary,
-the context, a full batch of rows; and the attention parts every layer shares (the backend and the mask), built
-here once, checked against the data's length and the device training runs on, and handed to the network's build
-(andrea.train.config) so that nothing is built twice."""
+"""Each layer of the network, checked from the config before anything is built: its kind and mixer resolved
+(andrea.mixers.layer_spec), the attention settings of a network without attention, the maps' head grid, and each
+attention kind's parts (its backend and mask), built here once, checked against the data's length and the device
+training runs on, and handed to the network's build (andrea.train.config) so that nothing is built twice."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from andrea.attention.positions import ALiBi
 from andrea.attention.registry import as_mask, mechanism_registry
 from andrea.attention.spec import AttentionSpec
 from andrea.mixers.layer_spec import LayerSpec, resolve_layers
-from andrea.models import memory
 from andrea.models.files.schema import MODELS
+from andrea.train.checks_data import ints
 from andrea.train.errors import ConfigError
 from andrea.train.kind_defaults import GPT
 from andrea.utils.rules import SettingError
@@ -26,60 +26,6 @@ from andrea.utils.rules import SettingError
 
 def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
     return OmegaConf.select(cfg, key, default=default)
-
-
-def check_data(cfg: DictConfig) -> None:
-    """The network's vocabulary and context against the data's, and one full batch of rows to train on (a value
-    the config does not hold, as a user's own data module may not, is left to that module)."""
-    vocab, net_vocab = _ints(cfg, "data.vocab_size", "model.net.vocab_size")
-    if _below(net_vocab, vocab):
-        assert vocab is not None  # _below compares two numbers
-        raise ConfigError(
-            f"model.net.vocab_size={net_vocab} is smaller than the data's vocabulary ({vocab}): token ids "
-            f"up to {vocab - 1} would index past the embedding; drop the override"
-        )
-    seq_len, max_context = _ints(cfg, "data.seq_len", "model.net.max_context")
-    if _below(max_context, seq_len):
-        raise ConfigError(f"data.seq_len={seq_len} exceeds model.net.max_context={max_context}; raise max_context")
-    for name in _get(cfg, "data.eval_sets") or {}:
-        (longer,) = _ints(cfg, f"data.eval_sets.{name}.seq_len")
-        if _below(max_context, longer):
-            raise ConfigError(
-                f"data.eval_sets.{name}.seq_len={longer} exceeds model.net.max_context={max_context}; raise "
-                "model.net.max_context to the longest set (positions past the training length stay untrained)"
-            )
-    rows_key = "data.num_train" if _get(cfg, "data.num_train") is not None else "data.samples_per_epoch"
-    rows, batch = _ints(cfg, rows_key, "data.batch_size")
-    if _below(rows, batch):
-        raise ConfigError(
-            f"{rows_key}={rows} is smaller than data.batch_size={batch}: not one full batch to train on; "
-            "lower the batch size or make more rows"
-        )
-
-
-def check_data_memory(datamodule: object) -> None:
-    """The rows a task will make (its `footprint`) fit the machine's memory: refused by the setting that grows them
-    before any is made (`data.p=100000`: 10¹⁰ pairs of modular addition)."""
-    footprint = getattr(datamodule, "footprint", None)
-    if footprint is None:  # text, or a user's own data module
-        return
-    need, setting = footprint()
-    have = memory.available("cpu")  # rows are made on the CPU whatever trains
-    if need > have:
-        raise ConfigError(
-            f"{setting}: the task's rows need about {memory.size_text(need)}, more than the "
-            f"{memory.size_text(have)} of memory on cpu; lower {setting.split('=')[0]}"
-        )
-
-
-def _below(value: int | None, bound: int | None) -> bool:
-    return value is not None and bound is not None and value < bound
-
-
-def _ints(cfg: DictConfig, *keys: str) -> list[int | None]:
-    """Each key's value where the config holds an integer there, else None."""
-    values = [_get(cfg, key) for key in keys]
-    return [value if isinstance(value, int) and not isinstance(value, bool) else None for value in values]
 
 
 def check_mixers(cfg: DictConfig) -> None:
@@ -188,7 +134,7 @@ def _checked_parts(cfg: DictConfig, attention: dict[str, Any], where: str, on_cp
     device; a refusal names the kind's key (`where`), or the attention groups' for the network's own."""
     try:
         parts = shared_parts({str(key): value for key, value in attention.items()})
-        (seq_len,) = _ints(cfg, "data.seq_len")
+        (seq_len,) = ints(cfg, "data.seq_len")
         if seq_len:
             parts["mask"].check_context(seq_len)
     except ValueError as err:
@@ -221,7 +167,7 @@ def _check_device(cfg: DictConfig, parts: dict[str, Any], on_cpu: bool, where: s
     n_head, device = parts["n_head"], "cpu" if on_cpu else "cuda"
     position = parts.get("position") or _get(cfg, "model.net.position")
     alibi = ALiBi(n_head) if position == "alibi" else None
-    (d_model,) = _ints(cfg, "model.net.d_model")
+    (d_model,) = ints(cfg, "model.net.d_model")
     backend, mechanism = parts["backend"], parts.get("mechanism")
     name = "softmax" if mechanism is None else mechanism if isinstance(mechanism, str) else mechanism["name"]
     call = (parts["mask"], mechanism_registry.load(name), alibi)
