@@ -246,3 +246,23 @@ def test_gpt2_s_architecture_cannot_hold_a_named_kind():
     assert does_not_fit(config | {"kinds": window}) == (
         "model.net.kinds is attention; GPT-2's architecture holds none (every layer of one kind) only"
     )
+
+
+def test_the_maps_take_each_layer_s_mask_from_the_layer(monkeypatch):
+    """A window layer's cells beyond its window and a full layer's later cells, each read from the layer's own mask
+    buffer: no mask is built densely again (a mask's dense form would raise here)."""
+    from andrea.attention.masks.base import Mask
+    from andrea.models.gpt import GPT
+    from andrea.models.weight_styles import allowed_of
+
+    kinds = {"local": {"mixer": "attention", "mask": {"name": "sliding_window", "window": 3}}}
+    net = GPT(vocab_size=11, max_context=16, n_layer=2, d_model=16, attention={"n_head": 2}, kinds=kinds,
+              layout=["local", "attention"])  # fmt: skip
+
+    def rebuilt(*args, **kwargs):
+        raise AssertionError("a mask built densely again")
+
+    monkeypatch.setattr(Mask, "dense", rebuilt)
+    window, full = allowed_of(network(net), 8) or []
+    assert window.sum(dim=1).tolist() == [1, 2, 3, 3, 3, 3, 3, 3]  # each query sees at most 3 keys
+    assert torch.equal(full, torch.ones(8, 8, dtype=torch.bool).tril())

@@ -1,12 +1,11 @@
 """Each logger's adapter (andrea.train.lit.dashboards): what andrea sends beyond Lightning's scalars goes through
 it, and a logger andrea does not know gets the scalars only."""
 
-from pathlib import Path
-
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from andrea.train.lit import dashboards
 from andrea.train.lit.dashboards import Dashboard, TensorBoardDashboard, WandbDashboard, dashboard
+from andrea.train.lit.map_probe import DrawnMap
 
 
 def test_each_logger_gets_its_adapter(tmp_path):
@@ -44,7 +43,7 @@ SHOWN: list[Shown] = []
 class ShownDashboard(Dashboard):
     logger: Shown
 
-    def image(self, key: str, path: Path, step: int) -> None:
+    def image(self, key: str, drawn: DrawnMap, step: int) -> None:
         self.logger.sent.append(("image", key, step))
 
     def finish(self, status: str) -> None:

@@ -13,6 +13,10 @@ def quick(tmp_path, *overrides):
 
 
 def test_tensorboard_scalars_and_images(tmp_path):
+    import io
+
+    import numpy as np
+    from PIL import Image
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     result = quick(tmp_path, "logger=tensorboard")
@@ -27,6 +31,9 @@ def test_tensorboard_scalars_and_images(tmp_path):
     images = events.Images("attention/layer0")
     assert [e.step for e in images] == [0, 2, 4]
     assert images[0].encoded_image_string[:4] == b"\x89PNG" and images[0].height > 0.6 * images[0].width  # a grid
+    shown = np.asarray(Image.open(io.BytesIO(images[-1].encoded_image_string)).convert("RGB"))
+    drawn = np.asarray(Image.open(tmp_path / "attention_maps" / "layer0_step000004.png").convert("RGB"))
+    assert np.array_equal(shown, drawn)  # the pixels drawn, as the PNG holds them
     every_head = events.Images("head_roles/every_head")  # a line per head, each its own colour, with a legend
     assert len(every_head) == 1 and every_head[0].encoded_image_string[:4] == b"\x89PNG"
     assert custom_scalar_charts(run) == {

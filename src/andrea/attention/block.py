@@ -197,6 +197,11 @@ class MultiHeadSelfAttention(nn.Module):
             return PrecomputedMask(self.mask, self.mask_buffer)
         return self.mask
 
+    def allowed(self, T: int) -> Tensor:
+        """(H or 1, T, T) True where a query may see a key, read from the layer's own buffer (a mask of the batch's:
+        built from the mask for one sequence)."""
+        return self._mask().dense(T, T)[0]
+
     def per_head_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         """W_Q^h (H, D, d), W_K^h and W_V^h (H_kv, D, d): the per-head view of the fused projection."""
         return self.inputs.per_head_weights()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -27,9 +27,20 @@ class _Line(NamedTuple):
     bottom: int
 
 
-def save_attention_grid(
+def save_attention_grid(weights: Tensor | np.ndarray, path: str | Path, title: str = "", **drawn: Any) -> str:
+    """render_attention_grid's picture as a PNG at `path` (its folder made); returns the path."""
+    return save_png(render_attention_grid(weights, title, **drawn), path)
+
+
+def save_png(image: Image.Image, path: str | Path) -> str:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path, compress_level=1)  # zlib's fastest: about half the default's time, a tenth larger
+    return str(path)
+
+
+def render_attention_grid(
     weights: Tensor | np.ndarray,
-    path: str | Path,
     title: str = "",
     scale: str = "log",
     start: int = 0,
@@ -37,8 +48,8 @@ def save_attention_grid(
     signed: bool = False,
     subtitle: str = "",
     masked: np.ndarray | None = None,
-) -> str:
-    """(H, T, S) per-head weights as a PNG grid of heatmaps with one shared, named colour bar. Given a
+) -> Image.Image:
+    """(H, T, S) per-head weights as a picture: a grid of heatmaps with one shared, named colour bar. Given a
     numpy array it runs no torch op: safe on a worker thread beside a training loop's thread pool.
     `signed` weights (a mechanism's `signed`) get a red-white-blue scale symmetric about 0 instead; the
     subtitle, under the title (each wrapped to the grid's width), says what the weights are (the mechanism's
@@ -75,10 +86,7 @@ def save_attention_grid(
     for line in header:
         draw.text((canvas_w // 2, line.bottom), line.text, fill=line.colour, font=line.font, anchor="md")
     _axis_names(draw, image, layout, (left, top, canvas_w - colour_bar, canvas_h))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path, compress_level=1)  # zlib's fastest: about half the default's time, a tenth larger
-    return str(path)
+    return image
 
 
 def _header(title: str, subtitle: str, width: int) -> tuple[list[_Line], int]:

@@ -52,7 +52,7 @@ def check_cacheable(model: nn.Module, prompt_len: int, total_len: int) -> None:
     net = network(model)
     length = min(total_len, net.max_context)
     for attention in (layer for layer in attention_of(net) if layer is not None):
-        allowed = attention.mask.dense(length, length)[0, :].any(dim=0)  # (L, L) over heads
+        allowed = attention.allowed(length).any(dim=0)  # (L, L) over heads, from the layer's own buffer
         later = torch.ones(length, length, dtype=torch.bool).triu(1)  # key after query
         later[:, :prompt_len] = False  # keys inside the prompt are all present at the prefill
         if bool((allowed & later).any()):

@@ -60,11 +60,11 @@ def _style(mixer: object, attention: MultiHeadSelfAttention | None) -> WeightSty
 
 
 def allowed_of(net: Network, T: int) -> list[Tensor] | None:
-    """Each layer's mask as (T, T) booleans, True where a query may see a key (a recurrent mixer: the causal
-    order); None for a mask that depends on the batch (key padding, documents), which a map of one sequence does
-    not draw."""
+    """Each layer's mask as (T, T) booleans, True where a query may see a key, from the layer itself (its mask
+    buffer; a recurrent mixer: the causal order); None for a mask that depends on the batch (key padding,
+    documents), which a map of one sequence does not draw."""
     layers = attention_of(net)
     if any(layer.mask.batch_dependent for layer in layers if layer is not None):
         return None
     causal = torch.ones(T, T, dtype=torch.bool).tril()
-    return [causal if layer is None else layer.mask.dense(T, T)[0, 0].cpu() for layer in layers]
+    return [causal if layer is None else layer.allowed(T)[0].cpu() for layer in layers]

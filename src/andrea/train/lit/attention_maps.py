@@ -235,10 +235,10 @@ class AttentionMaps(L.Callback):
         """Hand every finished map (all of them, with wait) to the loggers, in step order."""
         while self._pending and (wait or self._pending[0].done()):
             drawn = self._pending.pop(0).result()
-            for layer, path in drawn.pngs:
-                self.written.append(str(path))
+            for drawn_map in drawn.maps:
+                self.written.append(str(drawn_map.path))
                 for logger in trainer.loggers:
-                    dashboard(logger).image(f"attention/layer{layer}", path, drawn.step)
+                    dashboard(logger).image(f"attention/layer{drawn_map.layer}", drawn_map, drawn.step)
 
 
 def _pattern(trainer: L.Trainer) -> Pattern | None:

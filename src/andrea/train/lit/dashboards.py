@@ -1,7 +1,7 @@
 """What andrea sends a dashboard beyond Lightning's own scalars, one small adapter per logger:
 
     layout(roles, n_layer)   how the head-role scalars are grouped (TensorBoard's custom-scalar layout)
-    image(key, path, step)   an attention map's PNG
+    image(key, drawn, step)  an attention map: its PNG (wandb uploads the file) and its pixels (TensorBoard's image)
     role_charts(history)     the head-role scores of every record as charts, a line per head (at the end: wandb's
                              line series, TensorBoard's figure)
     finish(status)           the logger's run closed, so the next job in this process starts its own
@@ -12,12 +12,14 @@ base one, which sends nothing beyond the scalars. A new logger is one adapter in
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 
 from andrea.lens.heads import parse_head
+
+if TYPE_CHECKING:
+    from andrea.train.lit.map_probe import DrawnMap
 
 History = list[tuple[int, dict[str, float]]]  # (step, {heads/<role>/L<l>H<h>: score}) per record
 
@@ -31,8 +33,8 @@ class Dashboard:
     def layout(self, roles: list[str], n_layer: int) -> None:
         """How the head-role scalars are grouped, where the dashboard groups them."""
 
-    def image(self, key: str, path: Path, step: int) -> None:
-        """An attention map's PNG, where the dashboard shows images."""
+    def image(self, key: str, drawn: DrawnMap, step: int) -> None:
+        """An attention map (its PNG, and its pixels in memory), where the dashboard shows images."""
 
     def role_charts(self, history: History) -> None:
         """Every record's head-role scores as charts, where the dashboard draws its own."""
@@ -48,11 +50,9 @@ class TensorBoardDashboard(Dashboard):
         """A "head roles" category, one multi-line chart per role and layer whose lines are that layer's heads."""
         self.logger.experiment.add_custom_scalars(grouped_layout(roles, n_layer))
 
-    def image(self, key: str, path: Path, step: int) -> None:
-        from matplotlib.image import imread
-
-        image = imread(path)[..., :3]  # (H, W, 3) floats in [0, 1]
-        self.logger.experiment.add_image(key, image, global_step=step, dataformats="HWC")
+    def image(self, key: str, drawn: DrawnMap, step: int) -> None:
+        """The map's pixels as drawn, (H, W, 3) uint8: nothing read back from the PNG."""
+        self.logger.experiment.add_image(key, drawn.pixels, global_step=step, dataformats="HWC")
 
     def role_charts(self, history: History) -> None:
         """Every role and layer as a chart whose lines are the heads, each its own colour, with a legend (an image:
@@ -65,8 +65,8 @@ class TensorBoardDashboard(Dashboard):
 class WandbDashboard(Dashboard):
     logger: WandbLogger
 
-    def image(self, key: str, path: Path, step: int) -> None:
-        self.logger.log_image(key=key, images=[str(path)], step=step)
+    def image(self, key: str, drawn: DrawnMap, step: int) -> None:
+        self.logger.log_image(key=key, images=[str(drawn.path)], step=step)  # the PNG: wandb uploads the file
 
     def role_charts(self, history: History) -> None:
         if history:

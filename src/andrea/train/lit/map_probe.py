@@ -1,6 +1,6 @@
 """What AttentionMaps hands its drawing worker and gets back: a record's weights as numpy arrays with how to draw
-them (`probe_job`, on the training thread), and the PNGs drawn from them (`draw`, on the worker: numpy and Pillow
-only, no torch op off the training thread)."""
+them (`probe_job`, on the training thread), and the maps drawn from them (`draw`, on the worker: numpy and Pillow
+only, no torch op off the training thread), each as its PNG and its pixels, which a dashboard takes from memory."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
-from andrea.lens.grid_png import save_attention_grid
+from andrea.lens.grid_png import render_attention_grid, save_png
 from andrea.lens.viz import map_file
 from andrea.models.network import Network
 from andrea.models.weight_styles import WeightStyle, allowed_of, weight_styles
@@ -44,10 +44,19 @@ class Probe:
     hidden: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> (T, T) True where the mask hides a key
 
 
+@dataclass(frozen=True)
+class DrawnMap:
+    """One layer's map: its PNG, and the same picture's pixels (H, W, 3) uint8, for a dashboard to take as they are."""
+
+    layer: int
+    path: Path
+    pixels: np.ndarray
+
+
 @dataclass
-class Drawn:  # what the worker hands back: the step and its PNGs
+class Drawn:  # what the worker hands back: the step and its maps
     step: int
-    pngs: list[tuple[int, Path]] = field(default_factory=list)  # (layer, path)
+    maps: list[DrawnMap] = field(default_factory=list)
 
 
 def probe_job(
@@ -72,15 +81,15 @@ def probe_job(
 
 
 def draw(job: Probe, out_dir: Path, row: int, scale: str) -> Drawn:
-    """A PNG per chosen layer in `out_dir`."""
+    """A map per chosen layer: its PNG in `out_dir`, and its pixels."""
     drawn = Drawn(job.step)
     for layer, shown in job.maps.items():
         style = job.styles[layer]
         title = f"layer {layer} · step {job.step} · {style.mask} · {style.label} · probe row {row}"
-        path = out_dir / map_file(layer, job.step)
-        save_attention_grid(
-            shown, path, title, scale, job.start, job.tokens, signed=style.signed, subtitle=style.meaning,
+        image = render_attention_grid(
+            shown, title, scale, job.start, job.tokens, signed=style.signed, subtitle=style.meaning,
             masked=job.hidden.get(layer),
         )  # fmt: skip
-        drawn.pngs.append((layer, path))
+        path = Path(save_png(image, out_dir / map_file(layer, job.step)))
+        drawn.maps.append(DrawnMap(layer, path, np.asarray(image)))
     return drawn
