@@ -190,9 +190,9 @@ def test_a_resumed_attempt_keeps_the_rows_before_its_step_and_drops_the_rest(tmp
 
     path = tmp_path / role_history.HISTORY_FILE
     for step in (0, 50, 100):
-        role_history.append(path, step, {"heads/entropy/L0H1": 0.5 + step, "heads/induction/L1H0": 0.25})
+        role_history.append(path, step, {("entropy", 0, 1): 0.5 + step, ("induction", 1, 0): 0.25})
     role_history.start(path, 50)  # the checkpoint the attempt resumes from was taken at step 50
-    role_history.append(path, 50, {"heads/entropy/L0H1": 7.0})
+    role_history.append(path, 50, {("entropy", 0, 1): 7.0})
     lines = path.read_text().splitlines()
     assert lines == ["step,layer,head,role,score", "0,0,1,entropy,0.5", "0,1,0,induction,0.25", "50,0,1,entropy,7"]
 

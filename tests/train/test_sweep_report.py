@@ -114,7 +114,7 @@ def test_roles_over_training_per_setting_over_its_seeds(tmp_path):
         fake_job(tmp_path, number, [f"attention={setting}", f"seed={seed}"])
         for step in (0, 50, 100, 200):
             formed = min(1.0, step / (100 + 50 * number))  # a later job forms its head later
-            scores = {"heads/induction/L1H0": formed, "heads/induction/L1H1": formed / 2, "heads/entropy/L1H0": 2.0}
+            scores = {("induction", 1, 0): formed, ("induction", 1, 1): formed / 2, ("entropy", 1, 0): 2.0}
             role_history.append(tmp_path / str(number) / role_history.HISTORY_FILE, step, scores)
     write_summary(tmp_path)
     assert best_per_step(tmp_path / "1") == {

@@ -1,5 +1,7 @@
 """How andrea names a head, everywhere it writes or reads one (the dashboard's tags, verdicts,
-interventions, the explorer): "L<layer>H<head>", both counted from 0; and a role's short name."""
+interventions, the explorer): "L<layer>H<head>", both counted from 0; a role's short name; and a head-role
+score's key, (role, layer, head), named as a metric ("heads/<role>/L<layer>H<head>") only where it leaves for a
+logger or a file."""
 
 from __future__ import annotations
 
@@ -12,6 +14,15 @@ SHORT_NAMES = {
     "first_token": "first",
     "entropy": "entropy",
 }  # roles, in tables
+
+
+RoleHead = tuple[str, int, int]  # a head-role score's key: (role, layer, head)
+
+
+def metric_name(key: RoleHead) -> str:
+    """("entropy", 0, 1) -> "heads/entropy/L0H1", the score's name on a dashboard and in result.json."""
+    role, layer, head = key
+    return f"heads/{role}/{head_name(layer, head)}"
 
 
 def head_name(layer: int, head: int) -> str:

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from torch.nn import Module
 
+from andrea.lens.heads import metric_name
 from andrea.lens.verdict import describe, verdict
 from andrea.models.memory import Estimate
 from andrea.models.network import cache_bytes, kv_cache_widths, network
@@ -91,7 +92,7 @@ def _maps_found(maps: AttentionMaps | None) -> dict[str, Any]:
     return {
         "attention_maps": str(maps.out_dir) if maps.written else None,
         "attention_maps_skipped": maps.skipped,  # records dropped while the drawing worker was busy
-        "head_roles": maps.scores,
+        "head_roles": {metric_name(key): score for key, score in maps.scores.items()},
         "roles": maps.roles,
         "verdict_step": maps.verdict_step,
         "verdict_cadence": maps.verdict_cadence,

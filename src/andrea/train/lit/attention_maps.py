@@ -29,12 +29,12 @@ from andrea.data.tasks import Pattern
 from andrea.lens import verdict as verdicts
 from andrea.lens.circuit import traced_verdict
 from andrea.lens.head_roles import HEAD_ROLES, first_token_mass
-from andrea.lens.heads import head_name
+from andrea.lens.heads import RoleHead, metric_name
 from andrea.lens.viz import MAPS_DIR
 from andrea.models.network import Network, all_attention, network
 from andrea.models.weight_styles import weight_styles
 from andrea.train.lit import role_history
-from andrea.train.lit.dashboards import dashboard
+from andrea.train.lit.dashboards import History, dashboard
 from andrea.train.lit.map_probe import Drawn, Probe, draw, lowest_priority, probe_job
 from andrea.train.maps_settings import check_settings
 
@@ -79,13 +79,13 @@ class AttentionMaps(L.Callback):
         self.previous_step = -1  # the record before the last
         self.written: list[str] = []
         self.skipped = 0  # records dropped because the worker was behind
-        self.scores: dict[str, float] = {}  # "heads/<role>/L<l>H<h>" -> score, the applicable ones
+        self.scores: dict[RoleHead, float] = {}  # (role, layer, head) -> score, the applicable ones
         self.roles: dict[str, dict] = {}  # role -> its best head (andrea.lens.verdict.summary)
         self.verdict: dict | None = None  # whether the head the task needs appeared
         self.verdict_step: int | None = None  # the first record at which it had
         self.verdict_cadence: int | None = None  # and the steps since the record before it: met within that many
         self.first_token_mass: list[float] | None = None  # per layer, the raw weight on key 0 (the sink)
-        self.history: list[tuple[int, dict[str, float]]] = []  # (step, scores) of every record, for grouped charts
+        self.history: History = []  # (step, scores) of every record, for grouped charts
         self._worker: ThreadPoolExecutor | None = None
         self._pending: list[Future[Drawn]] = []
         self._undrawn: Probe | None = None  # the last record the worker had no room for
@@ -210,7 +210,7 @@ class AttentionMaps(L.Callback):
         pattern = _pattern(trainer)
         scores = verdicts.score_heads(weights, input_ids, _task_roles(pattern), rows_sum_to_one=normalised)
         self.scores = {
-            f"heads/{role}/{head_name(layer, head)}": float(s.values[layer, head])
+            (role, layer, head): float(s.values[layer, head])
             for role, s in scores.items()
             for layer in range(s.values.shape[0])
             for head in range(s.values.shape[1])
@@ -224,7 +224,7 @@ class AttentionMaps(L.Callback):
         self.history.append((step, self.scores))
         role_history.append(Path(trainer.default_root_dir) / role_history.HISTORY_FILE, step, self.scores)
         for logger in trainer.loggers:
-            logger.log_metrics(self.scores, step=step)
+            logger.log_metrics({metric_name(key): score for key, score in self.scores.items()}, step=step)
         return scores
 
     def _draw(self, job: Probe) -> Drawn:

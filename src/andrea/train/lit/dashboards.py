@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 
-from andrea.lens.heads import parse_head
+from andrea.lens.heads import RoleHead
 
 if TYPE_CHECKING:
     from andrea.train.lit.map_probe import DrawnMap
 
-History = list[tuple[int, dict[str, float]]]  # (step, {heads/<role>/L<l>H<h>: score}) per record
+History = list[tuple[int, dict[RoleHead, float]]]  # (step, {(role, layer, head): score}) per record
 
 
 class Dashboard:
@@ -142,8 +142,6 @@ def _series(history: History) -> dict[tuple[str, int], dict[int, list[tuple[int,
     """(role, layer) -> head -> its (step, score) points."""
     series: dict[tuple[str, int], dict[int, list[tuple[int, float]]]] = {}
     for step, scores in history:
-        for key, value in scores.items():
-            _, role, head = key.split("/")
-            layer, h = parse_head(head)
-            series.setdefault((role, layer), {}).setdefault(h, []).append((step, value))
+        for (role, layer, head), value in scores.items():
+            series.setdefault((role, layer), {}).setdefault(head, []).append((step, value))
     return series

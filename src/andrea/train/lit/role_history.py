@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from andrea.lens.heads import parse_head
+from andrea.lens.heads import RoleHead
 from andrea.utils.csv_cells import write_rows
 
 HISTORY_FILE = "head_roles.csv"
@@ -26,13 +26,12 @@ def start(path: Path, step: int) -> None:
     write(path, kept, mode="w")
 
 
-def append(path: Path, step: int, scores: dict[str, float]) -> None:
-    """One record's scores ({"heads/<role>/L<l>H<h>": score}) as rows."""
-    rows = []
-    for key, value in scores.items():
-        _, role, head = key.split("/")
-        layer, h = parse_head(head)
-        rows.append({"step": step, "layer": layer, "head": h, "role": role, "score": f"{value:.6g}"})
+def append(path: Path, step: int, scores: dict[RoleHead, float]) -> None:
+    """One record's scores ({(role, layer, head): score}) as rows."""
+    rows = [
+        {"step": step, "layer": layer, "head": head, "role": role, "score": f"{value:.6g}"}
+        for (role, layer, head), value in scores.items()
+    ]
     write(path, rows, mode="a")
 
 
