@@ -221,11 +221,15 @@ class AttentionMaps(L.Callback):
         if self.verdict_step is None and self.verdict is not None and self.verdict["appeared"]:
             self.verdict_step = step
             self.verdict_cadence = step - max(self.previous_step, 0)
+        self._keep(trainer, step)
+        return scores
+
+    def _keep(self, trainer: L.Trainer, step: int) -> None:
+        """This record's scores into the history, head_roles.csv and every logger (named as metrics there)."""
         self.history.append((step, self.scores))
         role_history.append(Path(trainer.default_root_dir) / role_history.HISTORY_FILE, step, self.scores)
         for logger in trainer.loggers:
             logger.log_metrics({metric_name(key): score for key, score in self.scores.items()}, step=step)
-        return scores
 
     def _draw(self, job: Probe) -> Drawn:
         assert self.out_dir is not None  # set in setup(), before any training hook
