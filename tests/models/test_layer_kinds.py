@@ -21,7 +21,7 @@ from andrea.train.pipeline import train
 from andrea.utils.rules import SettingError
 from tests.compose import QUICK, compose_train
 
-TINY = [*QUICK, "model=andrea-tiny", "trainer.max_epochs=2", "trainer.max_steps=5"]
+TINY = [*QUICK, "model=andrea-tiny", "data.num_train=320", "trainer.max_steps=5", "validate=false"]
 SWA8 = "{mixer: attention, mask: {name: sliding_window, window: 8}"
 NETS = {
     "gemma3": [
