@@ -128,7 +128,7 @@ def test_stream_settings_are_checked(stream, message):
 def test_streaming_a_model_without_rope_is_refused_in_one_line(toy_weights, tmp_path):
     done = run_sample(f"ckpt_path={toy_weights[0]}", "prompt=3", "stream.window=8", "stream.keep_first=4", cwd=tmp_path)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
-    assert "stream.window: layer 0 has position=learned: positions within the cache need position=rope" in done.stderr
+    assert "stream.window: embedding has position=learned: positions within the cache need position=rope" in done.stderr
 
 
 def test_more_tokens_than_memory_holds_is_refused_before_any_work():

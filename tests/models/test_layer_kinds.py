@@ -266,3 +266,12 @@ def test_the_maps_take_each_layer_s_mask_from_the_layer(monkeypatch):
     window, full = allowed_of(network(net), 8) or []
     assert window.sum(dim=1).tolist() == [1, 2, 3, 3, 3, 3, 3, 3]  # each query sees at most 3 keys
     assert torch.equal(full, torch.ones(8, 8, dtype=torch.bool).tril())
+
+
+def test_a_kind_s_part_that_refuses_as_the_network_builds_is_said_of_the_kind(tmp_path):
+    """Forgetting attention keeps a gate per head in its keys: in a kind with GQA's shared key heads it is refused,
+    the kind named before the part's own words."""
+    kinds = "model.net.kinds={gated: {mixer: attention, mechanism: fox, backend: eager}}"
+    with pytest.raises(ConfigError) as refused:
+        validate(compose_train(tmp_path, [*TINY, "heads=gqa", kinds, "model.net.layout=[gated,attention]"]))
+    assert str(refused.value).startswith("model.net.kinds.gated: mechanism=fox keeps one gate per head in its keys")

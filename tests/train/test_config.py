@@ -320,8 +320,8 @@ REJECTED = [
     ),
     (
         ["mixer=retention", "mask=sliding_window", "~callbacks.attention_maps"],
-        "mask=sliding_window: mixer retention reads every earlier token through its state, causal by construction; "
-        "use mask=causal",
+        "mask=sliding_window applies to attention layers, and this network has none \\(its layers are retention\\); "
+        "drop mask=, or add attention to model.net.layout",
     ),
     (
         ["attention.backend=[sdpa]"],

@@ -52,10 +52,15 @@ def build_mixers(layers: Sequence[LayerSpec], **place: Any) -> list[nn.Module]:
     built: list[nn.Module] = []
     for spec in layers:
         where = {"n_layer": len(layers), **place, "layer": spec.index}
-        if spec.attention:
-            if spec.kind not in shared:
-                shared[spec.kind] = shared_parts(dict(spec.settings))
-            built.append(MultiHeadSelfAttention(where.pop("d_model"), **where, **shared[spec.kind]))
-        else:
-            built.append(mixer_registry.load(spec.mixer)(**where, **spec.settings))
+        try:
+            if spec.attention:
+                if spec.kind not in shared:
+                    shared[spec.kind] = shared_parts(dict(spec.settings))
+                built.append(MultiHeadSelfAttention(where.pop("d_model"), **where, **shared[spec.kind]))
+            else:
+                built.append(mixer_registry.load(spec.mixer)(**where, **spec.settings))
+        except ValueError as err:  # a named kind's part refused: said of the kind
+            if spec.kind == spec.mixer:
+                raise
+            raise ValueError(f"model.net.kinds.{spec.kind}: {str(err).splitlines()[0]}") from None
     return built

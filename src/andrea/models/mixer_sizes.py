@@ -33,11 +33,18 @@ def mixer_layers(spec: NetSpec) -> list[nn.Module | None]:
             with torch.device("meta"):
                 (built[kind],) = build_mixers([replace(layer, index=0)], **place, n_layer=f["n_layer"])
         except (RuntimeError, TypeError, ValueError, OverflowError) as err:  # a size no tensor can have
-            grown = mixer_growth(spec)
-            largest = max(grown, key=lambda key: grown[key][0] / grown[key][1], default=f"mixer.name={kind}")
-            setting = f"{largest}={grown[largest][0]}" if largest in grown else largest
-            raise MixerSizeError(f"{setting}: mixer {kind} cannot be built ({str(err).splitlines()[0]})") from None
+            if layer.attention and isinstance(err, ValueError):  # an attention kind's setting, refused by its key
+                raise
+            raise _too_big(spec, kind, err) from None
     return [built.get(layer.kind) for layer in layers]
+
+
+def _too_big(spec: NetSpec, kind: str, err: Exception) -> MixerSizeError:
+    """The `mixer` setting furthest above its default, named as what cannot be built."""
+    grown = mixer_growth(spec)
+    largest = max(grown, key=lambda key: grown[key][0] / grown[key][1], default=f"mixer.name={kind}")
+    setting = f"{largest}={grown[largest][0]}" if largest in grown else largest
+    return MixerSizeError(f"{setting}: mixer {kind} cannot be built ({str(err).splitlines()[0]})")
 
 
 def mixer_growth(spec: NetSpec) -> dict[str, tuple[float, float]]:

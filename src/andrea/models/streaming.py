@@ -43,7 +43,7 @@ def streaming_cache(net: Network, window: int, keep_first: int = 0) -> list[Mixe
 
 
 def unstreamable(net: Network) -> str | None:
-    """Why `net` cannot stream ("layer 0 has position=learned: ..."), or None: what the streaming cache and a
+    """Why `net` cannot stream ("layer 0 has position=alibi: ..."), or None: what the streaming cache and a
     study that streams its runs (experiment=sinks) both ask, before either does any work."""
     if getattr(getattr(net, "embed", None), "position", None) is not None:
         return "embedding has position=learned: positions within the cache need position=rope or none"
