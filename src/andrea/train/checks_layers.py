@@ -20,7 +20,7 @@ from andrea.mixers.layer_spec import LayerSpec, resolve_layers
 from andrea.models.files.schema import MODELS
 from andrea.train.checks_data import ints
 from andrea.train.errors import ConfigError
-from andrea.train.kind_defaults import GPT
+from andrea.train.kind_defaults import GPT, plain
 from andrea.utils.rules import SettingError
 
 
@@ -85,20 +85,16 @@ def network_layers(cfg: DictConfig, kinds: dict[str, Any] | None = None) -> tupl
     net = _andreas_net(cfg)
     if net is None:
         return ()
-    plain = {key: _plain(net, key) for key in ("mixer", "layout", "kinds", "attention")}
-    attention = {**(plain["attention"] or {}), "position": net.get("position")}
+    given = {key: plain(net, key) for key in ("mixer", "layout", "kinds", "attention")}
+    attention = {**(given["attention"] or {}), "position": net.get("position")}
     place = {key: net.get(key) for key in ("d_model", "max_context", "bias", "dropout") if key in net}
     try:
         return resolve_layers(
-            plain["layout"], net.get("n_layer", 1), plain["mixer"], plain["kinds"] if kinds is None else kinds,
+            given["layout"], net.get("n_layer", 1), given["mixer"], given["kinds"] if kinds is None else kinds,
             attention, place,
         )  # fmt: skip
     except SettingError as err:
         raise ConfigError(str(err)) from None
-
-
-def _plain(net: DictConfig, key: str) -> Any:
-    return OmegaConf.to_container(net[key], resolve=True) if net.get(key) is not None else None
 
 
 @dataclass
@@ -117,10 +113,10 @@ def attention_parts(cfg: DictConfig, on_cpu: bool) -> AttentionParts | None:
     net = _andreas_net(cfg)
     if net is None:
         return None
-    attention = _plain(net, "attention")
+    attention = plain(net, "attention")
     default = None if attention is None else _checked_parts(cfg, attention, "", on_cpu)
     layers = network_layers(cfg)
-    kinds = dict(_plain(net, "kinds") or {})
+    kinds = dict(plain(net, "kinds") or {})
     named = {layer.kind: layer.settings for layer in layers if layer.attention and layer.kind in kinds}
     for name, settings in named.items():
         built = _checked_parts(cfg, dict(settings), f"model.net.kinds.{name}.", on_cpu)

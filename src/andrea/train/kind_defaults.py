@@ -56,14 +56,17 @@ def drop_unused_attention(cfg: DictConfig) -> None:
     net = OmegaConf.select(cfg, "model.net")
     if not (isinstance(net, DictConfig) and net.get("_target_") == GPT and net.get("attention") is not None):
         return
-    plain = {key: OmegaConf.to_container(net[key], resolve=True) if net.get(key) is not None else None
-             for key in ("mixer", "layout", "kinds")}  # fmt: skip
     try:
-        layers = resolve_layers(plain["layout"], net.get("n_layer", 1), plain["mixer"], plain["kinds"])  # type: ignore[arg-type]
+        layers = resolve_layers(plain(net, "layout"), net.get("n_layer", 1), plain(net, "mixer"), plain(net, "kinds"))
     except ValueError:
         return
     if not any(layer.attention for layer in layers):
         net.attention = None
+
+
+def plain(net: DictConfig, key: str) -> Any:
+    """model.net's `key` as plain values (resolved), or None where it is unset."""
+    return OmegaConf.to_container(net[key], resolve=True) if net.get(key) is not None else None
 
 
 def _named_only_in_layout(net: DictConfig, group: str | None) -> list[str]:
