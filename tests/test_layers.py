@@ -5,8 +5,9 @@ registers what Hydra needs, whoever composes."""
 import subprocess
 import sys
 
-LIGHT = ["andrea", "andrea.attention", "andrea.testing", "andrea.models.gpt", "andrea.models.generate",
-         "andrea.models.files.load", "andrea.bench.timing", "andrea.data.tokenizers"]  # fmt: skip
+LIGHT = ["andrea", "andrea.attention", "andrea.ops", "andrea.core.plugins", "andrea.testing", "andrea.models.gpt",
+         "andrea.models.generate", "andrea.models.files.load", "andrea.bench.timing",
+         "andrea.data.tokenizers"]  # fmt: skip
 HEAVY = {"hydra", "omegaconf", "lightning", "pytorch_lightning", "torchmetrics"}
 
 

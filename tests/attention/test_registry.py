@@ -17,7 +17,7 @@ from andrea.attention import (
     parse_mask,
 )
 from andrea.attention.heads import FusedQKV
-from andrea.attention.plugins import PluginClash
+from andrea.core.plugins import PluginClash
 
 from .helpers import files_plugin
 

@@ -1,4 +1,4 @@
-"""The delta rule's three forms (andrea.mixers.delta_rule) compute one function, and it is fla-core 0.6.0's:
+"""The delta rule's three forms (andrea.ops.delta_rule) compute one function, and it is fla-core 0.6.0's:
 `delta_rule_recurrence` for DeltaNet (q and k L2-normalised before the call: it does not normalise; its scale is
 1/sqrt(K), fixed) and `naive_recurrent_gated_delta_rule` for Gated DeltaNet (BTHD layout; (beta, g) in that
 order; fp32 outputs)."""
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from andrea.mixers import delta_rule as dr
+from andrea.ops import delta_rule as dr
 from tests.mixers.test_gated_linear import _naive
 
 B, H, T, K, V = 2, 3, 37, 8, 5

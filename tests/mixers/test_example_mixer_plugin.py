@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea.mixers.gated_linear import FORMS
 from andrea.mixers.layers import mixer_registry
+from andrea.ops.gated_linear import FORMS
 from andrea.testing import mixer_checks
 from tests.attention.test_conformance_kit import run_kit
 from tests.attention.test_example_mechanism_plugin import counts, install, trains_one_epoch

@@ -1,4 +1,4 @@
-"""Gated linear attention's three forms (andrea.mixers.gated_linear) compute one function, and it is the one
+"""Gated linear attention's three forms (andrea.ops.gated_linear) compute one function, and it is the one
 fla-core 0.6.0's pure-PyTorch references compute for linear attention, retention, GLA and Mamba-2's SSD (MIXERS.md).
 fla-core's naive files are loaded by path: importing `fla` loads every kernel (6 s) for functions that need none."""
 
@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from andrea.mixers import gated_linear as gl
+from andrea.ops import gated_linear as gl
 
 B, H, T, K, V = 2, 3, 37, 8, 5
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from andrea.lens.cache import hooks, run_with_cache
-from andrea.mixers import gated_linear
 from andrea.models.gpt import GPT
+from andrea.ops import gated_linear
 
 MIXERS = ["linear", "retention", "gla", "mamba2"]
 

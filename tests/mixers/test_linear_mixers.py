@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from andrea.mixers import gated_linear
 from andrea.mixers.gla import GLA
 from andrea.mixers.linear import LinearAttention
 from andrea.mixers.retention import Retention
 from andrea.models.generate import generate
 from andrea.models.gpt import GPT
+from andrea.ops import gated_linear
 from andrea.train.config import ConfigError, validate
 from andrea.train.pipeline import train
 from tests.compose import QUICK, compose_train

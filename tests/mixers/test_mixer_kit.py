@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from andrea.mixers.deltanet import DeltaNet, GatedDeltaNet
-from andrea.mixers.gated_linear import FORMS
 from andrea.mixers.gla import GLA
 from andrea.mixers.layers import mixer_registry
 from andrea.mixers.linear import LinearAttention
 from andrea.mixers.mamba2 import Mamba2
 from andrea.mixers.retention import Retention
+from andrea.ops.gated_linear import FORMS
 from andrea.testing import mixer_checks
 from tests.attention.helpers import files_plugin
 from tests.attention.test_conformance_kit import run_kit, user_shell

@@ -10,7 +10,7 @@ import torch
 from hydra.utils import instantiate
 from torch import Tensor, nn
 
-from andrea.attention.hook_points import HookPoint, Points
+from andrea.core.hook_points import HookPoint, Points
 from andrea.mixers import CacheSize, TokenMixer, mixer_registry, resolve_layers
 from andrea.models.generate import generate
 from andrea.models.gpt import GPT

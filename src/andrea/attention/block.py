@@ -12,8 +12,7 @@ from torch import Tensor, nn
 from andrea.attention.advice import _alternatives
 from andrea.attention.contract import UnsupportedAttentionError
 from andrea.attention.heads import FusedQKV
-from andrea.attention.hook_points import HookPoint, Points
-from andrea.attention.kv_cache import CacheSize, KVCache
+from andrea.attention.kv_cache import KVCache
 from andrea.attention.latent import LatentAttention, check_latent
 from andrea.attention.masks import Mask, PrecomputedMask
 from andrea.attention.mechanisms import Mechanism
@@ -22,6 +21,8 @@ from andrea.attention.positions import ALiBi, Rotary
 from andrea.attention.registry import as_backend, as_mask, as_mechanism
 from andrea.attention.shapes import weighted_values
 from andrea.attention.spec import CONFIG_KEYS, AttentionSpec
+from andrea.core.cache_size import CacheSize
+from andrea.core.hook_points import HookPoint, Points
 
 # how the block's refusals name its settings: a config's keys, but the network's own by their argument names
 BLOCK_KEYS = CONFIG_KEYS | {key: key for key in ("d_model", "max_context", "position")}
@@ -54,7 +55,7 @@ class MultiHeadSelfAttention(nn.Module):
              values from one latent per token, which is all the KV cache keeps; None: the fused QKV projection.
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
 
-    Hook points (andrea.attention.hook_points; `hook_points()` lists this block's): hook_q, hook_k, hook_v as the
+    Hook points (andrea.core.hook_points; `hook_points()` lists this block's): hook_q, hook_k, hook_v as the
     projection gives them, hook_rot_q, hook_rot_k after RoPE, hook_attn_scores (the scaled, biased scores, masked
     keys at -inf), hook_pattern (the mechanism's weights), hook_z (the heads' outputs before W_O). With a function
     on the scores or the pattern, the block computes attention from the mechanism's dense form (what `eager`

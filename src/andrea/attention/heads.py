@@ -21,9 +21,9 @@ from andrea.attention.kv_cache import KVCache
 from andrea.utils.rules import SettingError
 
 if TYPE_CHECKING:
-    from andrea.attention.hook_points import HookPoint
     from andrea.attention.mechanisms import Mechanism
     from andrea.attention.positions import Rotary
+    from andrea.core.hook_points import HookPoint
 
 
 def heads_problem(

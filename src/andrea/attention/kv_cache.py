@@ -9,26 +9,8 @@ seen again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
-
-
-@dataclass(frozen=True)
-class CacheSize:
-    """The numbers a layer's cache keeps for one sequence of T tokens: `per_token` for each token it keeps
-    (a KV cache: 2·H_kv·d), at most `max_tokens` of them (a bounded look-back; None: every token), and
-    `per_sequence` whatever T is (a recurrent mixer's state)."""
-
-    per_token: int
-    per_sequence: int = 0
-    max_tokens: int | None = None
-
-    def at(self, T: int) -> int:
-        """The numbers kept after T tokens."""
-        kept = T if self.max_tokens is None else min(T, self.max_tokens)
-        return self.per_sequence + self.per_token * kept
 
 
 class KVCache:

@@ -27,10 +27,10 @@ from torch import Tensor, nn
 from andrea.attention.advice import _alternatives
 from andrea.attention.contract import AttentionBackend, UnsupportedAttentionError
 from andrea.attention.heads import HeadConfig
-from andrea.attention.hook_points import HookPoint
 from andrea.attention.kv_cache import KVCache, LatentCache
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.positions import Rotary
+from andrea.core.hook_points import HookPoint
 from andrea.utils.rules import POSITIVE, enforce, integer, number, optional, problem_of
 
 SETTINGS = {

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from andrea.attention.plugins import CONF_GROUP, PluginError, Registry, plugin_failure
+from andrea.core.plugins import CONF_GROUP, PluginError, Registry, plugin_failure
 
 if TYPE_CHECKING:
     from andrea.attention.contract import AttentionBackend

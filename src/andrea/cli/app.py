@@ -73,7 +73,7 @@ def plugin_config_problems() -> list[str]:
 
     import yaml
 
-    from andrea.attention.plugins import package_of
+    from andrea.core.plugins import package_of
     from hydra_plugins.andrea_configs import found_config_packages
 
     lines = []

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
-from andrea.attention.hook_points import Hook, HookPoint
+from andrea.core.hook_points import Hook, HookPoint
 from andrea.models.network import Network
 
 Names = str | Sequence[str] | Callable[[str], bool] | None

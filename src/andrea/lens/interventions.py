@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
-from andrea.attention.hook_points import Hook, HookPoint
+from andrea.core.hook_points import Hook, HookPoint
 from andrea.lens.cache import add_hooks, hooks
 from andrea.lens.heads import head_name, parse_head
 from andrea.models.network import Network, heads_shape

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from andrea.attention.hook_points import HookPoint
+from andrea.core.hook_points import HookPoint
 from andrea.lens.cache import hooks, run_with_cache
 from andrea.models.network import Network, heads_shape
 

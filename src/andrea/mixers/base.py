@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from torch import Tensor, nn
 
-from andrea.attention.kv_cache import CacheSize
+from andrea.core.cache_size import CacheSize
 
 if TYPE_CHECKING:
-    from andrea.attention.hook_points import HookPoint
+    from andrea.core.hook_points import HookPoint
 
 __all__ = ["CacheSize", "MixerCache", "TokenMixer"]
 

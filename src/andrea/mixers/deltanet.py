@@ -1,6 +1,6 @@
 """DeltaNet (Yang et al. 2024, "Parallelizing Linear Transformers with the Delta Rule over Sequence Length") and
 Gated DeltaNet (Yang et al. 2025, "Gated Delta Networks"): linear attention whose state is corrected toward each
-new value (andrea.mixers.delta_rule),
+new value (andrea.ops.delta_rule),
 
     S_t = α_t (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ,     o_t = S_tᵀ q_t / sqrt(K)
 
@@ -17,11 +17,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from andrea.attention.masks import Mask
-from andrea.mixers import delta_rule
-from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
 from andrea.mixers.linear_reference import token_heads, token_output
 from andrea.mixers.mamba2 import dt_bias
+from andrea.ops import delta_rule
+from andrea.ops.gated_linear import CHUNK
 
 A_MAX = 16.0
 

@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from andrea.attention.masks import Mask
-from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
 from andrea.mixers.linear_reference import recurrence
+from andrea.ops.gated_linear import CHUNK
 
 GATE_RANK, GATE_DIVISOR = 16, 16  # the low-rank gate projection, and the published normaliser of its log
 

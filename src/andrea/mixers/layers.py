@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 
 from andrea.attention.block import MultiHeadSelfAttention, shared_parts
-from andrea.attention.plugins import Registry
+from andrea.core.plugins import Registry
 
 if TYPE_CHECKING:
     from andrea.mixers.layer_spec import LayerSpec

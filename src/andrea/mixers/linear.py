@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from andrea.attention.masks import Mask
-from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
 from andrea.mixers.linear_reference import recurrence
+from andrea.ops.gated_linear import CHUNK
 from andrea.utils.rules import SettingError, one_of
 
 FEATURE_MAPS = ("elu1", "identity", "elementwise_product")

@@ -1,4 +1,4 @@
-"""The layer around gated linear attention (andrea.mixers.gated_linear), what linear attention and GLA share:
+"""The layer around gated linear attention (andrea.ops.gated_linear), what linear attention and GLA share:
 
     x (B, T, D) -> q, k (B, H, T, K), v (B, H, T, V) by projections [-> short causal conv + SiLU]
                 -> the mixer's features (a feature map, RoPE) and log decay g
@@ -23,13 +23,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from andrea.attention.hook_points import HookPoint, Points
 from andrea.attention.masks import Mask
-from andrea.mixers import gated_linear as core
+from andrea.core.hook_points import HookPoint, Points
 from andrea.mixers.base import CacheSize
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
 from andrea.mixers.state_masks import StateMask, call_mask
+from andrea.ops import gated_linear
 from andrea.utils.rules import Rule, SettingError, one_of
 
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_decay", "hook_pattern", "hook_state", "hook_gate", "hook_z")
@@ -38,23 +38,23 @@ EPS = 1e-6  # the normaliser's floor
 
 def check_form_and_heads(form: str, n_head: object, d_model: int, width: str = "d_model") -> None:
     """A form the recurrence has, and heads that split the width (named `width`) evenly."""
-    if form not in core.FORMS:
-        raise SettingError("mixer.form", f"={form!r} is not one of {', '.join(core.FORMS)}")
+    if form not in gated_linear.FORMS:
+        raise SettingError("mixer.form", f"={form!r} is not one of {', '.join(gated_linear.FORMS)}")
     if not isinstance(n_head, int) or isinstance(n_head, bool) or n_head <= 0 or d_model % n_head:
         raise SettingError("mixer.n_head", f"={n_head!r} must be a positive integer dividing {width}={d_model}")
 
 
 class LinearMixer(nn.Module):
     name: ClassVar[str]
-    forms: ClassVar[tuple[str, ...]] = core.FORMS  # mixer.form (the conformance kit runs each)
-    setting_rules: ClassVar[dict[str, Rule]] = {"form": one_of(*core.FORMS)}  # andrea.mixers.settings
+    forms: ClassVar[tuple[str, ...]] = gated_linear.FORMS  # mixer.form (the conformance kit runs each)
+    setting_rules: ClassVar[dict[str, Rule]] = {"form": one_of(*gated_linear.FORMS)}  # andrea.mixers.settings
     signed: bool = True  # whether an implied weight can be negative (the maps' colour scale)
 
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
         bias: bool = False, *, n_head: int = 4, key_dim: int | None = None, value_dim: int | None = None,
-        form: str = "chunked", chunk: int = core.CHUNK, conv: bool = False, gate: bool = False, norm: bool = False,
-        normalize: bool = False,
+        form: str = "chunked", chunk: int = gated_linear.CHUNK, conv: bool = False, gate: bool = False,
+        norm: bool = False, normalize: bool = False,
     ) -> None:  # fmt: skip
         """key_dim, value_dim: each head's K and V (None: d_model / n_head)."""
         super().__init__()
@@ -170,11 +170,11 @@ class LinearMixer(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """The recurrence in the layer's form from `state`: (o, the final state). The gated linear one here; a
         mixer with another (the delta rule) overrides it and `implied`, reading what else it needs from x."""
-        return core.run(self.form, q, k, v, g, self.scale, state, seg, chunk=self.chunk)
+        return gated_linear.run(self.form, q, k, v, g, self.scale, state, seg, chunk=self.chunk)
 
     def implied(self, x: Tensor, q: Tensor, k: Tensor, g: Tensor | None, seg: Tensor | None) -> Tensor:
         """The implied weights (B, H, T, T) of the recurrence `recur` runs."""
-        return core.weights(q, k, g, self.scale, seg)
+        return gated_linear.weights(q, k, g, self.scale, seg)
 
     def _mix(
         self, x: Tensor, heads: tuple[Tensor, Tensor, Tensor, Tensor | None], cache: StateCache | None,

@@ -1,6 +1,6 @@
 """The layer of andrea.mixers.linear_layer one token at a time: what a gated linear mixer's `reference` (its recurrence
 as the paper writes it, which the conformance kit proves every form against) is written with. Nothing here calls
-the layer's `features`, `log_decay`, `recur` or the forms of andrea.mixers.gated_linear; it reads the layer's
+the layer's `features`, `log_decay`, `recur` or the forms of andrea.ops.gated_linear; it reads the layer's
 parameters (its projections, convolution, gate, norm and W_O) one token at a time (andrea.mixers.token_steps).
 
     recurrence(layer, x, mask, read)   the gated linear recurrence, the mixer's own part of it read one token at

@@ -8,7 +8,7 @@ attention with one scalar decay per head and token, scale 1 (MIXERS.md):
     y_t = H_tᵀ C_t + D_h x_t                          the D skip
     out = out_proj(RMSNorm(y ⊙ SiLU(z)))              the gated norm
 
-The recurrence is andrea.mixers.gated_linear's with q = C, k = B, v = Δ·x and g = Δ·a. Initialisation as
+The recurrence is andrea.ops.gated_linear's with q = C, k = B, v = Δ·x and g = Δ·a. Initialisation as
 published: A ~ U(1, 16), Δ's bias such that softplus(dt_bias) ~ logU(1e-3, 1e-1), D = 1. The convolution, the z
 gate and the norm are settings (mixer.conv, mixer.gate, mixer.norm), on as published.
 """
@@ -22,15 +22,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from andrea.attention.hook_points import HookPoint, Points
 from andrea.attention.masks import Mask
-from andrea.mixers import gated_linear as core
+from andrea.core.hook_points import HookPoint, Points
 from andrea.mixers.base import CacheSize
 from andrea.mixers.linear_layer import POINTS, check_form_and_heads
 from andrea.mixers.short_conv import ShortConv
 from andrea.mixers.state_cache import StateCache
 from andrea.mixers.state_masks import StateMask, call_mask
 from andrea.mixers.token_steps import ConvWindow, tokens
+from andrea.ops import gated_linear
 from andrea.utils.rules import Rule, one_of
 
 DT_MIN, DT_MAX, A_MIN, A_MAX = 1e-3, 1e-1, 1.0, 16.0
@@ -44,14 +44,14 @@ def dt_bias(n_head: int) -> nn.Parameter:
 
 class Mamba2(nn.Module):
     name = "mamba2"
-    forms = core.FORMS  # mixer.form (the conformance kit runs each)
-    setting_rules: ClassVar[dict[str, Rule]] = {"form": one_of(*core.FORMS)}  # andrea.mixers.settings
+    forms = gated_linear.FORMS  # mixer.form (the conformance kit runs each)
+    setting_rules: ClassVar[dict[str, Rule]] = {"form": one_of(*gated_linear.FORMS)}  # andrea.mixers.settings
     signed = True  # C·B: SiLU's outputs can be negative
 
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
         bias: bool = False, *, n_head: int = 4, expand: int = 2, d_state: int = 16, form: str = "chunked",
-        chunk: int = core.CHUNK, conv: bool = True, gate: bool = True, norm: bool = True,
+        chunk: int = gated_linear.CHUNK, conv: bool = True, gate: bool = True, norm: bool = True,
     ) -> None:  # fmt: skip
         """conv, gate, norm: the convolution (with its SiLU), the z gate and the RMSNorm, each as published (on)."""
         super().__init__()
@@ -76,7 +76,7 @@ class Mamba2(nn.Module):
         """`mask`: packed documents or key padding (andrea.mixers.state_masks), as an attention block takes it."""
         where = call_mask(mask, u.shape[1], cache, self.name)
         z, x, q, k, v, g = self._inputs(u, cache, where)
-        y, state = core.run(
+        y, state = gated_linear.run(
             self.form, q, k, v, g, 1.0, None if cache is None else cache.state, where.seg, chunk=self.chunk
         )
         state = self.points["hook_state"](state)  # (B, H, N, P)
@@ -84,7 +84,7 @@ class Mamba2(nn.Module):
             cache.state, cache.position, cache.document = state, cache.position + u.shape[1], where.last
         weights = None
         if (return_weights or self.points["hook_pattern"].fns) and cache is None:
-            weights = self.points["hook_pattern"](core.weights(q, k, g, 1.0, where.seg).to(u.dtype))
+            weights = self.points["hook_pattern"](gated_linear.weights(q, k, g, 1.0, where.seg).to(u.dtype))
         return self._output(y, x, z), weights if return_weights else None
 
     def reference(self, u: Tensor, mask: Mask | None = None) -> Tensor:

@@ -15,9 +15,9 @@ from torch import Tensor
 
 from andrea.attention.masks import Mask
 from andrea.attention.positions import Rotary
-from andrea.mixers.gated_linear import CHUNK
 from andrea.mixers.linear_layer import LinearMixer
 from andrea.mixers.linear_reference import recurrence
+from andrea.ops.gated_linear import CHUNK
 
 
 class Retention(LinearMixer):

@@ -6,8 +6,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from andrea.attention.hook_points import HookPoint
 from andrea.attention.positions import POSITIONS
+from andrea.core.hook_points import HookPoint
 
 
 class Embeddings(nn.Module):

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from andrea.attention import MultiHeadSelfAttention
-from andrea.attention.hook_points import HookPoint, prefixed
+from andrea.core.hook_points import HookPoint, prefixed
 from andrea.mixers import MixerCache, TokenMixer, build_mixers, resolve_layers
 from andrea.models.embedding import Embeddings
 from andrea.models.layer_norm import LayerNorm

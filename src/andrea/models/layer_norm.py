@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from andrea.attention.hook_points import HookPoint
+from andrea.core.hook_points import HookPoint
 
 
 class LayerNorm(nn.LayerNorm):

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from andrea.attention.block import MultiHeadSelfAttention
 
 if TYPE_CHECKING:
-    from andrea.attention.hook_points import HookPoint
+    from andrea.core.hook_points import HookPoint
     from andrea.mixers import LayerSpec, MixerCache, TokenMixer
 
 

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from torch import Tensor, nn
 
-from andrea.attention.hook_points import HookPoint, prefixed
+from andrea.core.hook_points import HookPoint, prefixed
 from andrea.mixers import MixerCache, TokenMixer, build_mixers, resolve_layers
 from andrea.models.embedding import Embeddings
 from andrea.models.layer_norm import LayerNorm

@@ -17,9 +17,9 @@ import torch
 from andrea.attention import Causal, backend_registry, get_backend, mask_registry, mechanism_registry
 from andrea.attention.masks import Mask
 from andrea.attention.mechanisms import Mechanism
-from andrea.attention.plugins import plugin_failure
 from andrea.attention.positions import ALiBi
 from andrea.attention.registry import PluginError, broken_plugins
+from andrea.core.plugins import plugin_failure
 from andrea.testing import checks, cost, declared
 from andrea.testing.checks import BATCH, HEADS, SEQ
 from andrea.testing.cost import cells

@@ -1,8 +1,8 @@
-"""The plugin machinery behind andrea's registries (andrea.attention.registry): a name -> class map of
-built-ins, plus what installed packages declare under an entry-point group, loaded lazily; a plugin that
-cannot be loaded is one line naming its entry point. Two plugins with one name, or a plugin with a built-in's
-name, are one warning naming both packages: the first one found (a built-in first of all) is kept, the other
-skipped, and everything else goes on."""
+"""The plugin machinery behind andrea's registries (attention's in andrea.attention.registry, the token mixers' in
+andrea.mixers.layers): a name -> class map of built-ins, plus what installed packages declare under an
+entry-point group, loaded lazily; a plugin that cannot be loaded is one line naming its entry point. Two plugins
+with one name, or a plugin with a built-in's name, are one warning naming both packages: the first one found (a
+built-in first of all) is kept, the other skipped, and everything else goes on."""
 
 from __future__ import annotations
 

@@ -1,0 +1,51 @@
+"""What every form of an op walks a sequence with (andrea.ops): its tokens one at a time, its chunks with each
+chunk's documents, and the padding that fills the last chunk.
+
+q, k (B, H, T, K), v (B, H, T, V): tokens are dim 2. Packed documents: `seg` (B, T) numbers each token's
+document from 0, the one a given state belongs to (andrea.mixers.state_masks)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor
+
+CHUNK = 64  # tokens per chunk of the chunked form
+FORMS = ("parallel", "chunked", "recurrent")  # mixer.form
+
+
+def tokens(*xs: Tensor) -> Iterator[tuple[Tensor, ...]]:
+    """The tensors' tokens (dim 2) side by side, one token each step. `unbind`, not indexing: the backward of
+    T indexed views would write T gradients the size of the whole sequence, O(T²); unbind's stacks them once."""
+    return zip(*(x.unbind(2) for x in xs), strict=True)
+
+
+def chunk_padding(length: int, chunk: int) -> tuple[int, int]:
+    """The chunk's length and the tokens padded to fill the last one: a sequence shorter than a chunk is one chunk
+    of its own length, not padded to a whole one."""
+    chunk = max(1, min(chunk, length))
+    return chunk, -length % chunk
+
+
+def chunks(
+    length: int, chunk: int, seg: Tensor | None, *xs: Tensor
+) -> Iterator[tuple[Tensor | None, tuple[Tensor, ...]]]:
+    """The tensors (dim 2, `length` tokens, a multiple of `chunk`) in chunks side by side, each chunk's tokens'
+    documents first (`documents`). `split`, not slicing, for the reason `tokens` gives."""
+    pieces = zip(*(x.split(chunk, dim=2) for x in xs), strict=True)
+    return zip(documents(length, chunk, seg), pieces, strict=True)
+
+
+def documents(length: int, chunk: int, seg: Tensor | None) -> Iterator[Tensor | None]:
+    """Each chunk's tokens' documents, of a sequence padded to `length` (a multiple of `chunk`), numbered again
+    from 0 at its start (0: the document of the state it starts from; padding stays in the last)."""
+    if seg is not None:
+        seg = torch.cat((seg, seg[:, -1:].expand(-1, length - seg.shape[1])), dim=1)
+    for start in range(0, length, chunk):
+        yield None if seg is None else seg[:, start : start + chunk] - (seg[:, start - 1 : start] if start else 0)
+
+
+def working_dtype(x: Tensor) -> torch.dtype:
+    """The dtype an op computes in: float32 at least (float64 stays float64), whatever its inputs are."""
+    return torch.promote_types(x.dtype, torch.float32)
