@@ -120,10 +120,10 @@ def test_the_gpu_check_s_dry_run_plans_both_parts_without_a_gpu(tmp_path):
     assert summary["dry run"].startswith("dry run: parity, attention, train:") and minutes <= 6.0
 
 
-@pytest.mark.slow(reason="starts Python four times and runs andrea-train once (~20 s)")
+@pytest.mark.slow(reason="starts Python four times and runs andrea-train twice (~30 s)")
 def test_bench_startup_prints_its_table():
-    """The start-up benchmark end to end, one round: its three rows, each a number of seconds (not checked: this
-    is no timed test). Its first-step row proves the probe callback reached the run's first batch."""
+    """The start-up benchmark end to end, one round: its five rows, each a number of seconds (not checked: this
+    is no timed test). Its first-step rows prove the probe callback reached each run's first batch."""
     import subprocess
     import sys
     from pathlib import Path
@@ -131,9 +131,8 @@ def test_bench_startup_prints_its_table():
     script = Path(__file__).parents[2] / "scripts" / "bench_startup.py"
     done = subprocess.run([sys.executable, str(script), "--rounds", "1"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    rows = [
-        line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| import") or "first step" in line
-    ]
-    assert [row[0].strip("| ") for row in rows] == ["import lightning", "import andrea.train.pipeline",
-                                                    "andrea-train, first step"]  # fmt: skip
+    rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ") and "median" not in line]
+    assert [row[0].strip("| ") for row in rows] == ["andrea-train --help", "import lightning",
+                                                    "import andrea.train.pipeline", "andrea-train, first step",
+                                                    "... with wandb (the default)"]  # fmt: skip
     assert all(float(row[1]) > 0 for row in rows)
