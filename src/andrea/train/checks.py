@@ -15,7 +15,7 @@ from andrea.attention.spec import NETWORK, AttentionSpec
 from andrea.lens.interventions import parse_heads
 from andrea.train.checks_data import check_data
 from andrea.train.checks_files import apply_init_from, check_checkpoint
-from andrea.train.checks_layers import AttentionParts, attention_parts, check_mixers
+from andrea.train.checks_layers import AttentionParts, attention_parts, check_mixers, network_layers
 from andrea.train.checks_study import check_study
 from andrea.train.errors import ConfigError
 from andrea.train.hydra_run import is_multirun, launcher_target, task_overrides
@@ -64,9 +64,10 @@ def check_config(cfg: DictConfig) -> Checked:
     _refuse(check_maps(maps) if isinstance(maps, DictConfig) else None)
     _validate_distributed(cfg)
     check_data(cfg)
-    check_mixers(cfg)
+    layers = network_layers(cfg)  # each layer's spec, once, for the checks that read the layers
+    check_mixers(cfg, layers)
     check_study(cfg)
-    attention = attention_parts(cfg, on_cpu(cfg))
+    attention = attention_parts(cfg, layers, on_cpu(cfg))
     check_accelerator(cfg)
     return Checked(estimate, attention, finished)
 

@@ -13,8 +13,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from andrea.attention import UnsupportedAttentionError
 from andrea.attention.block import shared_parts
+from andrea.attention.masks import Mask
 from andrea.attention.positions import ALiBi
-from andrea.attention.registry import as_mask, mechanism_registry
+from andrea.attention.registry import mechanism_registry
 from andrea.attention.spec import AttentionSpec
 from andrea.mixers.layer_spec import LayerSpec, resolve_layers
 from andrea.models.files.schema import MODELS
@@ -28,11 +29,10 @@ def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
     return OmegaConf.select(cfg, key, default=default)
 
 
-def check_mixers(cfg: DictConfig) -> None:
-    """Each layer's kind and mixer (andrea.mixers.layer_spec: a layout or kind that cannot be refused first); the
-    attention settings of a network without attention; then the attention maps callback, whose (layer, head) grid
-    needs one head count in every layer. All before anything is built."""
-    layers = network_layers(cfg)
+def check_mixers(cfg: DictConfig, layers: tuple[LayerSpec, ...]) -> None:
+    """The network's layers (network_layers) against the rest of the config: the attention settings of a network
+    without attention; the attention maps callback, whose (layer, head) grid needs one head count in every layer.
+    All before anything is built."""
     others = sorted({layer.mixer for layer in layers if not layer.attention})
     if layers and len(others) == len({layer.mixer for layer in layers}):
         _refuse_attention_settings(cfg, others)
@@ -79,9 +79,9 @@ def _andreas_net(cfg: DictConfig) -> DictConfig | None:
     return net if net.get("attention") is not None or net.get("_target_") == GPT else None
 
 
-def network_layers(cfg: DictConfig, kinds: dict[str, Any] | None = None) -> tuple[LayerSpec, ...]:
-    """Each layer's spec, for andrea's networks with attention settings; () for any other network. `kinds`:
-    model.net.kinds with parts already built in their place (attention_parts)."""
+def network_layers(cfg: DictConfig) -> tuple[LayerSpec, ...]:
+    """Each layer's spec (andrea.mixers.layer_spec: a layout or kind that cannot be is refused here), resolved once
+    for every check that reads the layers; () for a network andrea does not build (a user's `_target_`)."""
     net = _andreas_net(cfg)
     if net is None:
         return ()
@@ -89,10 +89,7 @@ def network_layers(cfg: DictConfig, kinds: dict[str, Any] | None = None) -> tupl
     attention = {**(given["attention"] or {}), "position": net.get("position")}
     place = {key: net.get(key) for key in ("d_model", "max_context", "bias", "dropout") if key in net}
     try:
-        return resolve_layers(
-            given["layout"], net.get("n_layer", 1), given["mixer"], given["kinds"] if kinds is None else kinds,
-            attention, place,
-        )  # fmt: skip
+        return resolve_layers(given["layout"], net.get("n_layer", 1), given["mixer"], given["kinds"], attention, place)
     except SettingError as err:
         raise ConfigError(str(err)) from None
 
@@ -106,7 +103,7 @@ class AttentionParts:
     kinds: dict[str, Any]
 
 
-def attention_parts(cfg: DictConfig, on_cpu: bool) -> AttentionParts | None:
+def attention_parts(cfg: DictConfig, layers: tuple[LayerSpec, ...], on_cpu: bool) -> AttentionParts | None:
     """model.net.attention and each attention kind with its backend and mask built once for its layers, each
     checked against the data's length and the device, and a mask that sees later tokens refused beside a
     recurrent layer; None for a network andrea does not build (a user's `_target_`) or without attention."""
@@ -115,14 +112,27 @@ def attention_parts(cfg: DictConfig, on_cpu: bool) -> AttentionParts | None:
         return None
     attention = plain(net, "attention")
     default = None if attention is None else _checked_parts(cfg, attention, "", on_cpu)
-    layers = network_layers(cfg)
     kinds = dict(plain(net, "kinds") or {})
+    masks = _build_named_kinds(cfg, layers, kinds, on_cpu)
+    if default is not None and any(layer.attention and f"model.net.kinds.{layer.kind}.mask" not in masks
+                                   for layer in layers):  # fmt: skip
+        masks["mask"] = default["mask"]
+    _refuse_lookahead(layers, masks)
+    return AttentionParts(default, kinds)
+
+
+def _build_named_kinds(
+    cfg: DictConfig, layers: tuple[LayerSpec, ...], kinds: dict[str, Any], on_cpu: bool
+) -> dict[str, Mask]:
+    """Each named attention kind's backend and mask built and checked once, put in its place in `kinds` where
+    the kind sets them; {the kind's mask key: its mask as built}."""
+    masks = {}
     named = {layer.kind: layer.settings for layer in layers if layer.attention and layer.kind in kinds}
     for name, settings in named.items():
         built = _checked_parts(cfg, dict(settings), f"model.net.kinds.{name}.", on_cpu)
         kinds[name] = kinds[name] | {key: built[key] for key in ("mask", "backend") if key in kinds[name]}
-    _refuse_lookahead(layers, set(named))
-    return AttentionParts(default, kinds)
+        masks[f"model.net.kinds.{name}.mask"] = built["mask"]
+    return masks
 
 
 def _checked_parts(cfg: DictConfig, attention: dict[str, Any], where: str, on_cpu: bool) -> dict[str, Any]:
@@ -140,17 +150,15 @@ def _checked_parts(cfg: DictConfig, attention: dict[str, Any], where: str, on_cp
     return parts
 
 
-def _refuse_lookahead(layers: tuple[LayerSpec, ...], named: set[str]) -> None:
+def _refuse_lookahead(layers: tuple[LayerSpec, ...], masks: dict[str, Mask]) -> None:
     """A recurrent layer reads every earlier token through its state, causal by construction: an attention layer
     beside it whose mask sees later tokens (mask=none, a bidirectional window, a prefix) would leak the future
-    into the network's predictions. Refused by the attention kind's mask key."""
+    into the network's predictions. Refused by the attention kind's mask key (`masks`: each key's built mask)."""
     recurrent = sorted({layer.mixer for layer in layers if not layer.attention})
     if not recurrent:
         return
-    for layer in layers:
-        mask = as_mask(layer.settings["mask"]) if layer.attention else None
-        if mask is not None and bool(torch.triu(mask.dense(16, 16), diagonal=1).any()):
-            key = f"model.net.kinds.{layer.kind}.mask" if layer.kind in named else "mask"
+    for key, mask in masks.items():
+        if bool(torch.triu(mask.dense(16, 16), diagonal=1).any()):
             raise ConfigError(
                 f"{key}={mask.name} sees later tokens, and mixer {recurrent[0]} beside it is causal by "
                 f"construction; give {key} a causal mask (causal, or sliding_window with causal: true)"
