@@ -74,6 +74,16 @@ EXPECTED = {
 }
 
 
+KV, STATE = "keys and values", "state"
+CACHES = {  # what each layer keeps to generate from, as its spec says (a run's result.json: cache_bytes)
+    "gemma3": [f"{KV}, last 8 tokens"] * 5 + [KV],
+    "sinks": [f"{KV}, last 4 tokens", KV] * 4,
+    "samba": [STATE, f"{KV}, last 8 tokens"] * 2,
+    "two_gla": [STATE] * 4,
+    "nope": [KV] * 4,
+}
+
+
 @pytest.fixture(scope="module", params=list(NETS))
 def trained(request, tmp_path_factory):
     """Each network trained 5 steps from the command line, maps on (the default callbacks)."""
@@ -85,6 +95,7 @@ def trained(request, tmp_path_factory):
 def test_each_net_trains_draws_its_maps_and_saves_a_file_that_rebuilds_it(trained):
     name, run, result = trained
     assert result.status == "completed" and result.global_step == 5
+    assert [layer["cache"] for layer in result.cache_bytes["layers"]] == CACHES[name]
     layers = len(EXPECTED[name])
     drawn = {p.name for p in (run / "attention_maps").glob("*.png")}
     assert {f"layer{layer}_step000005.png" for layer in range(layers)} <= drawn
@@ -110,6 +121,8 @@ def test_each_net_generates_with_its_caches_what_recomputing_gives(trained):
     kept = [len(cache) for _, cache in attention]  # type: ignore[arg-type]
     windows = [mixer.mask.max_lookback or cached.shape[1] for mixer, _ in attention]
     assert kept == windows  # a window's KV cache holds its window, a full layer's every token
+    said = [spec.cache for spec in net.layer_specs if spec.attention]  # as each layer's spec says
+    assert said == [f"keys and values, last {n} tokens" if n < cached.shape[1] else "keys and values" for n in kept]
 
 
 def test_each_net_streams_past_its_context(trained):

@@ -12,6 +12,9 @@ model-file schema, the memory estimate).
     resolve_layers([gla, attention], n_layer=4, mixer={name: gla, expand_k: 1.0}, attention={n_head: 4, ...})
     -> (LayerSpec(0, "gla", "gla", {expand_k: 1.0}), LayerSpec(1, "attention", "attention", {n_head: 4, ...}), ...)
 
+`spec.cache` says what each layer keeps to generate from (every token's keys and values, a window's, a latent, or a
+state); the layer built from it keeps that (`cache_size()`, andrea.core.cache_size).
+
 An attention layer's settings are flat (AttentionSpec's: n_head, n_kv_head, backend, backend_options, mechanism,
 mask, latent, position, rope_base, rope_fraction): the network's attention, with its kind's own in their place.
 Another mixer's are its kind's, or the `mixer` group's when it names that mixer, else the class's defaults.
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from andrea.attention.registry import as_mask
 from andrea.mixers.attention_kind import attention_settings, checked_layer
 from andrea.mixers.layers import ATTENTION, PLACE, mixer_registry
 from andrea.mixers.settings import check_settings
@@ -44,6 +48,17 @@ class LayerSpec:
     @property
     def attention(self) -> bool:
         return self.mixer == ATTENTION
+
+    @property
+    def cache(self) -> str:
+        """What the layer keeps to generate from: an attention layer its keys and values (its latent, with
+        heads.latent), of every token or of its mask's look-back only (a sliding window); another mixer a state of
+        a fixed size."""
+        if not self.attention:
+            return "state"
+        kept = "latent" if self.settings.get("latent") else "keys and values"
+        lookback = as_mask(self.settings["mask"]).max_lookback
+        return kept if lookback is None else f"{kept}, last {lookback} tokens"
 
     @property
     def n_head(self) -> int | None:

@@ -110,11 +110,13 @@ def cache_bytes(net: Network, length: int, bytes_per_number: int) -> dict[str, A
     (2·d_model numbers a token)."""
     layers = [
         {
-            "layer": i,
-            "mixer": str(getattr(mixer, "name", "attention")),
+            "layer": spec.index,
+            "kind": spec.kind,
+            "mixer": spec.mixer,
+            "cache": spec.cache,
             "bytes": mixer.cache_size().at(length) * bytes_per_number,
         }
-        for i, mixer in enumerate(net.mixers)
+        for spec, mixer in zip(net.layer_specs, net.mixers, strict=True)
     ]
     width = net.mixers[0].proj.out_features if net.mixers else 0
     return {"length": length, "layers": layers, "mha_layer": 2 * width * length * bytes_per_number}

@@ -93,7 +93,7 @@ class RunResult:
     verdict_cadence: int | None = None  # the steps since the record before it: met within that many steps
     first_token_mass: list[float] | None = None  # per layer, the last record's raw weight on key 0
     kv_cache: dict[str, Any] | None = None  # numbers a token keeps in the KV cache, all layers (models.network)
-    cache_bytes: dict[str, Any] | None = None  # a sequence's cache per layer at full context (models.network)
+    cache_bytes: dict[str, Any] | None = None  # a sequence's cache per layer, full context: kind, mixer, cache, bytes
     study: dict[str, Any] | None = None  # a reproduction's records and final numbers (andrea.train.studies)
     # each attempt of the run (a resume, a requeue): attempt, start_step, last_step, ended, wall_s (lit.attempts)
     attempts: list[dict[str, Any]] = field(default_factory=list)
