@@ -112,6 +112,11 @@ def gpt_config(**changes):
         ({"mask": {"name": "sliding_window", "window": 4}}, "mask is sliding_window"),
         ({"layout": ["attention", "gla"]}, "layers is attention,gla"),
         ({"_target_": "andrea.models.toy.ToyModel"}, "the model is andrea.models.toy.ToyModel"),
+        ({"norm": "rmsnorm", "norm_place": "post"}, "norm is rmsnorm post; GPT-2's architecture holds layernorm pre"),
+        ({"tie_embeddings": False}, "the LM head is untied"),
+        ({"embed_scale": True}, "embed_scale is True"),
+        ({"logit_softcap": 30.0}, "logit_softcap is 30.0"),
+        ({"d_mlp": 100}, "d_mlp is 100"),
     ],
 )
 def test_what_gpt2_cannot_hold_is_refused_in_one_line(changes, refusal, tmp_path):

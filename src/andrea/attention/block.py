@@ -78,6 +78,7 @@ class MultiHeadSelfAttention(nn.Module):
         self.backend, self.mask = as_backend(spec.backend, spec.backend_options), as_mask(spec.mask)
         self.position, self.score_mod = spec.position, ALiBi(n_head) if spec.position == "alibi" else None
         sizes = dict(n_head=n_head, head_dim=self.head_dim, d_model=d_model, max_context=spec.max_context)
+        sizes |= dict(n_kv_head=self.heads.n_kv_head)
         place = dict(layer=layer, n_layer=n_layer, projection_bias=spec.bias)
         self.mechanism: Mechanism = as_mechanism(spec.mechanism, sizes | place)
         # Refuse an impossible backend/mask/position/mechanism combination now, not at the first batch; what

@@ -1,8 +1,8 @@
 """The ANDREA GPT family: a decoder-only transformer around the attention zoo (docs/spec.md §3-4).
 
-    idx (B, T) -> token (+ learned position) embeddings -> n_layer x Block -> LayerNorm -> tied LM head
-        -> logits (B, T, V)
-    Block: x + attention(ln_1(x)), then x + mlp(ln_2(x))        (pre-norm, GPT-2 style)
+    idx (B, T) -> token (+ learned position) embeddings [x sqrt(d_model)] -> n_layer x Block -> norm -> LM head
+        -> logits (B, T, V) [soft-capped]
+    Block: x + attention(ln_1(x)), then x + mlp(ln_2(x))        (pre-norm, GPT-2 style: the default)
 
 Positions are a choice (`position`): learned absolute embeddings (GPT-2), RoPE
 or ALiBi inside every attention layer, or none. Generation passes a KV cache
@@ -15,6 +15,12 @@ LM head has none) and `activation="gelu_tanh"` (GPT-2's tanh approximation):
 andrea.models.files.gpt2 loads them. The token embedding is tied to the LM head.
 Initialisation follows GPT-2: N(0, 0.02), biases 0, with the projections that write
 into the residual stream scaled by 1/sqrt(2 · n_layer).
+
+The parts of the field's other architectures are settings, each defaulting to GPT-2's: the norm (`norm`:
+layernorm, rmsnorm, gemma_rmsnorm or none, with `norm_eps`; andrea.models.norms) and where it sits (`norm_place`:
+pre, post or both; Block), a gated MLP (`activation`: swiglu, geglu) of any width (`d_mlp`; andrea.models.mlp),
+an untied LM head (`tie_embeddings`), embeddings scaled by sqrt(d_model) (`embed_scale`, Gemma) and a final
+soft-cap of the logits (`logit_softcap`, Gemma 2).
 """
 
 from __future__ import annotations
@@ -24,59 +30,38 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, cast
 
+import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from andrea.attention import MultiHeadSelfAttention
 from andrea.core.hook_points import HookPoint, prefixed
 from andrea.mixers import MixerCache, TokenMixer, build_mixers, resolve_layers
 from andrea.models.embedding import Embeddings
-from andrea.models.layer_norm import LayerNorm
+from andrea.models.mlp import MLP
 from andrea.models.network import attention_layers
+from andrea.models.norms import make_norm
 from andrea.models.settings import NET
 from andrea.utils.rules import enforce
 
-ACTIVATE: dict[str, Callable[[Tensor], Tensor]] = {
-    "gelu": F.gelu,
-    "gelu_tanh": partial(F.gelu, approximate="tanh"),
-    "relu": F.relu,
-}  # model.net.activation (andrea.models.settings.ACTIVATIONS) -> the function
-
-
-class MLP(nn.Module):
-    """d_model -> mlp_ratio · d_model -> GELU (exact, or GPT-2's tanh approximation) or ReLU -> d_model."""
-
-    def __init__(self, d_model: int, mlp_ratio: int, dropout: float, bias: bool, activation: str) -> None:
-        super().__init__()
-        self.fc = nn.Linear(d_model, mlp_ratio * d_model, bias=bias)
-        self.proj = nn.Linear(mlp_ratio * d_model, d_model, bias=bias)  # writes into the residual stream
-        self.dropout = nn.Dropout(dropout)
-        self.activate = ACTIVATE[activation]
-        self.hook_pre, self.hook_post = HookPoint("hook_pre"), HookPoint("hook_post")
-
-    def forward(self, x: Tensor) -> Tensor:
-        h = self.hook_post(self.activate(self.hook_pre(self.fc(x))))  # (B, T, 4D)
-        return self.dropout(self.proj(h))  # (B, T, D)
-
 
 class Block(nn.Module):
-    """Pre-norm transformer block: the token mixer (attention, or andrea.mixers' others), then the MLP, each
-    with a residual connection. The mixer sits at `attention` whatever its kind (its parameters' names)."""
+    """A transformer block: the token mixer (attention, or andrea.mixers' others), then the MLP, each with a
+    residual connection and norms before it (`pre`: GPT-2, Llama), after it (`post`: OLMo 2 and 3) or both (Gemma):
 
-    def __init__(
-        self,
-        d_model: int,
-        mixer: nn.Module,
-        mlp_ratio: int,
-        dropout: float,
-        bias: bool = False,
-        activation: str = "gelu",
-    ) -> None:
+        pre    x + mixer(ln_1(x)),          then x + mlp(ln_2(x))
+        post   x + ln_1_post(mixer(x)),     then x + ln_2_post(mlp(x))
+        both   x + ln_1_post(mixer(ln_1(x))), then x + ln_2_post(mlp(ln_2(x)))
+
+    The mixer sits at `attention` whatever its kind (its parameters' names)."""
+
+    def __init__(self, mixer: nn.Module, mlp: MLP, norm: Callable[[], nn.Module], place: str = "pre") -> None:
         super().__init__()
-        self.ln_1 = LayerNorm(d_model, bias=bias)
+        self.ln_1 = norm() if place != "post" else None
         self.attention = mixer
-        self.ln_2 = LayerNorm(d_model, bias=bias)
-        self.mlp = MLP(d_model, mlp_ratio, dropout, bias, activation)
+        self.ln_1_post = norm() if place != "pre" else None
+        self.ln_2 = norm() if place != "post" else None
+        self.mlp = mlp
+        self.ln_2_post = norm() if place != "pre" else None
         self.hook_resid_pre, self.hook_attn_out = HookPoint("hook_resid_pre"), HookPoint("hook_attn_out")
         self.hook_resid_mid, self.hook_mlp_out = HookPoint("hook_resid_mid"), HookPoint("hook_mlp_out")
         self.hook_resid_post = HookPoint("hook_resid_post")
@@ -85,29 +70,35 @@ class Block(nn.Module):
         self, x: Tensor, return_weights: bool = False, cache: MixerCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
         x = self.hook_resid_pre(x)  # (B, T, D)
-        y, weights = self.mixer(self.ln_1(x), return_weights=return_weights, cache=cache)  # (B, T, D), (B, H, T, S)
-        x = self.hook_resid_mid(x + self.hook_attn_out(y))
-        x = self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln_2(x))))
-        return x, weights
+        y, weights = self.mixer(_normed(self.ln_1, x), return_weights=return_weights, cache=cache)  # (B, H, T, S)
+        x = self.hook_resid_mid(x + self.hook_attn_out(_normed(self.ln_1_post, y)))
+        y = _normed(self.ln_2_post, self.mlp(_normed(self.ln_2, x)))
+        return self.hook_resid_post(x + self.hook_mlp_out(y)), weights
 
     @property
     def mixer(self) -> TokenMixer:
         return cast(TokenMixer, self.attention)
 
     def hook_points(self) -> dict[str, HookPoint]:
-        """The block's residual stream and sublayer outputs (B, T, D), its LayerNorms' under `ln1.` and `ln2.`
-        (andrea.models.layer_norm), its attention's under `attn.`, its MLP's under `mlp.` (hook_pre, hook_post:
-        (B, T, mlp_ratio·D), before and after the GELU)."""
-        mlp = {"mlp.hook_pre": self.mlp.hook_pre, "mlp.hook_post": self.mlp.hook_post}
-        return (
-            {"hook_resid_pre": self.hook_resid_pre}
-            | prefixed(self.ln_1.hook_points(), "ln1.")
-            | prefixed(self.mixer.hook_points(), "attn.")
-            | {"hook_attn_out": self.hook_attn_out, "hook_resid_mid": self.hook_resid_mid}
-            | prefixed(self.ln_2.hook_points(), "ln2.")
-            | mlp
-            | {"hook_mlp_out": self.hook_mlp_out, "hook_resid_post": self.hook_resid_post}
-        )
+        """The block's residual stream and sublayer outputs (B, T, D), its norms' under `ln1.`, `ln2.` (and
+        `ln1_post.`, `ln2_post.`; andrea.models.norms), its attention's under `attn.`, its MLP's under `mlp.`
+        (andrea.models.mlp)."""
+        norms = {"ln1.": self.ln_1, "ln1_post.": self.ln_1_post, "ln2.": self.ln_2, "ln2_post.": self.ln_2_post}
+        points = {"hook_resid_pre": self.hook_resid_pre}
+        points |= _norm_points(norms, "ln1.") | prefixed(self.mixer.hook_points(), "attn.")
+        points |= _norm_points(norms, "ln1_post.") | {"hook_attn_out": self.hook_attn_out}
+        points |= {"hook_resid_mid": self.hook_resid_mid} | _norm_points(norms, "ln2.")
+        points |= prefixed(self.mlp.hook_points(), "mlp.") | _norm_points(norms, "ln2_post.")
+        return points | {"hook_mlp_out": self.hook_mlp_out, "hook_resid_post": self.hook_resid_post}
+
+
+def _normed(norm: nn.Module | None, x: Tensor) -> Tensor:
+    return x if norm is None else norm(x)
+
+
+def _norm_points(norms: dict[str, nn.Module | None], prefix: str) -> dict[str, HookPoint]:
+    norm = norms[prefix]
+    return {} if norm is None else prefixed(cast(Any, norm).hook_points(), prefix)
 
 
 class GPT(nn.Module):
@@ -128,24 +119,39 @@ class GPT(nn.Module):
         position: str = "learned",
         bias: bool = False,
         activation: str = "gelu",
+        d_mlp: int | None = None,
+        norm: str = "layernorm",
+        norm_eps: float = 1e-5,
+        norm_place: str = "pre",
+        tie_embeddings: bool = True,
+        embed_scale: bool = False,
+        logit_softcap: float | None = None,
     ) -> None:
         super().__init__()
         settings: dict[str, Any] = dict(vocab_size=vocab_size, max_context=max_context, n_layer=n_layer)
         settings |= dict(d_model=d_model, mlp_ratio=mlp_ratio, dropout=dropout, position=position)
-        enforce(NET, settings | dict(bias=bias, activation=activation), "model.net.")
+        parts = dict(bias=bias, activation=activation, d_mlp=d_mlp, norm=norm, norm_eps=norm_eps)
+        parts |= dict(norm_place=norm_place, tie_embeddings=tie_embeddings, embed_scale=embed_scale)
+        enforce(NET, settings | parts | dict(logit_softcap=logit_softcap), "model.net.")
         attention = {"n_head": 12, **(attention or {}), "position": position}  # GPT-2 small's 12 heads by default
         place = dict(d_model=d_model, max_context=max_context, dropout=dropout, bias=bias)
         # one description per layer, read from here on
         self.layer_specs = resolve_layers(layout, n_layer, mixer, kinds, attention, place)
         mixers = build_mixers(self.layer_specs, **place)
         self.vocab_size, self.max_context, self.n_layer, self.d_model = vocab_size, max_context, n_layer, d_model
+        self.embed_scale, self.logit_softcap = embed_scale, logit_softcap
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
         self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(Block(d_model, layer, mlp_ratio, dropout, bias, activation) for layer in mixers)
-        self.ln_f = LayerNorm(d_model, bias=bias)  # its points: ln_final.hook_scale, ln_final.hook_normalized
+        make = partial(make_norm, norm, d_model, norm_eps, bias)
+        width = d_mlp or mlp_ratio * d_model
+        self.blocks = nn.ModuleList(
+            Block(layer, MLP(d_model, width, dropout, bias, activation), make, norm_place) for layer in mixers
+        )
+        self.ln_f = make()  # its points: ln_final.hook_scale, ln_final.hook_normalized
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
-        self.lm_head.weight = self.embed.token.weight  # tied: one (V, D) matrix reads and writes tokens
-        self.embed.sparse_grad = True  # the head's dense (V, D) gradient takes the lookup's T rows
+        if tie_embeddings:
+            self.lm_head.weight = self.embed.token.weight  # one (V, D) matrix reads and writes tokens
+            self.embed.sparse_grad = True  # the head's dense (V, D) gradient takes the lookup's T rows
         self.apply(self._init_weights)
         for block in self._blocks():
             for residual_out in (block.mixer.proj.weight, block.mlp.proj.weight):
@@ -195,17 +201,23 @@ class GPT(nn.Module):
 
         With a `cache`, idx holds only the tokens not yet seen (S - T of them are cached)."""
         start = 0 if cache is None else cache[0].next_position
-        x = self.dropout(self.embed(idx, start))  # (B, T, D)
+        x = self.embed(idx, start)  # (B, T, D)
+        if self.embed_scale:  # Gemma: sqrt(d_model), rounded to the embedding's dtype as Gemma's code does
+            x = x * torch.tensor(self.d_model**0.5, dtype=x.dtype)
+        x = self.dropout(x)
         weights = []
         for i, block in enumerate(self.blocks):
             x, w = block(x, return_weights, None if cache is None else cache[i])
             if w is not None:
                 weights.append(w)
-        return self.lm_head(self.ln_f(x)), weights  # (B, T, V)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        if self.logit_softcap is not None:  # Gemma 2's final soft-cap: c · tanh(logits / c)
+            logits = self.logit_softcap * torch.tanh(logits / self.logit_softcap)
+        return logits, weights
 
     def hook_points(self) -> dict[str, HookPoint]:
         """Every hook point by its name (docs/lens.md): embeddings, then each block's, then the final norm's."""
         points = dict(self.embed.hook_points())
         for i, block in enumerate(self._blocks()):
             points |= prefixed(block.hook_points(), f"blocks.{i}.")
-        return points | prefixed(self.ln_f.hook_points(), "ln_final.")
+        return points | prefixed(cast(Any, self.ln_f).hook_points(), "ln_final.")

@@ -16,8 +16,8 @@ from andrea.core.hook_points import HookPoint
 
 
 class LayerNorm(nn.LayerNorm):
-    def __init__(self, d_model: int, bias: bool = True) -> None:
-        super().__init__(d_model, bias=bias)
+    def __init__(self, d_model: int, bias: bool = True, eps: float = 1e-5) -> None:
+        super().__init__(d_model, eps=eps, bias=bias)
         self.hook_scale, self.hook_normalized = HookPoint("hook_scale"), HookPoint("hook_normalized")
 
     def forward(self, x: Tensor) -> Tensor:

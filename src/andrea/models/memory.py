@@ -20,12 +20,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from torch import nn
 
 from andrea.mixers.base import TokenMixer
 from andrea.models.mixer_sizes import count, mixer_layers
+from andrea.models.mlp import GATED
 
 if TYPE_CHECKING:
     from andrea.models.files.schema import NetSpec
@@ -178,16 +179,35 @@ def parameters(spec: NetSpec, mixers: list[nn.Module | None] | None = None) -> i
     mixed = sum(attention if mixer is None else count(mixer) for mixer in layers)  # every layer's own mixer
     if not spec.is_gpt:  # LayerNorm with bias before each block and at the end, untied LM head
         return vocab * d_model + positions + n_layer * 2 * d_model + mixed + 2 * d_model + vocab * d_model
-    mlp = 2 * f["mlp_ratio"] * d_model * d_model  # bias-free fc and proj
-    return vocab * d_model + positions + n_layer * (2 * d_model + mlp) + mixed + d_model  # tied LM head
+    head = 0 if f.get("tie_embeddings", True) else vocab * d_model  # a tied LM head is the embedding
+    return vocab * d_model + positions + n_layer * _block_parameters(f) + mixed + _norm_parameters(f) + head
+
+
+def _block_parameters(f: dict[str, Any]) -> int:
+    """A GPT block's MLP (plain: fc and proj; gated: and the gate) and norms (two before, after, or both)."""
+    d_model, bias = f["d_model"], bool(f.get("bias"))
+    width = f.get("d_mlp") or f["mlp_ratio"] * d_model
+    matrices = 3 if f.get("activation") in GATED else 2
+    mlp = matrices * d_model * width + (((matrices - 1) * width + d_model) if bias else 0)
+    norms = 4 if f.get("norm_place", "pre") == "both" else 2
+    return mlp + norms * _norm_parameters(f)
+
+
+def _norm_parameters(f: dict[str, Any]) -> int:
+    """One norm's: a gain (and LayerNorm's bias, with model.net.bias); none for norm=none."""
+    norm = f.get("norm", "layernorm")
+    if norm == "none":
+        return 0
+    return f["d_model"] * (2 if norm == "layernorm" and f.get("bias") else 1)
 
 
 def _attention_parameters(spec: NetSpec) -> int:
     """One attention layer of the network's attention: the Q, K, V projections, W_O and the mechanism's own."""
     d_model = spec.fields["d_model"]
     head_dim = d_model // spec.n_head
-    attention = _projection_parameters(spec, head_dim) + d_model * d_model
-    return attention + _mechanism_parameters(spec, dict(n_head=spec.n_head, head_dim=head_dim, d_model=d_model))
+    attention = _projection_parameters(spec, head_dim) + d_model * d_model + (d_model if spec.fields.get("bias") else 0)
+    sizes = dict(n_head=spec.n_head, n_kv_head=spec.n_kv_head, head_dim=head_dim, d_model=d_model)
+    return attention + _mechanism_parameters(spec, sizes)
 
 
 def _projection_parameters(spec: NetSpec, head_dim: int) -> int:
@@ -198,8 +218,8 @@ def _projection_parameters(spec: NetSpec, head_dim: int) -> int:
 
     assert spec.layer is not None
     d_model, latent = spec.fields["d_model"], spec.layer.latent
-    if latent is None:
-        return d_model * (spec.n_head + 2 * spec.n_kv_head) * head_dim
+    if latent is None:  # and its bias, with model.net.bias
+        return (d_model + bool(spec.fields.get("bias"))) * (spec.n_head + 2 * spec.n_kv_head) * head_dim
     rope = spec.fields.get("position") == "rope"
     try:
         with torch.device("meta"):

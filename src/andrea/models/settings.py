@@ -5,16 +5,24 @@ model-file schema checks a file's fields with it.
     vocab_size, max_context, d_model, n_layer, mlp_ratio    positive integers
     dropout      a number in [0, 1)
     bias         true or false (GPT only)
-    activation   gelu, gelu_tanh (GPT-2's tanh approximation) or relu (the grokking papers' MLP) (GPT only)
+    activation   gelu, gelu_tanh (GPT-2's tanh approximation), relu (the grokking papers' MLP), or a gated MLP:
+                 swiglu, geglu (GPT only; andrea.models.mlp)
     position     learned, rope, alibi or none: where positions enter (andrea.attention.positions)
+    d_mlp        the MLP's hidden width, a positive integer; null: mlp_ratio · d_model (GPT only)
+    norm         layernorm, rmsnorm, gemma_rmsnorm or none, with norm_eps > 0 (GPT only; andrea.models.norms)
+    norm_place   pre, post or both: the norms before each sub-layer, after it, or both (GPT only)
+    tie_embeddings, embed_scale    true or false: the LM head is the embedding; embeddings times sqrt(d_model)
+    logit_softcap                  null, or c > 0: logits c · tanh(logits / c)
 """
 
 from __future__ import annotations
 
 from andrea.attention.positions import POSITIONS
-from andrea.utils.rules import BOOLEAN, POSITIVE, Rule, number, one_of
+from andrea.utils.rules import BOOLEAN, POSITIVE, Rule, number, one_of, optional
 
-ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swiglu", "geglu")
+NORMS = ("layernorm", "rmsnorm", "gemma_rmsnorm", "none")
+NORM_PLACES = ("pre", "post", "both")
 SIZES = ("vocab_size", "max_context", "d_model", "n_layer", "mlp_ratio")
 
 NET: dict[str, Rule] = {
@@ -23,4 +31,11 @@ NET: dict[str, Rule] = {
     "bias": BOOLEAN,
     "activation": one_of(*ACTIVATIONS),
     "position": one_of(*POSITIONS),
+    "d_mlp": optional(POSITIVE),
+    "norm": one_of(*NORMS),
+    "norm_eps": number(0.0, 1.0, low_open=True),
+    "norm_place": one_of(*NORM_PLACES),
+    "tie_embeddings": BOOLEAN,
+    "embed_scale": BOOLEAN,
+    "logit_softcap": optional(number(0.0, None, low_open=True)),
 }

@@ -65,12 +65,15 @@ class Mechanism(nn.Module):
         layer: int = 0,
         n_layer: int = 1,
         projection_bias: bool = False,
+        n_kv_head: int | None = None,
     ) -> None:
         """The layer's sizes (every mechanism gets them all; its own settings come as further keywords).
         `layer` counts from 0 among the network's `n_layer` attention layers; `projection_bias` says whether
-        the layer's projections carry a bias (model.net.bias), which a mechanism's own projections follow."""
+        the layer's projections carry a bias (model.net.bias), which a mechanism's own projections follow;
+        `n_kv_head`: the key and value heads (None: n_head)."""
         super().__init__()
         self.n_head, self.head_dim, self.d_model, self.max_context = n_head, head_dim, d_model, max_context
+        self.n_kv_head = n_head if n_kv_head is None else n_kv_head
         self.layer, self.n_layer, self.projection_bias = layer, n_layer, projection_bias
 
     def project(self, q: Tensor, k: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:

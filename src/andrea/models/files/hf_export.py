@@ -4,7 +4,8 @@ files. `transformers.AutoModelForCausalLM.from_pretrained(folder)` loads it with
 TransformerLens's bridge boots from it.
 
 GPT-2's architecture holds an ANDREA GPT with learned positions, attention in every layer, MHA heads, softmax,
-the causal mask and a GELU (exact or tanh) or ReLU MLP; LayerNorm and a tied LM head it always has. A model
+the causal mask and a GELU (exact or tanh) or ReLU MLP of mlp_ratio · d_model; LayerNorm (eps 1e-5) before each
+sub-layer and a tied LM head it always has, its embeddings unscaled and its logits uncapped. A model
 without biases (bias=false) is written with zero biases, which compute the same. Anything else is refused in
 one line naming what does not fit. The inverse of andrea.models.files.gpt2's import, name for name.
 """
@@ -41,13 +42,25 @@ def does_not_fit(config: dict[str, Any]) -> str | None:
         "heads": ("mla" if attention.get("latent") else _kind(attention), "mha"),
         "layers": (",".join(sorted(set(layout))), "attention"),
         "model.net.kinds": (_kinds(config), ONE_KIND),
-    }
+    } | _parts(config)
     for what, (value, wanted) in found.items():
         if value != wanted:
             return f"{what} is {value}; GPT-2's architecture holds {wanted} only"
     if config.get("activation", "gelu") not in ACTIVATION_FUNCTIONS:
         return f"activation is {config.get('activation')}; GPT-2 takes {', '.join(ACTIVATION_FUNCTIONS)}"
     return None
+
+
+def _parts(config: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The GPT's parts GPT-2's architecture fixes: {what: (the config's, GPT-2's)}."""
+    return {
+        "norm": (f"{config.get('norm', 'layernorm')} {config.get('norm_place', 'pre')}", "layernorm pre"),
+        "norm_eps": (config.get("norm_eps", 1e-5), 1e-5),
+        "d_mlp": (config.get("d_mlp"), None),
+        "the LM head": ("tied" if config.get("tie_embeddings", True) else "untied", "tied"),
+        "embed_scale": (bool(config.get("embed_scale")), False),
+        "logit_softcap": (config.get("logit_softcap"), None),
+    }
 
 
 def _kinds(config: dict[str, Any]) -> str:
