@@ -1,7 +1,9 @@
-"""qknorm: softmax attention with queries and keys RMS-normalised per head (Dehghani et al., 2023,
-"Scaling Vision Transformers to 22 Billion Parameters"; OLMo 2, 2024; with RMSNorm as OLMo 2 uses it).
+"""qknorm: softmax attention with queries and keys RMS-normalised (Dehghani et al., 2023, "Scaling Vision
+Transformers to 22 Billion Parameters"; OLMo 2, 2024; with RMSNorm as OLMo 2 uses it).
 
-    q_h' = RMSNorm(q_h),  k_h' = RMSNorm(k_h)      over each head's d channels, one learned gain each
+    q_h' = RMSNorm(q_h),  k_h' = RMSNorm(k_h)      over each head's d channels (`over: head`, Qwen3, Gemma 3), or
+                                                    over the whole projection, H·d and H_kv·d (`over: projection`,
+                                                    OLMo 2 and 3), one learned gain per channel
     A = softmax(q_h' k_h'ᵀ / sqrt(d)),  out = A V   before RoPE, where RoPE is used
 
 Normalised queries and keys bound the logits, which keeps attention from collapsing onto one key
@@ -21,15 +23,30 @@ from andrea.attention.mechanisms.softmax import Softmax
 class QKNorm(Softmax):
     name = "qknorm"
 
-    def __init__(self, *, eps: float = 1e-6, **sizes: Any) -> None:
+    def __init__(self, *, eps: float = 1e-6, over: str = "head", **sizes: Any) -> None:
         super().__init__(**sizes)
         if not finite_number(eps) or eps <= 0:
             raise ValueError(f"mechanism.eps={eps!r} must be a finite number > 0 (the RMSNorms' eps, 1e-6 by default)")
-        self.q_norm = nn.RMSNorm(self.head_dim, eps=eps)
-        self.k_norm = nn.RMSNorm(self.head_dim, eps=eps)
+        if over not in OVER:
+            raise ValueError(f"mechanism.over={over!r} must be one of {', '.join(OVER)}")
+        whole = over == "projection"
+        self.over = over
+        self.q_norm = nn.RMSNorm(self.head_dim * (self.n_head if whole else 1), eps=eps)
+        self.k_norm = nn.RMSNorm(self.head_dim * (self.n_kv_head if whole else 1), eps=eps)
 
     def project(self, q: Tensor, k: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
-        return self.q_norm(q), self.k_norm(k)  # (B, H, T, d), (B, H_kv, S, d): each head's d channels
+        if self.over == "head":
+            return self.q_norm(q), self.k_norm(k)  # (B, H, T, d), (B, H_kv, S, d): each head's d channels
+        return _across_heads(self.q_norm, q), _across_heads(self.k_norm, k)
 
     def extra_repr(self) -> str:
-        return "qknorm (RMSNorm of queries and keys per head)"
+        return f"qknorm (RMSNorm of queries and keys {'per head' if self.over == 'head' else 'over all heads'})"
+
+
+OVER = ("head", "projection")
+
+
+def _across_heads(norm: nn.Module, x: Tensor) -> Tensor:
+    """x (B, H, T, d) normalised over its H·d channels together, as one projection's output."""
+    B, H, T, d = x.shape
+    return norm(x.transpose(1, 2).reshape(B, T, H * d)).view(B, T, H, d).transpose(1, 2)

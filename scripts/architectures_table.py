@@ -1,0 +1,69 @@
+"""The table of docs/architectures.md, made from the presets themselves: each preset's pattern of layer kinds, what
+each kind is, and the KV cache one sequence keeps per token at a 4,096-token context, beside the same network with
+full attention in every layer (float32 numbers, 4 bytes each).
+
+    python scripts/architectures_table.py        # prints the table; tests/models/test_architectures_page.py
+                                                 # checks that docs/architectures.md holds it as printed
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+import torch
+from hydra import compose, initialize_config_module
+from hydra.utils import instantiate
+
+from andrea.mixers.layer_spec import LayerSpec
+from andrea.models.network import cache_bytes, network
+
+PRESETS = {"olmo3": "tests/models/test_olmo3.py"}  # each architecture preset, and the test proving it
+CONTEXT, BYTES = 4096, 4
+
+
+def _net(preset: str, overrides: tuple[str, ...] = ()) -> torch.nn.Module:
+    with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
+        cfg = compose("train", overrides=[f"model={preset}", f"model.net.max_context={CONTEXT}", *overrides])
+    with torch.device("meta"):  # sizes only
+        return instantiate(cfg.model.net)
+
+
+def _per_token(net: torch.nn.Module) -> int:
+    return sum(layer["bytes"] for layer in cache_bytes(network(net), CONTEXT, BYTES)["layers"]) // CONTEXT
+
+
+def _pattern(specs: list[LayerSpec]) -> str:
+    runs = [(kind, len(list(group))) for kind, group in groupby(spec.kind for spec in specs)]
+    return ", ".join(kind if count == 1 else f"{kind} x{count}" for kind, count in runs)
+
+
+def _kind(spec: LayerSpec) -> str:
+    settings = spec.settings
+    if not spec.attention:
+        return f"{spec.kind}: {spec.mixer}"
+    mask = settings["mask"]
+    seen = f"causal window {mask['window']}" if isinstance(mask, dict) and "window" in mask else "causal"
+    position = "NoPE" if settings["position"] == "none" else f"RoPE base {settings['rope_base']:,.0f}"
+    if settings.get("rope_fraction", 1.0) != 1.0:
+        position += f" on {settings['rope_fraction']:g} of the head"
+    mechanism = settings.get("mechanism") or {}
+    name = mechanism.get("name", "softmax") if isinstance(mechanism, dict) else str(mechanism)
+    extra = f" over the {mechanism['over']}" if isinstance(mechanism, dict) and mechanism.get("over") else ""
+    return f"{spec.kind}: {seen}, {position}, {name}{extra}"
+
+
+def table() -> str:
+    lines = ["| preset | pattern | its kinds | KV cache a token at 4k | full attention | proven by |",
+             "|---|---|---|---:|---:|---|"]  # fmt: skip
+    for preset, test in PRESETS.items():
+        net = _net(preset)
+        specs = list(network(net).layer_specs)
+        full = _net(preset, ("model.net.layout=null", "model.net.kinds=null"))
+        kinds = "; ".join(_kind(next(s for s in specs if s.kind == k)) for k in dict.fromkeys(s.kind for s in specs))
+        lines.append(f"| `model={preset}` | {_pattern(specs)} | {kinds} | {_per_token(net):,} B | "
+                     f"{_per_token(full):,} B | `{test}` |")  # fmt: skip
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table())

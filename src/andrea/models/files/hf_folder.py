@@ -1,0 +1,62 @@
+"""A local Hugging Face model folder read as data, for the families andrea reads in (andrea.models.files.olmo3):
+its config.json as a mapping checked to be the family's, and its model.safetensors as tensors, with no pickle,
+no `transformers` and nothing from the folder executed. Every refusal is one line naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError, safe_open
+from torch import Tensor
+
+
+class HFFolderError(ValueError):
+    """A Hugging Face folder andrea will not read: one line naming the file and what to do."""
+
+
+def read_config(folder: Path, model_type: str, family: str) -> dict[str, Any]:
+    """folder/config.json as a mapping, its model_type the family's."""
+    config_json = folder / "config.json"
+    if not config_json.is_file():
+        raise HFFolderError(f"{config_json} not found: a {family} folder needs its config.json beside its weights")
+    try:
+        hf = json.loads(config_json.read_text())
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested past the parser's depth
+        raise HFFolderError(f"{config_json} is not JSON; give the config.json of a Hugging Face {family}") from None
+    found = hf.get("model_type") if isinstance(hf, dict) else None
+    if found != model_type:
+        raise HFFolderError(
+            f"{config_json}: model_type={found!r}, not {model_type!r}; give a Hugging Face folder of {family}"
+        )
+    return hf
+
+
+def positive_ints(hf: dict[str, Any], keys: tuple[str, ...], config_json: Path) -> dict[str, int]:
+    """The config's `keys`, each a positive integer."""
+    sizes: dict[str, int] = {}
+    for key in keys:
+        value = hf.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise HFFolderError(f"{config_json}: {key}={value!r} must be a positive integer")
+        sizes[key] = value
+    return sizes
+
+
+def read_tensors(folder: Path, family: str) -> dict[str, Tensor]:
+    """Every tensor of folder/model.safetensors by its stored name (one file; a pickle is not read)."""
+    path = folder / "model.safetensors"
+    if not path.is_file():
+        other = (
+            "a sharded index (model.safetensors.index.json)"
+            if (folder / "model.safetensors.index.json").is_file()
+            else None
+        )
+        found = f"it holds {other}, which andrea does not read yet" if other else "it has no model.safetensors"
+        raise HFFolderError(f"{folder}: {found}; give a {family} folder with one model.safetensors")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (safe_open is no mapping)
+    except (SafetensorError, OSError) as err:
+        raise HFFolderError(f"{path} is not a readable safetensors file ({err})") from None
