@@ -17,19 +17,27 @@ from hydra.utils import instantiate
 from andrea.mixers.layer_spec import LayerSpec
 from andrea.models.network import cache_bytes, network
 
-PRESETS = {"olmo3": "tests/models/test_olmo3.py"}  # each architecture preset, and the test proving it
+PRESETS = {
+    "gemma3": "tests/models/test_gemma3.py",
+    "olmo3": "tests/models/test_olmo3.py",
+}  # each architecture preset, and the test proving it
 CONTEXT, BYTES = 4096, 4
 
 
-def _net(preset: str, overrides: tuple[str, ...] = ()) -> torch.nn.Module:
+def _net(preset: str) -> torch.nn.Module:
     with initialize_config_module(config_module="andrea.conf", version_base="1.3"):
-        cfg = compose("train", overrides=[f"model={preset}", f"model.net.max_context={CONTEXT}", *overrides])
+        cfg = compose("train", overrides=[f"model={preset}", f"model.net.max_context={CONTEXT}"])
     with torch.device("meta"):  # sizes only
         return instantiate(cfg.model.net)
 
 
-def _per_token(net: torch.nn.Module) -> int:
-    return sum(layer["bytes"] for layer in cache_bytes(network(net), CONTEXT, BYTES)["layers"]) // CONTEXT
+def _per_token(net: torch.nn.Module) -> tuple[int, int]:
+    """Bytes a token of the cache at CONTEXT tokens: as the layers keep it (a window its window only), and with
+    every layer keeping every token (the same heads, full attention)."""
+    kept = sum(layer["bytes"] for layer in cache_bytes(network(net), CONTEXT, BYTES)["layers"])
+    sizes = [mixer.cache_size() for mixer in network(net).mixers]
+    full = sum(size.per_sequence + size.per_token * CONTEXT for size in sizes) * BYTES
+    return kept // CONTEXT, full // CONTEXT
 
 
 def _pattern(specs: list[LayerSpec]) -> str:
@@ -48,8 +56,9 @@ def _kind(spec: LayerSpec) -> str:
         position += f" on {settings['rope_fraction']:g} of the head"
     mechanism = settings.get("mechanism") or {}
     name = mechanism.get("name", "softmax") if isinstance(mechanism, dict) else str(mechanism)
-    extra = f" over the {mechanism['over']}" if isinstance(mechanism, dict) and mechanism.get("over") else ""
-    return f"{spec.kind}: {seen}, {position}, {name}{extra}"
+    extra = f" per {mechanism['over']}" if isinstance(mechanism, dict) and mechanism.get("over") else ""
+    n_head, n_kv = settings["n_head"], settings.get("n_kv_head") or settings["n_head"]
+    return f"{spec.kind}: {seen}, {n_head} heads ({n_kv} key/value), {position}, {name}{extra}"
 
 
 def table() -> str:
@@ -58,10 +67,9 @@ def table() -> str:
     for preset, test in PRESETS.items():
         net = _net(preset)
         specs = list(network(net).layer_specs)
-        full = _net(preset, ("model.net.layout=null", "model.net.kinds=null"))
         kinds = "; ".join(_kind(next(s for s in specs if s.kind == k)) for k in dict.fromkeys(s.kind for s in specs))
-        lines.append(f"| `model={preset}` | {_pattern(specs)} | {kinds} | {_per_token(net):,} B | "
-                     f"{_per_token(full):,} B | `{test}` |")  # fmt: skip
+        kept, full = _per_token(net)
+        lines.append(f"| `model={preset}` | {_pattern(specs)} | {kinds} | {kept:,} B | {full:,} B | `{test}` |")
     return "\n".join(lines)
 
 

@@ -16,4 +16,5 @@ def test_the_page_holds_the_table_the_presets_make():
     spec.loader.exec_module(script)
     table = script.table()
     assert "| `model=olmo3` | sliding x3, full |" in table and "| 518 B | 2,048 B |" in table
+    assert "| `model=gemma3` | sliding x5, global |" in table and "| 261 B | 1,536 B |" in table
     assert table in (ROOT / "docs" / "architectures.md").read_text()

@@ -4,7 +4,8 @@ Transformers to 22 Billion Parameters"; OLMo 2, 2024; with RMSNorm as OLMo 2 use
     q_h' = RMSNorm(q_h),  k_h' = RMSNorm(k_h)      over each head's d channels (`over: head`, Qwen3, Gemma 3), or
                                                     over the whole projection, H·d and H_kv·d (`over: projection`,
                                                     OLMo 2 and 3), one learned gain per channel
-    A = softmax(q_h' k_h'ᵀ / sqrt(d)),  out = A V   before RoPE, where RoPE is used
+    A = softmax(q_h' k_h'ᵀ · scale),  out = A V     before RoPE, where RoPE is used; scale 1/sqrt(d), or the
+                                                    `scale` given (Gemma 3: query_pre_attn_scalar^-1/2)
 
 Normalised queries and keys bound the logits, which keeps attention from collapsing onto one key
 (the training instability ViT-22B reports) without changing the softmax itself.
@@ -23,8 +24,11 @@ from andrea.attention.mechanisms.softmax import Softmax
 class QKNorm(Softmax):
     name = "qknorm"
 
-    def __init__(self, *, eps: float = 1e-6, over: str = "head", **sizes: Any) -> None:
+    def __init__(self, *, eps: float = 1e-6, over: str = "head", scale: float | None = None, **sizes: Any) -> None:
         super().__init__(**sizes)
+        if scale is not None and (not finite_number(scale) or scale <= 0):
+            raise ValueError(f"mechanism.scale={scale!r} must be a finite number > 0, or null (1/sqrt(head_dim))")
+        self.score_scale = scale
         if not finite_number(eps) or eps <= 0:
             raise ValueError(f"mechanism.eps={eps!r} must be a finite number > 0 (the RMSNorms' eps, 1e-6 by default)")
         if over not in OVER:
@@ -33,6 +37,9 @@ class QKNorm(Softmax):
         self.over = over
         self.q_norm = nn.RMSNorm(self.head_dim * (self.n_head if whole else 1), eps=eps)
         self.k_norm = nn.RMSNorm(self.head_dim * (self.n_kv_head if whole else 1), eps=eps)
+
+    def scale(self) -> float | None:
+        return self.score_scale
 
     def project(self, q: Tensor, k: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
         if self.over == "head":

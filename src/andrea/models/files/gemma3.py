@@ -1,0 +1,132 @@
+"""Gemma 3's text model as an ANDREA GPT (Gemma Team 2025; transformers' `gemma3_text`): a local Hugging Face folder
+(config.json + model.safetensors) read as data (andrea.models.files.hf_folder), with no `transformers`.
+
+    net, config = load_gemma3("gemma3/")
+
+config.json becomes the net config of conf/model/gemma3.yaml's network: Gemma's RMSNorm (gain 1 + w) before and
+after each sub-layer (`both`), GeGLU of `intermediate_size`, embeddings times sqrt(d_model), a tied LM head, no
+biases, and two attention kinds in the pattern of `layer_types` (sliding_attention: a causal window of
+`sliding_window` tokens, RoPE base 10,000; full_attention: RoPE base 1,000,000), each with QK-norm per head and
+scores scaled by query_pre_attn_scalar^-1/2 (andrea's qknorm, its gain w taken as Gemma's 1 + w). Tensors:
+
+    model.embed_tokens                              -> embed.token (and the tied lm_head)
+    model.layers.<i>.self_attn.q_proj, k_proj, v_proj -> blocks.<i>.attention.qkv (stacked: q, k, v)
+    model.layers.<i>.self_attn.o_proj              -> blocks.<i>.attention.proj
+    model.layers.<i>.self_attn.q_norm, k_norm      -> blocks.<i>.attention.mechanism.q_norm, k_norm (1 + w)
+    model.layers.<i>.input_layernorm, post_attention_layernorm        -> blocks.<i>.ln_1, ln_1_post
+    model.layers.<i>.pre_feedforward_layernorm, post_feedforward_layernorm -> blocks.<i>.ln_2, ln_2_post
+    model.layers.<i>.mlp.up_proj, gate_proj, down_proj -> blocks.<i>.mlp.fc, gate, proj
+    model.norm                                     -> ln_f
+
+Heads of another width than hidden_size / num_attention_heads (Gemma 3 270M's 256 of 640 / 4) are refused: andrea's
+heads are d_model / n_head wide so far.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor, nn
+
+from andrea.models.files.hf_folder import (
+    KINDS,
+    HFFolderError,
+    attention_kind,
+    attention_projections,
+    layer_types,
+    load_family,
+    mapped,
+    positive_ints,
+)
+
+FAMILY, MODEL_TYPE = "Gemma 3", "gemma3_text"
+SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+         "max_position_embeddings", "query_pre_attn_scalar")  # fmt: skip
+BASES = {"sliding_attention": 10000.0, "full_attention": 1000000.0}  # RoPE's base where config.json gives none
+LAYER_NAMES = [  # (andrea's module in blocks.<i>, Gemma 3's in model.layers.<i>)
+    ("ln_1", "input_layernorm"),
+    ("attention.proj", "self_attn.o_proj"),
+    ("ln_1_post", "post_attention_layernorm"),
+    ("ln_2", "pre_feedforward_layernorm"),
+    ("mlp.fc", "mlp.up_proj"),
+    ("mlp.gate", "mlp.gate_proj"),
+    ("mlp.proj", "mlp.down_proj"),
+    ("ln_2_post", "post_feedforward_layernorm"),
+]
+QK_NORMS = [("attention.mechanism.q_norm", "self_attn.q_norm"), ("attention.mechanism.k_norm", "self_attn.k_norm")]
+
+
+def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
+    """Gemma 3's config.json (a mapping) -> an andrea net config, or HFFolderError naming the key."""
+    sizes = positive_ints(hf, SIZES, config_json)
+    _check_gemma(hf, sizes, config_json)
+    eps = float(hf.get("rms_norm_eps", 1e-6))
+    types = layer_types(hf, sizes["num_hidden_layers"], 6, config_json)
+    qknorm = {"name": "qknorm", "eps": eps, "over": "head", "scale": sizes["query_pre_attn_scalar"] ** -0.5}
+    kinds = {KINDS[t]: attention_kind(hf, t, BASES[t], config_json) | {"mechanism": qknorm} for t in sorted(set(types))}
+    n_head = sizes["num_attention_heads"]
+    return {
+        "_target_": "andrea.models.gpt.GPT",
+        "vocab_size": sizes["vocab_size"],
+        "max_context": sizes["max_position_embeddings"],
+        "n_layer": sizes["num_hidden_layers"],
+        "d_model": sizes["hidden_size"],
+        "d_mlp": sizes["intermediate_size"],
+        "position": "rope",
+        "activation": "geglu",
+        "norm": "gemma_rmsnorm",
+        "norm_eps": eps,
+        "norm_place": "both",
+        "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
+        "embed_scale": True,
+        "logit_softcap": hf.get("final_logit_softcapping"),
+        "attention": {
+            "n_head": n_head,
+            "n_kv_head": hf.get("num_key_value_heads") or n_head,
+            "backend": "sdpa",
+            "mask": "causal",
+            "mechanism": qknorm,
+        },  # fmt: skip
+        "kinds": kinds,
+        "layout": [KINDS[t] for t in types],
+    }
+
+
+def _check_gemma(hf: dict[str, Any], sizes: dict[str, int], config_json: Path) -> None:
+    """What andrea builds of Gemma 3: heads d_model / n_head wide, GeGLU, no biases, no score soft-cap, causal."""
+    width = sizes["hidden_size"] // sizes["num_attention_heads"]
+    if hf.get("head_dim", width) != width:
+        raise HFFolderError(
+            f"{config_json}: head_dim={hf.get('head_dim')} differs from hidden_size / num_attention_heads = {width}; "
+            "andrea's heads are d_model / n_head wide so far"
+        )
+    plain = hf.get("hidden_activation", "gelu_pytorch_tanh") == "gelu_pytorch_tanh" and not hf.get("attention_bias")
+    if not plain or hf.get("attn_logit_softcapping") or hf.get("use_bidirectional_attention"):
+        raise HFFolderError(
+            f"{config_json}: gelu_pytorch_tanh, no attention_bias, no attn_logit_softcapping and causal attention "
+            "are Gemma 3 as andrea builds it"
+        )
+
+
+def state_dict(
+    tensors: dict[str, Tensor], n_layer: int, tied: bool, where: str, gradients: bool = False
+) -> dict[str, Tensor]:
+    """Gemma 3's tensors (by their Hugging Face names) under andrea's names, float32, the QK-norms' gains as
+    1 + w (not for `gradients`: d/dw of 1 + w is d/dw); a tensor that is not Gemma 3's, or one missing, is refused
+    naming it."""
+    names = {"model.embed_tokens.weight": "embed.token.weight", "model.norm.weight": "ln_f.weight"}
+    names |= {} if tied else {"lm_head.weight": "lm_head.weight"}
+    for i in range(n_layer):
+        names |= {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for ours, theirs in LAYER_NAMES}
+    norms = {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for i in range(n_layer)
+             for ours, theirs in QK_NORMS}  # fmt: skip
+    out = mapped(tensors, names | norms, attention_projections(n_layer), FAMILY, where)
+    if not gradients:
+        out |= {ours: 1.0 + out[ours] for ours in norms.values()}  # Gemma's gain 1 + w as RMSNorm's w
+    return out | ({"lm_head.weight": out["embed.token.weight"]} if tied else {})
+
+
+def load_gemma3(folder: str | Path, device: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:
+    """A Gemma 3 (text) folder -> an ANDREA GPT in eval mode holding its weights, and its net config."""
+    return load_family(Path(folder), MODEL_TYPE, FAMILY, net_config, state_dict, device)

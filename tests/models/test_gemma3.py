@@ -1,0 +1,81 @@
+"""Gemma 3 as andrea builds it (conf/model/gemma3.yaml; andrea.models.files.gemma3) against transformers' own model
+code (Gemma3ForCausalLM on a text config, its eager attention on CPU), on the same random weights: transformers
+writes the folder, andrea's loader reads it as data and maps the tensors, and both networks compute the same
+function: the logits, every gradient, the pattern of layer kinds, and the tokens decoded one at a time from their
+caches (tests/models/hf_parity.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import torch
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+from andrea.models.files.gemma3 import load_gemma3, state_dict
+from andrea.models.files.hf_folder import KINDS, HFFolderError
+from andrea.models.files.load import load_any
+from andrea.models.generate import generate
+from andrea.models.network import network
+from andrea.train.pipeline import train
+from tests.compose import QUICK, compose_train
+from tests.models.hf_parity import decoded_alike, logits_error, saved, worst_gradient
+
+CONFIG: dict[str, Any] = dict(
+    vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=6, num_attention_heads=4,
+    num_key_value_heads=2, head_dim=16, max_position_embeddings=64, sliding_window=4, rms_norm_eps=1e-6,
+    query_pre_attn_scalar=24,
+)  # fmt: skip  # five window layers to one global (RoPE 10k, 1M), GQA, a score scale of 24^-1/2, not 16^-1/2
+VOCAB = CONFIG["vocab_size"]
+
+
+@pytest.fixture(scope="module")
+def gemma(tmp_path_factory):
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("gemma3")
+    hf = saved(Gemma3ForCausalLM(Gemma3TextConfig(**CONFIG | {"attn_implementation": "eager"})), folder)
+    net, config = load_gemma3(folder)
+    return hf, net, config, folder
+
+
+def test_the_layer_kinds_follow_layer_types(gemma):
+    hf, net, _, _ = gemma
+    specs = network(net).layer_specs
+    assert [spec.kind for spec in specs] == [KINDS[t] for t in hf.config.layer_types]
+    assert [spec.settings["rope_base"] for spec in specs] == [10000.0] * 5 + [1000000.0]
+
+
+def test_the_logits_equal_transformers(gemma):
+    hf, net, _, _ = gemma
+    assert logits_error(net, hf, VOCAB) <= 1e-5
+
+
+def test_every_gradient_equals_transformers(gemma):
+    hf, net, _, _ = gemma
+    worst, error = worst_gradient(net, hf, VOCAB, lambda grads: state_dict(grads, 6, True, "grads", gradients=True))
+    assert error <= 1e-5, worst
+
+
+def test_tokens_decoded_from_the_caches_equal_transformers(gemma):
+    """12 steps past a window of 4."""
+    hf, net, _, _ = gemma
+    assert decoded_alike(net, hf, VOCAB)
+
+
+def test_heads_of_another_width_are_refused_in_one_line(gemma, tmp_path):
+    _, _, _, folder = gemma
+    config = json.loads((folder / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config | {"head_dim": 256}))
+    with pytest.raises(HFFolderError, match="head_dim=256 differs from hidden_size / num_attention_heads = 16"):
+        load_gemma3(tmp_path)
+
+
+@pytest.mark.slow  # reason: a training run (the parts of the preset are those the parity tests above prove)
+def test_the_preset_trains_and_generates_with_its_caches(tmp_path):
+    result = train(compose_train(tmp_path, [*QUICK, "model=gemma3", "data.num_train=320", "trainer.max_steps=5",
+                                            "validate=false"]))  # fmt: skip
+    assert result.status == "completed" and result.global_step == 5
+    module = load_any(tmp_path / "checkpoints" / "last.ckpt", "cpu")[0]
+    prompt = torch.tensor([[1, 2, 3]])
+    assert torch.equal(generate(module, prompt, 24, top_k=1), generate(module, prompt, 24, top_k=1, use_cache=False))
