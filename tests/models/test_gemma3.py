@@ -14,7 +14,8 @@ import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
 from andrea.models.files.gemma3 import load_gemma3, state_dict
-from andrea.models.files.hf_folder import KINDS, HFFolderError
+from andrea.models.files.hf_decoder import KINDS
+from andrea.models.files.hf_folder import HFFolderError
 from andrea.models.files.load import load_any
 from andrea.models.generate import generate
 from andrea.models.network import network

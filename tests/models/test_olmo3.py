@@ -13,7 +13,8 @@ import pytest
 import torch
 from transformers import Olmo3Config, Olmo3ForCausalLM
 
-from andrea.models.files.hf_folder import KINDS, HFFolderError
+from andrea.models.files.hf_decoder import KINDS
+from andrea.models.files.hf_folder import HFFolderError
 from andrea.models.files.load import load_any
 from andrea.models.files.olmo3 import load_olmo3, state_dict
 from andrea.models.generate import generate

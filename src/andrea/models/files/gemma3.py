@@ -29,68 +29,38 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from andrea.models.files.hf_folder import (
+from andrea.models.files.hf_decoder import (
+    DECODER_LAYER,
     KINDS,
-    HFFolderError,
+    SIZES,
     attention_kind,
     attention_projections,
+    decoder_config,
+    decoder_names,
     layer_types,
-    load_family,
     mapped,
-    positive_ints,
 )
+from andrea.models.files.hf_folder import HFFolderError, load_family, positive_ints
 
 FAMILY, MODEL_TYPE = "Gemma 3", "gemma3_text"
-SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-         "max_position_embeddings", "query_pre_attn_scalar")  # fmt: skip
 BASES = {"sliding_attention": 10000.0, "full_attention": 1000000.0}  # RoPE's base where config.json gives none
-LAYER_NAMES = [  # (andrea's module in blocks.<i>, Gemma 3's in model.layers.<i>)
-    ("ln_1", "input_layernorm"),
-    ("attention.proj", "self_attn.o_proj"),
-    ("ln_1_post", "post_attention_layernorm"),
-    ("ln_2", "pre_feedforward_layernorm"),
-    ("mlp.fc", "mlp.up_proj"),
-    ("mlp.gate", "mlp.gate_proj"),
-    ("mlp.proj", "mlp.down_proj"),
-    ("ln_2_post", "post_feedforward_layernorm"),
-]
+LAYER_NAMES = [*DECODER_LAYER, ("ln_1", "input_layernorm"), ("ln_2", "pre_feedforward_layernorm")]
 QK_NORMS = [("attention.mechanism.q_norm", "self_attn.q_norm"), ("attention.mechanism.k_norm", "self_attn.k_norm")]
 
 
 def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
     """Gemma 3's config.json (a mapping) -> an andrea net config, or HFFolderError naming the key."""
-    sizes = positive_ints(hf, SIZES, config_json)
+    sizes = positive_ints(hf, (*SIZES, "query_pre_attn_scalar"), config_json)
     _check_gemma(hf, sizes, config_json)
-    eps = float(hf.get("rms_norm_eps", 1e-6))
     types = layer_types(hf, sizes["num_hidden_layers"], 6, config_json)
-    qknorm = {"name": "qknorm", "eps": eps, "over": "head", "scale": sizes["query_pre_attn_scalar"] ** -0.5}
-    kinds = {KINDS[t]: attention_kind(hf, t, BASES[t], config_json) | {"mechanism": qknorm} for t in sorted(set(types))}
-    n_head = sizes["num_attention_heads"]
-    return {
-        "_target_": "andrea.models.gpt.GPT",
-        "vocab_size": sizes["vocab_size"],
-        "max_context": sizes["max_position_embeddings"],
-        "n_layer": sizes["num_hidden_layers"],
-        "d_model": sizes["hidden_size"],
-        "d_mlp": sizes["intermediate_size"],
-        "position": "rope",
-        "activation": "geglu",
-        "norm": "gemma_rmsnorm",
-        "norm_eps": eps,
-        "norm_place": "both",
-        "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
-        "embed_scale": True,
-        "logit_softcap": hf.get("final_logit_softcapping"),
-        "attention": {
-            "n_head": n_head,
-            "n_kv_head": hf.get("num_key_value_heads") or n_head,
-            "backend": "sdpa",
-            "mask": "causal",
-            "mechanism": qknorm,
-        },  # fmt: skip
-        "kinds": kinds,
-        "layout": [KINDS[t] for t in types],
-    }
+    kinds = {KINDS[t]: attention_kind(hf, t, BASES[t], config_json) for t in sorted(set(types))}
+    eps, scale = float(hf.get("rms_norm_eps", 1e-6)), sizes["query_pre_attn_scalar"] ** -0.5
+    qknorm = {"name": "qknorm", "eps": eps, "over": "head", "scale": scale}
+    return decoder_config(
+        hf, sizes, types, kinds, qknorm, activation="geglu", norm="gemma_rmsnorm", norm_place="both",
+        tie_embeddings=bool(hf.get("tie_word_embeddings", True)), embed_scale=True,
+        logit_softcap=hf.get("final_logit_softcapping"),
+    )  # fmt: skip
 
 
 def _check_gemma(hf: dict[str, Any], sizes: dict[str, int], config_json: Path) -> None:
@@ -115,10 +85,7 @@ def state_dict(
     """Gemma 3's tensors (by their Hugging Face names) under andrea's names, float32, the QK-norms' gains as
     1 + w (not for `gradients`: d/dw of 1 + w is d/dw); a tensor that is not Gemma 3's, or one missing, is refused
     naming it."""
-    names = {"model.embed_tokens.weight": "embed.token.weight", "model.norm.weight": "ln_f.weight"}
-    names |= {} if tied else {"lm_head.weight": "lm_head.weight"}
-    for i in range(n_layer):
-        names |= {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for ours, theirs in LAYER_NAMES}
+    names = decoder_names(n_layer, tied, LAYER_NAMES)
     norms = {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for i in range(n_layer)
              for ours, theirs in QK_NORMS}  # fmt: skip
     out = mapped(tensors, names | norms, attention_projections(n_layer), FAMILY, where)

@@ -1,8 +1,8 @@
 """A local Hugging Face model folder read as data, for the families andrea reads in (andrea.models.files.olmo3,
 gemma3): its config.json as a mapping checked to be the family's, its model.safetensors as tensors, with no
-pickle, no `transformers` and nothing from the folder executed; and what the families share: their layer types as
-andrea's attention kinds, and their tensors mapped onto andrea's names. Every refusal is one line naming the
-file."""
+pickle, no `transformers` and nothing from the folder executed; then the network built and the weights loaded
+(what the decoder families share in mapping them: andrea.models.files.hf_decoder). Every refusal is one line
+naming the file."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
 from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 
@@ -64,60 +63,6 @@ def read_tensors(folder: Path, family: str) -> dict[str, Tensor]:
             return {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (safe_open is no mapping)
     except (SafetensorError, OSError) as err:
         raise HFFolderError(f"{path} is not a readable safetensors file ({err})") from None
-
-
-KINDS = {"sliding_attention": "sliding", "full_attention": "full"}  # a config's layer_types -> andrea's kind names
-
-
-def layer_types(hf: dict[str, Any], n_layer: int, every: int, config_json: Path) -> list[str]:
-    """Each layer's type (config.json's layer_types); without them, the family's default: every `every`-th layer
-    full attention, the rest a sliding window."""
-    types = hf.get("layer_types") or [
-        "full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(n_layer)
-    ]
-    if not isinstance(types, list) or len(types) != n_layer or not set(types) <= set(KINDS):
-        raise HFFolderError(f"{config_json}: layer_types must name {n_layer} layers, each one of {', '.join(KINDS)}")
-    return types
-
-
-def attention_kind(hf: dict[str, Any], layer_type: str, default_base: float, config_json: Path) -> dict[str, Any]:
-    """A layer type as an andrea attention kind: RoPE at its own rope_theta (the default kind of RoPE only), and a
-    sliding layer's causal window of `sliding_window` tokens (a query sees itself and the window - 1 before)."""
-    rope = (hf.get("rope_parameters") or {}).get(layer_type) or {}
-    if rope.get("rope_type", "default") != "default":
-        raise HFFolderError(
-            f"{config_json}: rope_parameters.{layer_type}.rope_type={rope['rope_type']!r}; andrea reads the "
-            "default RoPE only so far"
-        )
-    base = float(rope.get("rope_theta", default_base))
-    kind: dict[str, Any] = {"mixer": "attention", "position": {"kind": "rope", "base": base}}
-    if layer_type == "sliding_attention":
-        window = positive_ints(hf, ("sliding_window",), config_json)["sliding_window"]
-        kind["mask"] = {"name": "sliding_window", "window": window, "causal": True}
-    return kind
-
-
-def mapped(
-    tensors: dict[str, Tensor], names: dict[str, str], qkv: dict[str, list[str]], family: str, where: str
-) -> dict[str, Tensor]:
-    """Tensors under their Hugging Face names -> andrea's (float32): `names` one to one, `qkv` andrea's fused
-    projection from its q, k and v in order (rows: every query head, every key head, every value head). A tensor
-    that is not the family's, or one missing, is refused naming it."""
-    stacked = {name for parts in qkv.values() for name in parts}
-    unknown, missing = sorted(set(tensors) - set(names) - stacked), sorted((set(names) | stacked) - set(tensors))
-    if unknown or missing:
-        name, what = (unknown[0], "is not part of") if unknown else (missing[0], "is missing from")
-        raise HFFolderError(f"{where}: tensor {name!r} {what} {family} as its config.json describes it")
-    out = {ours: tensors[theirs].float().contiguous() for theirs, ours in names.items()}
-    return out | {ours: torch.cat([tensors[name].float() for name in parts]) for ours, parts in qkv.items()}
-
-
-def attention_projections(n_layer: int, prefix: str = "model.layers") -> dict[str, list[str]]:
-    """andrea's fused qkv of each layer <- the layer's q_proj, k_proj and v_proj (self_attn)."""
-    return {
-        f"blocks.{i}.attention.qkv.weight": [f"{prefix}.{i}.self_attn.{p}_proj.weight" for p in "qkv"]
-        for i in range(n_layer)
-    }
 
 
 def load_family(

@@ -25,30 +25,22 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from andrea.models.files.hf_folder import (
+from andrea.models.files.hf_decoder import (
+    DECODER_LAYER,
     KINDS,
-    HFFolderError,
+    SIZES,
     attention_kind,
     attention_projections,
+    decoder_config,
+    decoder_names,
     layer_types,
-    load_family,
     mapped,
-    positive_ints,
 )
+from andrea.models.files.hf_folder import HFFolderError, load_family, positive_ints
 
 FAMILY, MODEL_TYPE = "OLMo 3", "olmo3"
-SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-         "max_position_embeddings")  # fmt: skip
-LAYER_NAMES = [  # (andrea's module in blocks.<i>, OLMo 3's in model.layers.<i>)
-    ("attention.proj", "self_attn.o_proj"),
-    ("attention.mechanism.q_norm", "self_attn.q_norm"),
-    ("attention.mechanism.k_norm", "self_attn.k_norm"),
-    ("ln_1_post", "post_attention_layernorm"),
-    ("mlp.fc", "mlp.up_proj"),
-    ("mlp.gate", "mlp.gate_proj"),
-    ("mlp.proj", "mlp.down_proj"),
-    ("ln_2_post", "post_feedforward_layernorm"),
-]
+LAYER_NAMES = [*DECODER_LAYER, ("attention.mechanism.q_norm", "self_attn.q_norm"),
+               ("attention.mechanism.k_norm", "self_attn.k_norm")]  # fmt: skip
 
 
 def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
@@ -56,43 +48,18 @@ def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
     sizes = positive_ints(hf, SIZES, config_json)
     if hf.get("hidden_act", "silu") != "silu" or hf.get("attention_bias"):
         raise HFFolderError(f"{config_json}: hidden_act silu and no attention_bias are OLMo 3 as andrea builds it")
-    eps = float(hf.get("rms_norm_eps", 1e-6))
     types = layer_types(hf, sizes["num_hidden_layers"], 4, config_json)
-    qknorm = {"name": "qknorm", "eps": eps, "over": "projection"}
-    kinds = {KINDS[t]: attention_kind(hf, t, 500000.0, config_json) | {"mechanism": qknorm} for t in sorted(set(types))}
-    n_head = sizes["num_attention_heads"]
-    return {
-        "_target_": "andrea.models.gpt.GPT",
-        "vocab_size": sizes["vocab_size"],
-        "max_context": sizes["max_position_embeddings"],
-        "n_layer": sizes["num_hidden_layers"],
-        "d_model": sizes["hidden_size"],
-        "d_mlp": sizes["intermediate_size"],
-        "position": "rope",
-        "activation": "swiglu",
-        "norm": "rmsnorm",
-        "norm_eps": eps,
-        "norm_place": "post",
-        "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
-        "attention": {
-            "n_head": n_head,
-            "n_kv_head": hf.get("num_key_value_heads") or n_head,
-            "backend": "sdpa",
-            "mask": "causal",
-            "mechanism": qknorm,
-        },  # fmt: skip
-        "kinds": kinds,
-        "layout": [KINDS[t] for t in types],
-    }
+    kinds = {KINDS[t]: attention_kind(hf, t, 500000.0, config_json) for t in sorted(set(types))}
+    qknorm = {"name": "qknorm", "eps": float(hf.get("rms_norm_eps", 1e-6)), "over": "projection"}
+    tied = bool(hf.get("tie_word_embeddings", False))
+    return decoder_config(hf, sizes, types, kinds, qknorm, activation="swiglu", norm="rmsnorm", norm_place="post",
+                          tie_embeddings=tied)  # fmt: skip
 
 
 def state_dict(tensors: dict[str, Tensor], n_layer: int, tied: bool, where: str) -> dict[str, Tensor]:
     """OLMo 3's tensors (by their Hugging Face names) under andrea's names, float32; a tensor that is not OLMo 3's,
     or one missing, is refused naming it. Gradients map the same way (the parity tests compare them)."""
-    names = {"model.embed_tokens.weight": "embed.token.weight", "model.norm.weight": "ln_f.weight"}
-    names |= {} if tied else {"lm_head.weight": "lm_head.weight"}
-    for i in range(n_layer):
-        names |= {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for ours, theirs in LAYER_NAMES}
+    names = decoder_names(n_layer, tied, LAYER_NAMES)
     out = mapped(tensors, names, attention_projections(n_layer), FAMILY, where)
     return out | ({"lm_head.weight": out["embed.token.weight"]} if tied else {})
 

@@ -1,0 +1,119 @@
+"""What the decoder families andrea reads in share (andrea.models.files.olmo3, gemma3): their layer types as
+andrea's attention kinds, their sizes and settings as an andrea net config, and their tensors' names mapped onto
+andrea's, q, k and v stacked into the fused projection. Every refusal is one line naming the file (HFFolderError).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from andrea.models.files.hf_folder import HFFolderError, positive_ints
+
+KINDS = {"sliding_attention": "sliding", "full_attention": "full"}  # a config's layer_types -> andrea's kind names
+
+
+def layer_types(hf: dict[str, Any], n_layer: int, every: int, config_json: Path) -> list[str]:
+    """Each layer's type (config.json's layer_types); without them, the family's default: every `every`-th layer
+    full attention, the rest a sliding window."""
+    types = hf.get("layer_types") or [
+        "full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(n_layer)
+    ]
+    if not isinstance(types, list) or len(types) != n_layer or not set(types) <= set(KINDS):
+        raise HFFolderError(f"{config_json}: layer_types must name {n_layer} layers, each one of {', '.join(KINDS)}")
+    return types
+
+
+def attention_kind(hf: dict[str, Any], layer_type: str, default_base: float, config_json: Path) -> dict[str, Any]:
+    """A layer type as an andrea attention kind: RoPE at its own rope_theta (the default kind of RoPE only), and a
+    sliding layer's causal window of `sliding_window` tokens (a query sees itself and the window - 1 before)."""
+    rope = (hf.get("rope_parameters") or {}).get(layer_type) or {}
+    if rope.get("rope_type", "default") != "default":
+        raise HFFolderError(
+            f"{config_json}: rope_parameters.{layer_type}.rope_type={rope['rope_type']!r}; andrea reads the "
+            "default RoPE only so far"
+        )
+    base = float(rope.get("rope_theta", default_base))
+    kind: dict[str, Any] = {"mixer": "attention", "position": {"kind": "rope", "base": base}}
+    if layer_type == "sliding_attention":
+        window = positive_ints(hf, ("sliding_window",), config_json)["sliding_window"]
+        kind["mask"] = {"name": "sliding_window", "window": window, "causal": True}
+    return kind
+
+
+def mapped(
+    tensors: dict[str, Tensor], names: dict[str, str], qkv: dict[str, list[str]], family: str, where: str
+) -> dict[str, Tensor]:
+    """Tensors under their Hugging Face names -> andrea's (float32): `names` one to one, `qkv` andrea's fused
+    projection from its q, k and v in order (rows: every query head, every key head, every value head). A tensor
+    that is not the family's, or one missing, is refused naming it."""
+    stacked = {name for parts in qkv.values() for name in parts}
+    unknown, missing = sorted(set(tensors) - set(names) - stacked), sorted((set(names) | stacked) - set(tensors))
+    if unknown or missing:
+        name, what = (unknown[0], "is not part of") if unknown else (missing[0], "is missing from")
+        raise HFFolderError(f"{where}: tensor {name!r} {what} {family} as its config.json describes it")
+    out = {ours: tensors[theirs].float().contiguous() for theirs, ours in names.items()}
+    return out | {ours: torch.cat([tensors[name].float() for name in parts]) for ours, parts in qkv.items()}
+
+
+def attention_projections(n_layer: int, prefix: str = "model.layers") -> dict[str, list[str]]:
+    """andrea's fused qkv of each layer <- the layer's q_proj, k_proj and v_proj (self_attn)."""
+    return {
+        f"blocks.{i}.attention.qkv.weight": [f"{prefix}.{i}.self_attn.{p}_proj.weight" for p in "qkv"]
+        for i in range(n_layer)
+    }
+
+
+SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+         "max_position_embeddings")  # fmt: skip  # what every decoder family's config.json sizes
+DECODER_LAYER = [  # (andrea's module in blocks.<i>, the families' in model.layers.<i>) every decoder family has
+    ("attention.proj", "self_attn.o_proj"),
+    ("ln_1_post", "post_attention_layernorm"),
+    ("mlp.fc", "mlp.up_proj"),
+    ("mlp.gate", "mlp.gate_proj"),
+    ("mlp.proj", "mlp.down_proj"),
+    ("ln_2_post", "post_feedforward_layernorm"),
+]
+
+
+def decoder_config(
+    hf: dict[str, Any], sizes: dict[str, int], types: list[str], kinds: dict[str, Any], mechanism: dict[str, Any],
+    **parts: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """An andrea net config of a decoder family: its sizes (SIZES), RoPE, its attention kinds in the pattern of
+    its layer types, each (and the network's attention) with `mechanism`; `parts` the family's own GPT settings
+    (norm, norm_place, activation, ...)."""
+    n_head = sizes["num_attention_heads"]
+    return {
+        "_target_": "andrea.models.gpt.GPT",
+        "vocab_size": sizes["vocab_size"],
+        "max_context": sizes["max_position_embeddings"],
+        "n_layer": sizes["num_hidden_layers"],
+        "d_model": sizes["hidden_size"],
+        "d_mlp": sizes["intermediate_size"],
+        "position": "rope",
+        "norm_eps": float(hf.get("rms_norm_eps", 1e-6)),
+        **parts,
+        "attention": {
+            "n_head": n_head,
+            "n_kv_head": hf.get("num_key_value_heads") or n_head,
+            "backend": "sdpa",
+            "mask": "causal",
+            "mechanism": mechanism,
+        },  # fmt: skip
+        "kinds": {name: kind | {"mechanism": mechanism} for name, kind in kinds.items()},
+        "layout": [KINDS[t] for t in types],
+    }
+
+
+def decoder_names(n_layer: int, tied: bool, layer: list[tuple[str, str]]) -> dict[str, str]:
+    """A decoder family's tensor names -> andrea's: the embedding, the final norm, the LM head where it is its own,
+    and each layer's `layer` table (andrea's module, the family's)."""
+    names = {"model.embed_tokens.weight": "embed.token.weight", "model.norm.weight": "ln_f.weight"}
+    names |= {} if tied else {"lm_head.weight": "lm_head.weight"}
+    for i in range(n_layer):
+        names |= {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for ours, theirs in layer}
+    return names
