@@ -1,4 +1,5 @@
-"""andrea-train init_from=<GPT-2 folder>: the run's network takes GPT-2's shape and starts from its weights."""
+"""andrea-train init_from=<folder>: the run's network takes the shape of a GPT-2, OLMo 3 or Gemma 3 folder and
+starts from its weights."""
 
 import pytest
 import torch
@@ -57,3 +58,50 @@ def test_init_from_refuses_in_one_line(tmp_path):
         with pytest.raises(ConfigError) as refused:
             validate(cfg)
         assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+FAMILIES = {  # transformers' model, config and its sizes: the data's 64 tokens, the repetition task's 32 positions
+    "olmo3": ("Olmo3ForCausalLM", "Olmo3Config", dict(num_hidden_layers=4)),
+    "gemma3": (
+        "Gemma3ForCausalLM",
+        "Gemma3TextConfig",
+        dict(num_hidden_layers=6, head_dim=16, query_pre_attn_scalar=24),
+    ),
+}
+
+
+def family_folder(name, folder):
+    import transformers
+
+    model_class, config_class, own = FAMILIES[name]
+    sizes = dict(vocab_size=64, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
+                 max_position_embeddings=64, sliding_window=4, attn_implementation="eager")  # fmt: skip
+    torch.manual_seed(0)
+    model = getattr(transformers, model_class)(getattr(transformers, config_class)(**sizes, **own)).eval()
+    model.save_pretrained(folder)
+    return model
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_fine_tuning_starts_from_an_olmo3_or_gemma3_folder(name, tmp_path):
+    """The run's network becomes the family's (its kinds in the pattern of layer_types, its parts), holds its
+    weights with transformers' logits, and trains; the checkpoint describes itself."""
+    hf = family_folder(name, tmp_path / name)
+    cfg = compose_train(tmp_path / "run", [*QUICK, f"init_from={tmp_path / name}", "attention=eager",
+                                           "trainer.max_steps=2"])  # fmt: skip
+    parts = validate(cfg)
+    assert set(cfg.model.net.kinds) == {"sliding", "full"} and cfg.model.net.attention.backend == "eager"
+    _load_init_from(parts.module.net, cfg.init_from)
+    idx = torch.randint(64, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(parts.module.net.eval()(idx)[0], hf(idx).logits, atol=1e-4, rtol=1e-4)
+    assert train(cfg, parts).status == "completed"
+    saved = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")["andrea_net_config"]
+    assert saved["layout"] == cfg.model.net.layout and saved["norm"] in ("rmsnorm", "gemma_rmsnorm")
+
+
+def test_a_family_folder_of_another_vocabulary_is_refused(tmp_path):
+    family_folder("olmo3", tmp_path / "olmo3")
+    cfg = compose_train(tmp_path / "run", [*QUICK, f"init_from={tmp_path / 'olmo3'}", "data.vocab_size=65"])
+    with pytest.raises(ConfigError, match="its vocabulary has 64 tokens, the data's 65; give data whose tokenizer"):
+        validate(cfg)

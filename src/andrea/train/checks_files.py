@@ -1,5 +1,6 @@
 """The files a training config names, read as data before anything is built: `init_from` (a Hugging Face
-GPT-2 folder whose shape model.net takes) and `ckpt_path` (a checkpoint of this very model to resume)."""
+GPT-2, OLMo 3 or Gemma 3 folder whose shape model.net takes) and `ckpt_path` (a checkpoint of this very model to
+resume)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,22 @@ from andrea.train.errors import ConfigError
 
 
 def apply_init_from(cfg: DictConfig) -> None:
-    """init_from=<GPT-2 folder>: model.net takes the sizes, biases and activation of its config.json
-    (read as data: andrea.models.files.gpt2); the attention backend and mask stay the run's own."""
+    """init_from=<folder>: model.net takes the network of its config.json (read as data): GPT-2's sizes, biases and
+    activation (andrea.models.files.gpt2), or an OLMo 3 or Gemma 3 network whole (andrea.models.files.hf_families);
+    the attention backend stays the run's own."""
     folder = cfg.get("init_from")
     if folder is None:
         return
     from andrea.models.files import gpt2
+    from andrea.models.files.hf_families import FAMILIES
+    from andrea.models.files.hf_folder import model_type_of
 
     if not isinstance(folder, str):
-        raise ConfigError(f"init_from={folder!r} must be the path of a Hugging Face GPT-2 folder")
+        raise ConfigError(f"init_from={folder!r} must be the path of a Hugging Face GPT-2, OLMo 3 or Gemma 3 folder")
+    family = FAMILIES.get(str(model_type_of(Path(folder))))
+    if family is not None:
+        _apply_family(cfg, folder, family)
+        return
     try:
         weights = gpt2.weights_file(folder)
         config = gpt2.net_config(weights.parent / "config.json")
@@ -31,13 +39,35 @@ def apply_init_from(cfg: DictConfig) -> None:
         raise ConfigError(
             f"init_from={folder}: GPT-2's weights need learned positions; drop position={cfg.position.kind}"
         )
+    _take_network(cfg, config)  # GPT-2 has a key/value head per query head: its config names none
+
+
+def _apply_family(cfg: DictConfig, folder: str, family: Any) -> None:
+    """model.net becomes the family's network (its kinds, pattern and parts), its heads the folder's; the data's
+    tokenizer stays, so its vocabulary must be the folder's."""
+    try:
+        config = family.net_config(Path(folder))
+    except ValueError as err:
+        raise ConfigError(f"init_from={folder}: {str(err).splitlines()[0]}") from None
+    vocab = OmegaConf.select(cfg, "data.vocab_size")
+    if vocab != config["vocab_size"]:
+        raise ConfigError(
+            f"init_from={folder}: its vocabulary has {config['vocab_size']} tokens, the data's {vocab}; give data "
+            f"whose tokenizer has {config['vocab_size']} tokens (the folder's own tokenizer is not read)"
+        )
+    _take_network(cfg, config)
+
+
+def _take_network(cfg: DictConfig, config: dict[str, Any]) -> None:
+    """model.net takes a folder's net config: every setting, and of its attention the heads only (the backend and
+    the rest stay the run's)."""
     attention = config.pop("attention")
     with open_dict(cfg):
         net = cfg.model.net
         for key, value in config.items():
             net[key] = value
         net.attention.n_head = attention["n_head"]
-        net.attention.n_kv_head = attention["n_head"]  # GPT-2 has a key/value head per query head
+        net.attention.n_kv_head = attention.get("n_kv_head") or attention["n_head"]
 
 
 def check_checkpoint(cfg: DictConfig) -> str | None:

@@ -148,10 +148,17 @@ def _left_as_it_was(cfg: DictConfig) -> RunResult:
 
 
 def _load_init_from(net: Module, folder: str) -> None:
-    """GPT-2's weights into the network validate() shaped after them (andrea.models.files.gpt2)."""
+    """The folder's weights into the network validate() shaped after them: GPT-2's (andrea.models.files.gpt2), or
+    an OLMo 3 or Gemma 3 family's (andrea.models.files.hf_families)."""
     from andrea.models.files.gpt2 import load_weights
+    from andrea.models.files.hf_families import FAMILIES
+    from andrea.models.files.hf_folder import model_type_of
 
-    load_weights(net, folder, len(network(net).attention))
+    family = FAMILIES.get(str(model_type_of(Path(folder))))
+    if family is None:
+        load_weights(net, folder, len(network(net).attention))
+    else:
+        family.load_weights(net, Path(folder), family.net_config(Path(folder)))
 
 
 def resume_command(run_dir: Path) -> str:

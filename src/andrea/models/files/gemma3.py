@@ -40,7 +40,7 @@ from andrea.models.files.hf_decoder import (
     layer_types,
     mapped,
 )
-from andrea.models.files.hf_folder import HFFolderError, load_family, positive_ints
+from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
 
 FAMILY, MODEL_TYPE = "Gemma 3", "gemma3_text"
 BASES = {"sliding_attention": 10000.0, "full_attention": 1000000.0}  # RoPE's base where config.json gives none
@@ -94,6 +94,9 @@ def state_dict(
     return out | ({"lm_head.weight": out["embed.token.weight"]} if tied else {})
 
 
+READER = Family(FAMILY, MODEL_TYPE, net_config, state_dict)
+
+
 def load_gemma3(folder: str | Path, device: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:
     """A Gemma 3 (text) folder -> an ANDREA GPT in eval mode holding its weights, and its net config."""
-    return load_family(Path(folder), MODEL_TYPE, FAMILY, net_config, state_dict, device)
+    return READER.load(folder, device)

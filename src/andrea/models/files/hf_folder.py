@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,25 +66,45 @@ def read_tensors(folder: Path, family: str) -> dict[str, Tensor]:
         raise HFFolderError(f"{path} is not a readable safetensors file ({err})") from None
 
 
-def load_family(
-    folder: Path,
-    model_type: str,
-    family: str,
-    config_of: Callable[[dict[str, Any], Path], dict[str, Any]],
-    tensors_of: Callable[[dict[str, Tensor], int, bool, str], dict[str, Tensor]],
-    device: str = "cpu",
-) -> tuple[nn.Module, dict[str, Any]]:
-    """A family's folder -> an ANDREA GPT in eval mode holding its weights, and its net config: config.json read
-    by `config_of` into a net config (checked and built like any model file's), the tensors mapped by
-    `tensors_of`, loaded strictly."""
-    from andrea.models.files.build import build_network
+@dataclass(frozen=True)
+class Family:
+    """A family andrea reads in: its name, config.json's model_type, and its two readers: config.json (a mapping)
+    -> an andrea net config, and its tensors -> andrea's names (n_layer, a tied head, where, for a refusal)."""
 
-    config = config_of(read_config(folder, model_type, family), folder / "config.json")
-    net = build_network(config, str(folder), "config.json", device)
-    weights = tensors_of(read_tensors(folder, family), config["n_layer"], config["tie_embeddings"], str(folder))
+    name: str
+    model_type: str
+    config_of: Callable[[dict[str, Any], Path], dict[str, Any]]
+    tensors_of: Callable[[dict[str, Tensor], int, bool, str], dict[str, Tensor]]
+
+    def net_config(self, folder: Path) -> dict[str, Any]:
+        return self.config_of(read_config(folder, self.model_type, self.name), folder / "config.json")
+
+    def load_weights(self, net: nn.Module, folder: Path, config: dict[str, Any]) -> None:
+        """The folder's tensors into `net`, built from `config` (this family's net config), strictly."""
+        weights = self.tensors_of(read_tensors(folder, self.name), config["n_layer"], config["tie_embeddings"],
+                                  str(folder))  # fmt: skip
+        try:
+            net.load_state_dict(weights, strict=True)
+        except RuntimeError as err:
+            first = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err))
+            raise HFFolderError(f"{folder}: tensors do not fit config.json ({first})") from None
+
+    def load(self, folder: str | Path, device: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:
+        """The folder -> an ANDREA GPT in eval mode holding its weights, and its net config (checked and built like
+        any model file's)."""
+        from andrea.models.files.build import build_network
+
+        folder = Path(folder)
+        config = self.net_config(folder)
+        net = build_network(config, str(folder), "config.json", device)
+        self.load_weights(net, folder, config)
+        return net.to(device).eval(), config
+
+
+def model_type_of(folder: Path) -> object:
+    """config.json's model_type, or None where there is no readable config.json (the reader says why)."""
     try:
-        net.load_state_dict(weights, strict=True)
-    except RuntimeError as err:
-        first = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err))
-        raise HFFolderError(f"{folder}: tensors do not fit config.json ({first})") from None
-    return net.to(device).eval(), config
+        hf = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return hf.get("model_type") if isinstance(hf, dict) else None

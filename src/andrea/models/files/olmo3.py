@@ -36,7 +36,7 @@ from andrea.models.files.hf_decoder import (
     layer_types,
     mapped,
 )
-from andrea.models.files.hf_folder import HFFolderError, load_family, positive_ints
+from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
 
 FAMILY, MODEL_TYPE = "OLMo 3", "olmo3"
 LAYER_NAMES = [*DECODER_LAYER, ("attention.mechanism.q_norm", "self_attn.q_norm"),
@@ -64,6 +64,9 @@ def state_dict(tensors: dict[str, Tensor], n_layer: int, tied: bool, where: str)
     return out | ({"lm_head.weight": out["embed.token.weight"]} if tied else {})
 
 
+READER = Family(FAMILY, MODEL_TYPE, net_config, state_dict)
+
+
 def load_olmo3(folder: str | Path, device: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:
     """An OLMo 3 folder -> an ANDREA GPT in eval mode holding its weights, and its net config."""
-    return load_family(Path(folder), MODEL_TYPE, FAMILY, net_config, state_dict, device)
+    return READER.load(folder, device)
