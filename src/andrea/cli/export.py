@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog=COMMAND,
         description="andrea-export: an andrea-train checkpoint's network as safetensors, loaded with no pickle, or "
-        "(--format hf) as a Hugging Face GPT-2 folder that transformers and TransformerLens load.",
+        "(--format hf) as a Hugging Face folder (GPT-2's, or OLMo 3's or Gemma 3's where GPT-2 cannot hold it) that "
+        "transformers loads.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  andrea-export <run dir>/checkpoints/last.ckpt model.safetensors\n"
         "  andrea-export <run dir>/checkpoints/last.ckpt my-gpt --format hf",
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         "--format",
         choices=("andrea", "hf"),
         default="andrea",
-        help="andrea (default): one .safetensors; hf: a GPT-2 folder",
+        help="andrea (default): one .safetensors; hf: a Hugging Face folder (GPT-2, OLMo 3, Gemma 3)",
     )
     parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
     args = parser.parse_args(argv)

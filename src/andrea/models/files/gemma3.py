@@ -36,9 +36,11 @@ from andrea.models.files.hf_decoder import (
     attention_kind,
     attention_projections,
     decoder_config,
+    decoder_hf_config,
     decoder_names,
     layer_types,
     mapped,
+    split_back,
 )
 from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
 
@@ -94,7 +96,29 @@ def state_dict(
     return out | ({"lm_head.weight": out["embed.token.weight"]} if tied else {})
 
 
-READER = Family(FAMILY, MODEL_TYPE, net_config, state_dict)
+def hf_config(config: dict[str, Any], specs: tuple[Any, ...]) -> dict[str, Any]:
+    """An andrea net config as Gemma 3's (text) config.json (the export checks that the reader makes the same
+    network of it)."""
+    scale = (specs[0].settings.get("mechanism") or {}).get("scale")
+    head_dim = config["d_model"] // specs[0].settings["n_head"]
+    return decoder_hf_config(config, specs, MODEL_TYPE, "Gemma3ForCausalLM") | {
+        "head_dim": head_dim,
+        "query_pre_attn_scalar": round(scale**-2) if scale else head_dim,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "final_logit_softcapping": config.get("logit_softcap"),
+        "attn_logit_softcapping": None,
+    }
+
+
+def tensors_back(state: dict[str, Tensor], n_layer: int, tied: bool, heads: tuple[int, int]) -> dict[str, Tensor]:
+    """andrea's tensors under Gemma 3's names, the QK-norms' gains back to Gemma's w of 1 + w."""
+    norms = {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for i in range(n_layer)
+             for ours, theirs in QK_NORMS}  # fmt: skip
+    out = split_back(decoder_names(n_layer, tied, LAYER_NAMES) | norms, heads, state)
+    return out | {theirs: out[theirs] - 1.0 for theirs in norms}
+
+
+READER = Family(FAMILY, MODEL_TYPE, net_config, state_dict, hf_config, tensors_back)
 
 
 def load_gemma3(folder: str | Path, device: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:

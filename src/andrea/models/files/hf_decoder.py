@@ -1,17 +1,23 @@
 """What the decoder families andrea reads in share (andrea.models.files.olmo3, gemma3): their layer types as
 andrea's attention kinds, their sizes and settings as an andrea net config, and their tensors' names mapped onto
 andrea's, q, k and v stacked into the fused projection. Every refusal is one line naming the file (HFFolderError).
+And the way back, for the export (andrea.models.files.family_export): an andrea network's layers as layer types,
+its config as the config.json every decoder family shares, its fused projection split into q, k and v.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
+from andrea.attention.registry import as_mask
 from andrea.models.files.hf_folder import HFFolderError, positive_ints
+
+if TYPE_CHECKING:
+    from andrea.mixers.layer_spec import LayerSpec
 
 KINDS = {"sliding_attention": "sliding", "full_attention": "full"}  # a config's layer_types -> andrea's kind names
 
@@ -117,3 +123,59 @@ def decoder_names(n_layer: int, tied: bool, layer: list[tuple[str, str]]) -> dic
     for i in range(n_layer):
         names |= {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for ours, theirs in layer}
     return names
+
+
+def types_of(specs: tuple[LayerSpec, ...]) -> tuple[list[str], int | None, dict[str, float]]:
+    """Each layer's type (a causal window: sliding_attention; else full_attention), the window, and each type's
+    RoPE base; ValueError where the layers are not a decoder family's (another mixer, two windows)."""
+    types, windows, bases = [], set(), {}
+    for spec in specs:
+        if not spec.attention:
+            raise ValueError(f"layer {spec.index} is {spec.mixer}")
+        lookback = as_mask(spec.settings["mask"]).max_lookback
+        kind = "full_attention" if lookback is None else "sliding_attention"
+        windows |= set() if lookback is None else {lookback}
+        types.append(kind)
+        bases[kind] = float(spec.settings["rope_base"])
+    if len(windows) > 1:
+        raise ValueError("sliding layers of different windows")
+    return types, next(iter(windows), None), bases
+
+
+def decoder_hf_config(config: dict[str, Any], specs: tuple[LayerSpec, ...], model_type: str, architecture: str
+                      ) -> dict[str, Any]:  # fmt: skip
+    """What every decoder family's config.json says of an andrea net config (its family adds its own keys)."""
+    types, window, bases = types_of(specs)
+    first = specs[0].settings
+    return {
+        "model_type": model_type,
+        "architectures": [architecture],
+        "vocab_size": config["vocab_size"],
+        "hidden_size": config["d_model"],
+        "intermediate_size": config.get("d_mlp") or config.get("mlp_ratio", 4) * config["d_model"],
+        "num_hidden_layers": config["n_layer"],
+        "num_attention_heads": first["n_head"],
+        "num_key_value_heads": first.get("n_kv_head") or first["n_head"],
+        "max_position_embeddings": config["max_context"],
+        "rms_norm_eps": config["norm_eps"],
+        "layer_types": types,
+        "sliding_window": window,
+        "rope_parameters": {kind: {"rope_type": "default", "rope_theta": base} for kind, base in bases.items()},
+        "tie_word_embeddings": bool(config.get("tie_embeddings", True)),
+        "attention_bias": False,
+        "torch_dtype": "float32",
+    }
+
+
+def split_back(names: dict[str, str], heads: tuple[int, int], state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """andrea's tensors under a family's names (`names`: theirs -> ours), the fused qkv split into q, k and v."""
+    n_head, n_kv_head = heads
+    out = {theirs: state[ours].detach().float().cpu().contiguous() for theirs, ours in names.items()}
+    for ours in (name for name in state if name.endswith("attention.qkv.weight")):
+        layer = ours.split(".")[1]
+        qkv = state[ours].detach().float().cpu()
+        head_dim = qkv.shape[0] // (n_head + 2 * n_kv_head)
+        q, k, v = qkv.split([n_head * head_dim, n_kv_head * head_dim, n_kv_head * head_dim])
+        for part, tensor in zip("qkv", (q, k, v), strict=True):
+            out[f"model.layers.{layer}.self_attn.{part}_proj.weight"] = tensor.contiguous()
+    return out

@@ -7,7 +7,9 @@ GPT-2's architecture holds an ANDREA GPT with learned positions, attention in ev
 the causal mask and a GELU (exact or tanh) or ReLU MLP of mlp_ratio · d_model; LayerNorm (eps 1e-5) before each
 sub-layer and a tied LM head it always has, its embeddings unscaled and its logits uncapped. A model
 without biases (bias=false) is written with zero biases, which compute the same. Anything else is refused in
-one line naming what does not fit. The inverse of andrea.models.files.gpt2's import, name for name.
+one line naming what does not fit. The inverse of andrea.models.files.gpt2's import, name for name. A network that
+GPT-2 does not hold but OLMo 3 or Gemma 3 does is written as a folder of that family
+(andrea.models.files.family_export).
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ def does_not_fit(config: dict[str, Any]) -> str | None:
     found = {
         "the model": (config.get("_target_"), "andrea.models.gpt.GPT"),
         "position": (config.get("position"), "learned"),
-        "mechanism": ((attention.get("mechanism") or {}).get("name", "softmax"), "softmax"),
-        "mask": ((attention.get("mask") or {}).get("name", "causal"), "causal"),
+        "mechanism": (_name(attention.get("mechanism"), "softmax"), "softmax"),
+        "mask": (_name(attention.get("mask"), "causal"), "causal"),
         "heads": ("mla" if attention.get("latent") else _kind(attention), "mha"),
         "layers": (",".join(sorted(set(layout))), "attention"),
         "model.net.kinds": (_kinds(config), ONE_KIND),
@@ -63,6 +65,11 @@ def _parts(config: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     }
 
 
+def _name(part: Any, default: str) -> str:
+    """A mechanism's or mask's name, whether the config gives it as a name (or an expression) or a mapping."""
+    return part if isinstance(part, str) else str((part or {}).get("name", default))
+
+
 def _kinds(config: dict[str, Any]) -> str:
     """The named layer kinds (GPT-2's layers are all of one kind)."""
     return ", ".join(sorted(config.get("kinds") or {})) or ONE_KIND
@@ -83,7 +90,13 @@ def write_folder(net: nn.Module, config: dict[str, Any], tokenizer: str | None, 
     offers a tokenizer whose ids are not the model's."""
     problem = does_not_fit(config)
     if problem:
-        raise ValueError(f"--format hf: {problem}; export it with andrea-export's own format (.safetensors)")
+        from andrea.models.files.family_export import fitting, write_family_folder
+
+        found = fitting(config)
+        if found is None:
+            raise ValueError(f"--format hf: {problem}, and no other family andrea writes (OLMo 3, Gemma 3) holds it; "
+                             "export it with andrea-export's own format (.safetensors)")  # fmt: skip
+        return write_family_folder(net, config, *found, folder)
     with staged(folder) as staging:
         save_file(gpt2_tensors(net, config), str(staging / "model.safetensors"), metadata={"format": "pt"})
         (staging / "config.json").write_text(json.dumps(hf_config(config), indent=2))

@@ -68,13 +68,18 @@ def read_tensors(folder: Path, family: str) -> dict[str, Tensor]:
 
 @dataclass(frozen=True)
 class Family:
-    """A family andrea reads in: its name, config.json's model_type, and its two readers: config.json (a mapping)
-    -> an andrea net config, and its tensors -> andrea's names (n_layer, a tied head, where, for a refusal)."""
+    """A family andrea reads in: its name, config.json's model_type, its two readers (config.json, a mapping -> an
+    andrea net config; its tensors -> andrea's names, given n_layer, a tied head, and where, for a refusal), and
+    their inverses, which the Hugging Face export writes with."""
 
     name: str
     model_type: str
     config_of: Callable[[dict[str, Any], Path], dict[str, Any]]
     tensors_of: Callable[[dict[str, Tensor], int, bool, str], dict[str, Tensor]]
+    # the way back (andrea.models.files.family_export): an andrea net config and its layers' specs -> config.json
+    # (ValueError where the family cannot hold it); andrea's tensors (n_layer, a tied head, (n_head, n_kv_head))
+    hf_config_of: Callable[[dict[str, Any], tuple[Any, ...]], dict[str, Any]]
+    tensors_back: Callable[[dict[str, Tensor], int, bool, tuple[int, int]], dict[str, Tensor]]
 
     def net_config(self, folder: Path) -> dict[str, Any]:
         return self.config_of(read_config(folder, self.model_type, self.name), folder / "config.json")

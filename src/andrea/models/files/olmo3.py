@@ -32,9 +32,11 @@ from andrea.models.files.hf_decoder import (
     attention_kind,
     attention_projections,
     decoder_config,
+    decoder_hf_config,
     decoder_names,
     layer_types,
     mapped,
+    split_back,
 )
 from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
 
@@ -64,7 +66,19 @@ def state_dict(tensors: dict[str, Tensor], n_layer: int, tied: bool, where: str)
     return out | ({"lm_head.weight": out["embed.token.weight"]} if tied else {})
 
 
-READER = Family(FAMILY, MODEL_TYPE, net_config, state_dict)
+def hf_config(config: dict[str, Any], specs: tuple[Any, ...]) -> dict[str, Any]:
+    """An andrea net config as OLMo 3's config.json (the export checks that the reader makes the same network of
+    it)."""
+    return decoder_hf_config(config, specs, MODEL_TYPE, "Olmo3ForCausalLM") | {"hidden_act": "silu"}
+
+
+def tensors_back(state: dict[str, Tensor], n_layer: int, tied: bool, heads: tuple[int, int]) -> dict[str, Tensor]:
+    """andrea's tensors under OLMo 3's names."""
+    names = {theirs: ours for theirs, ours in decoder_names(n_layer, tied, LAYER_NAMES).items()}
+    return split_back(names, heads, state)
+
+
+READER = Family(FAMILY, MODEL_TYPE, net_config, state_dict, hf_config, tensors_back)
 
 
 def load_olmo3(folder: str | Path, device: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:

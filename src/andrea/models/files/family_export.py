@@ -1,0 +1,97 @@
+"""An ANDREA GPT written as a Hugging Face folder of the decoder family whose network it is (andrea-export --format
+hf, andrea.models.files.hf_export, where GPT-2's architecture cannot hold it): config.json and model.safetensors
+under the family's names, the inverse of the family's reader (andrea.models.files.hf_families).
+
+A family holds a network when the config its reader makes of the written config.json describes the same network:
+the same sizes and parts, and layer for layer the same mixer, heads, positions, mechanism and mask (masks compared
+by what they let each query see; the backend, which computes the same function, is not compared). So nothing is
+written that the reader, or transformers, would build differently.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+from andrea.attention.registry import as_mask
+from andrea.mixers.layer_spec import LayerSpec, resolve_layers
+from andrea.models.files.hf_families import FAMILIES
+from andrea.models.files.hf_folder import Family
+from andrea.models.gpt import GPT
+from andrea.utils.files import staged
+
+GPT_FIELDS = ("vocab_size", "max_context", "n_layer", "d_model", "position", "activation", "norm", "norm_place",
+              "tie_embeddings", "embed_scale", "logit_softcap", "bias")  # fmt: skip
+DEFAULTS = {name: p.default for name, p in inspect.signature(GPT).parameters.items()}  # what a config leaves out
+LAYER_FIELDS = ("n_head", "kv_heads", "position", "rope_base", "rope_fraction", "mechanism", "latent")
+
+
+def fitting(config: dict[str, Any]) -> tuple[Family, dict[str, Any]] | None:
+    """The family whose network `config` is, with the config.json that says so; None where none holds it."""
+    for family in FAMILIES.values():
+        try:
+            hf = family.hf_config_of(config, layer_specs(config))
+            if same_network(family.config_of(hf, Path("config.json")), config):
+                return family, hf
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def layer_specs(config: dict[str, Any]) -> tuple[LayerSpec, ...]:
+    """Each layer's spec, as the network resolves it."""
+    attention = {**(config.get("attention") or {}), "position": config.get("position")}
+    place: dict[str, Any] = {key: config[key] for key in ("d_model", "max_context", "bias", "dropout") if key in config}
+    return resolve_layers(config.get("layout"), config["n_layer"], config.get("mixer"), config.get("kinds"),
+                          attention, place)  # fmt: skip
+
+
+def same_network(theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """Two net configs of the same network (the module's docstring says what counts)."""
+    theirs, ours = ({**DEFAULTS, **config} for config in (theirs, ours))
+    width = [c.get("d_mlp") or c["mlp_ratio"] * c["d_model"] for c in (theirs, ours)]
+    plain = all(theirs[key] == ours[key] for key in GPT_FIELDS)
+    eps = math.isclose(theirs["norm_eps"], ours["norm_eps"], rel_tol=1e-9)
+    pairs = zip(layer_specs(theirs), layer_specs(ours), strict=True)
+    return plain and eps and width[0] == width[1] and all(_same_layer(a, b, ours["max_context"]) for a, b in pairs)
+
+
+def _same_layer(a: LayerSpec, b: LayerSpec, context: int) -> bool:
+    if not (a.attention and b.attention):
+        return False  # the families' layers are all attention
+    first, second = _compared(a), _compared(b)
+    seen = min(context, 64)
+    masks = [as_mask(s["mask"]).dense(seen, seen) for s in (first, second)]
+    return all(first.get(k) == second.get(k) for k in LAYER_FIELDS) and torch.equal(*masks)
+
+
+def _compared(spec: LayerSpec) -> dict[str, Any]:
+    """An attention layer's settings as the comparison reads them: the key/value heads, the rotated share and the
+    mechanism with their defaults written out."""
+    settings = dict(spec.settings)
+    settings["kv_heads"] = settings.get("n_kv_head") or settings["n_head"]
+    settings["rope_fraction"] = settings.get("rope_fraction") or 1.0  # null: the spec's default, all of it
+    mechanism = settings.get("mechanism")
+    settings["mechanism"] = {"name": mechanism} if isinstance(mechanism, str) else mechanism or {"name": "softmax"}
+    return settings
+
+
+def write_family_folder(net: nn.Module, config: dict[str, Any], family: Family, hf: dict[str, Any], folder: Path
+                        ) -> list[str]:  # fmt: skip
+    """The family's folder: config.json, model.safetensors and generation_config.json (no tokenizer: andrea's are
+    not the family's), written aside and moved in whole."""
+    first = layer_specs(config)[0].settings
+    heads = (first["n_head"], first.get("n_kv_head") or first["n_head"])
+    tensors = family.tensors_back(net.state_dict(), config["n_layer"], bool(config.get("tie_embeddings", True)), heads)
+    with staged(folder) as staging:
+        save_file(tensors, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        (staging / "config.json").write_text(json.dumps(hf, indent=2))
+        (staging / "generation_config.json").write_text(json.dumps({"max_length": config["max_context"]}))
+    return ["config.json", "model.safetensors", "generation_config.json"]
