@@ -4,6 +4,8 @@ that andrea reads back to the same tensors; a network no family holds is refused
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from hydra.utils import instantiate
@@ -63,3 +65,18 @@ def test_a_network_no_family_holds_is_refused_and_nothing_written(tmp_path):
     with pytest.raises(ValueError, match="no other family andrea writes \\(OLMo 3, Gemma 3\\) holds it") as refused:
         write_folder(net, config, None, tmp_path / "hf")  # type: ignore[arg-type]
     assert "\n" not in str(refused.value) and not (tmp_path / "hf").exists()
+
+
+def test_two_networks_are_the_same_only_layer_for_layer(tmp_path):
+    """Windows past what a short drawing shows still differ; the backend, which computes the same function, does
+    not count."""
+    from andrea.models.files.family_export import same_network
+
+    cfg = compose_train(tmp_path / "run", [*QUICK, "model=olmo3", "data.seq_len=512"])
+    ours: dict[str, Any] = OmegaConf.to_container(cfg.model.net, resolve=True)  # type: ignore[assignment]
+    assert same_network(ours, ours)
+    wider = {**ours, "kinds": {**ours["kinds"], "sliding": {**ours["kinds"]["sliding"], "mask": {
+        "name": "sliding_window", "window": 200, "causal": True}}}}  # fmt: skip
+    assert not same_network({**ours, "kinds": {**ours["kinds"], "sliding": {**ours["kinds"]["sliding"], "mask": {
+        "name": "sliding_window", "window": 100, "causal": True}}}}, wider)  # fmt: skip
+    assert same_network({**ours, "attention": {**ours["attention"], "backend": "eager"}}, ours)

@@ -67,9 +67,11 @@ def _same_layer(a: LayerSpec, b: LayerSpec, context: int) -> bool:
     if not (a.attention and b.attention):
         return False  # the families' layers are all attention
     first, second = _compared(a), _compared(b)
-    seen = min(context, 64)
-    masks = [as_mask(s["mask"]).dense(seen, seen) for s in (first, second)]
-    return all(first.get(k) == second.get(k) for k in LAYER_FIELDS) and torch.equal(*masks)
+    masks = [as_mask(s["mask"]) for s in (first, second)]
+    seen = min(context, 2 * max(mask.max_lookback or 0 for mask in masks) + 8)  # past each window, within the context
+    drawn = [mask.dense(seen, seen) for mask in masks]
+    same_masks = masks[0].max_lookback == masks[1].max_lookback and torch.equal(*drawn)
+    return same_masks and all(first.get(k) == second.get(k) for k in LAYER_FIELDS)
 
 
 def _compared(spec: LayerSpec) -> dict[str, Any]:
