@@ -5,6 +5,7 @@ GPT-2's network, and a value that cannot be is refused by its key before anythin
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 import torch
@@ -18,7 +19,9 @@ from andrea.models.norms import RMSNorm
 from andrea.train.config import ConfigError, validate
 from tests.compose import QUICK, compose_train
 
-SMALL = dict(vocab_size=50, max_context=16, n_layer=2, d_model=32, attention={"n_head": 4}, position="rope")
+SMALL: dict[str, Any] = dict(
+    vocab_size=50, max_context=16, n_layer=2, d_model=32, attention={"n_head": 4}, position="rope"
+)
 COMBINATIONS = [  # every value of every part at least once, beside the others
     dict(activation=a, norm=n, norm_place=p, tie_embeddings=t, bias=b, d_mlp=d)
     for (a, n), (p, t, b, d) in zip(
@@ -32,7 +35,7 @@ COMBINATIONS = [  # every value of every part at least once, beside the others
 @pytest.mark.parametrize("parts", COMBINATIONS, ids=lambda p: "-".join(str(v) for v in p.values()))
 def test_the_memory_estimate_counts_each_combination_as_built(parts):
     config = {"_target_": "andrea.models.gpt.GPT", **SMALL, **parts}
-    net = GPT(**SMALL, **parts)  # type: ignore[arg-type]
+    net = GPT(**SMALL, **parts)
     assert memory.parameters(parse(config, "test", "model.net")) == net.num_parameters()
 
 
@@ -60,7 +63,7 @@ def test_a_gated_mlp_multiplies_the_activated_gate_by_its_linear_half():
 
 def test_norms_sit_before_after_or_both_and_the_head_ties_only_when_asked():
     torch.manual_seed(0)
-    post = GPT(**SMALL, norm="rmsnorm", norm_place="post", tie_embeddings=False)  # type: ignore[arg-type]
+    post = GPT(**SMALL, norm="rmsnorm", norm_place="post", tie_embeddings=False)
     block = post.blocks[0]
     assert block.ln_1 is None and block.ln_2 is None and block.ln_1_post is not None
     x = torch.randn(1, 6, 32)
@@ -77,8 +80,8 @@ def test_norms_sit_before_after_or_both_and_the_head_ties_only_when_asked():
 
 def test_embeddings_scale_and_logits_soft_cap():
     torch.manual_seed(0)
-    plain = GPT(**SMALL, embed_scale=False)  # type: ignore[arg-type]
-    scaled = GPT(**SMALL, embed_scale=True, logit_softcap=2.0)  # type: ignore[arg-type]
+    plain = GPT(**SMALL, embed_scale=False)
+    scaled = GPT(**SMALL, embed_scale=True, logit_softcap=2.0)
     scaled.load_state_dict(plain.state_dict())
     seen: list[torch.Tensor] = []
     for net in (plain, scaled):
@@ -88,6 +91,16 @@ def test_embeddings_scale_and_logits_soft_cap():
     logits, _ = scaled(ids)
     torch.testing.assert_close(seen[1], seen[0] * 32**0.5)
     assert logits.abs().max() < 2.0
+
+
+def test_the_initialisation_takes_its_std_or_one_over_sqrt_d():
+    torch.manual_seed(0)
+    for init_std, std in ((0.05, 0.05), (None, 32**-0.5)):
+        net = GPT(**SMALL, d_mlp=256, init_std=init_std)
+        weights = net.state_dict()
+        fc, proj = weights["blocks.0.mlp.fc.weight"], weights["blocks.0.mlp.proj.weight"]
+        assert abs(fc.std().item() / std - 1) < 0.1  # 8,192 draws: within 10% of the std asked for
+        assert abs(proj.std().item() / (std / 2) - 1) < 0.1  # written into the residual stream: / sqrt(2 · 2)
 
 
 @pytest.mark.parametrize(

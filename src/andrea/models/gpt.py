@@ -14,7 +14,7 @@ own weights need `bias=True` (QKV, output projection, MLP and LayerNorm biases; 
 LM head has none) and `activation="gelu_tanh"` (GPT-2's tanh approximation):
 andrea.models.files.gpt2 loads them. The token embedding is tied to the LM head.
 Initialisation follows GPT-2: N(0, 0.02), biases 0, with the projections that write
-into the residual stream scaled by 1/sqrt(2 · n_layer).
+into the residual stream scaled by 1/sqrt(2 · n_layer); `init_std` sets the 0.02 (null: 1/sqrt(d_model)).
 
 The parts of the field's other architectures are settings, each defaulting to GPT-2's: the norm (`norm`:
 layernorm, rmsnorm, gemma_rmsnorm or none, with `norm_eps`; andrea.models.norms) and where it sits (`norm_place`:
@@ -126,13 +126,14 @@ class GPT(nn.Module):
         tie_embeddings: bool = True,
         embed_scale: bool = False,
         logit_softcap: float | None = None,
+        init_std: float | None = 0.02,
     ) -> None:
         super().__init__()
         settings: dict[str, Any] = dict(vocab_size=vocab_size, max_context=max_context, n_layer=n_layer)
         settings |= dict(d_model=d_model, mlp_ratio=mlp_ratio, dropout=dropout, position=position)
         parts = dict(bias=bias, activation=activation, d_mlp=d_mlp, norm=norm, norm_eps=norm_eps)
         parts |= dict(norm_place=norm_place, tie_embeddings=tie_embeddings, embed_scale=embed_scale)
-        enforce(NET, settings | parts | dict(logit_softcap=logit_softcap), "model.net.")
+        enforce(NET, settings | parts | dict(logit_softcap=logit_softcap, init_std=init_std), "model.net.")
         attention = {"n_head": 12, **(attention or {}), "position": position}  # GPT-2 small's 12 heads by default
         place = dict(d_model=d_model, max_context=max_context, dropout=dropout, bias=bias)
         # one description per layer, read from here on
@@ -152,15 +153,16 @@ class GPT(nn.Module):
         if tie_embeddings:
             self.lm_head.weight = self.embed.token.weight  # one (V, D) matrix reads and writes tokens
             self.embed.sparse_grad = True  # the head's dense (V, D) gradient takes the lookup's T rows
-        self.apply(self._init_weights)
+        std = d_model**-0.5 if init_std is None else init_std
+        self.apply(partial(self._init_weights, std=std))
         for block in self._blocks():
             for residual_out in (block.mixer.proj.weight, block.mlp.proj.weight):
-                nn.init.normal_(residual_out, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+                nn.init.normal_(residual_out, mean=0.0, std=std / math.sqrt(2 * n_layer))
 
     @staticmethod
-    def _init_weights(module: nn.Module) -> None:
+    def _init_weights(module: nn.Module, std: float) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            nn.init.normal_(module.weight, mean=0.0, std=std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 

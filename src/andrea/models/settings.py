@@ -13,6 +13,7 @@ model-file schema checks a file's fields with it.
     norm_place   pre, post or both: the norms before each sub-layer, after it, or both (GPT only)
     tie_embeddings, embed_scale    true or false: the LM head is the embedding; embeddings times sqrt(d_model)
     logit_softcap                  null, or c > 0: logits c · tanh(logits / c)
+    init_std     the weights' initial standard deviation, a number > 0; null: 1/sqrt(d_model) (GPT only)
 """
 
 from __future__ import annotations
@@ -38,4 +39,5 @@ NET: dict[str, Rule] = {
     "tie_embeddings": BOOLEAN,
     "embed_scale": BOOLEAN,
     "logit_softcap": optional(number(0.0, None, low_open=True)),
+    "init_std": optional(number(0.0, None, low_open=True)),
 }
