@@ -115,3 +115,16 @@ def test_the_initialisation_takes_its_std_or_one_over_sqrt_d():
 def test_a_part_that_cannot_be_is_refused_by_its_key(override, message, tmp_path):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         validate(compose_train(tmp_path, [*QUICK, "model=andrea-tiny", override]))
+
+
+def test_the_toy_model_drops_out_as_the_gpt_does():
+    """model.net.dropout on the toy model: its embeddings and each attention layer's weights and output."""
+    from andrea.models.toy import ToyModel
+
+    torch.manual_seed(0)
+    toy = ToyModel(50, 16, attention={"n_head": 4}, dropout=0.2)
+    ids = torch.randint(0, 50, (2, 16))
+    assert not torch.equal(toy(ids)[0], toy(ids)[0])  # training: a fresh mask each call
+    toy.eval()
+    assert torch.equal(toy(ids)[0], toy(ids)[0])
+    assert toy.dropout.p == 0.2 and toy.mixers[0].dropout.p == 0.2  # type: ignore[attr-defined]

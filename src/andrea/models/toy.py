@@ -35,14 +35,16 @@ class ToyModel(nn.Module):
         mixer: dict[str, Any] | None = None,
         layout: list[str] | None = None,
         kinds: dict[str, Any] | None = None,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         settings = dict(vocab_size=vocab_size, max_context=max_context, d_model=d_model, n_layer=n_layer)
-        enforce(NET, settings | {"position": position}, "model.net.")
+        enforce(NET, settings | {"position": position, "dropout": dropout}, "model.net.")
         self.vocab_size, self.max_context = vocab_size, max_context
         self.embed = Embeddings(vocab_size, max_context, d_model, position)
+        self.dropout = nn.Dropout(dropout)  # on the embeddings; each mixer drops its own weights and output
         # one description per layer, read from here on; no layers when attention is None
-        place = dict(d_model=d_model, max_context=max_context)
+        place = dict(d_model=d_model, max_context=max_context, dropout=dropout)
         self.layer_specs = (
             () if attention is None
             else resolve_layers(layout, n_layer, mixer, kinds, {**attention, "position": position}, place)
@@ -78,7 +80,7 @@ class ToyModel(nn.Module):
 
         With a `cache`, idx holds only the tokens not yet seen."""
         start = 0 if cache is None or not cache else cache[0].next_position
-        x = self.embed(idx, start)  # (B, T, D)
+        x = self.dropout(self.embed(idx, start))  # (B, T, D)
         weights = []
         for i, (norm, mixer) in enumerate(zip(self.norms, self.mixers, strict=True)):
             layer_cache = None if cache is None else cache[i]
