@@ -21,7 +21,7 @@ from andrea.models.generate import generate
 from andrea.models.network import network
 from andrea.train.pipeline import train
 from tests.compose import QUICK, compose_train
-from tests.models.hf_parity import decoded_alike, logits_error, saved, worst_gradient
+from tests.models.hf_parity import decoded_alike, layer_errors, logits_error, saved, worst_gradient
 
 CONFIG: dict[str, Any] = dict(
     vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=6, num_attention_heads=4,
@@ -50,6 +50,14 @@ def test_the_layer_kinds_follow_layer_types(gemma):
 def test_the_logits_equal_transformers(gemma):
     hf, net, _, _ = gemma
     assert logits_error(net, hf, VOCAB) <= 1e-5
+
+
+def test_each_layer_equals_transformers_forward_and_backward(gemma):
+    """Each decoder layer on the hidden states (and mask, and positions) transformers' forward hands it: the output
+    and the input's gradient, every layer kind."""
+    hf, net, _, _ = gemma
+    errors = layer_errors(net, hf, VOCAB)
+    assert len(errors) == 6 and max(max(pair) for pair in errors) <= 1e-5, errors
 
 
 def test_every_gradient_equals_transformers(gemma):

@@ -21,7 +21,7 @@ from andrea.models.generate import generate
 from andrea.models.network import network
 from andrea.train.pipeline import train
 from tests.compose import QUICK, compose_train
-from tests.models.hf_parity import decoded_alike, logits_error, saved, worst_gradient
+from tests.models.hf_parity import decoded_alike, layer_errors, logits_error, saved, worst_gradient
 
 ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
         "full_attention": {"rope_type": "default", "rope_theta": 500000.0}}  # fmt: skip
@@ -51,6 +51,14 @@ def test_the_layer_kinds_follow_layer_types(olmo):
 def test_the_logits_equal_transformers(olmo):
     hf, net, _, _ = olmo
     assert logits_error(net, hf, VOCAB) <= 1e-5
+
+
+def test_each_layer_equals_transformers_forward_and_backward(olmo):
+    """Each decoder layer on the hidden states (and mask, and positions) transformers' forward hands it: the output
+    and the input's gradient, every layer kind."""
+    hf, net, _, _ = olmo
+    errors = layer_errors(net, hf, VOCAB)
+    assert len(errors) == 4 and max(max(pair) for pair in errors) <= 1e-5, errors
 
 
 def test_every_gradient_equals_transformers(olmo):
