@@ -1,5 +1,6 @@
 """Property tests over random shapes: every backend agrees with naive, rows are distributions."""
 
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,6 +35,7 @@ def attention_problem(draw):
     return batch, n_head, n_kv_head, q_len, kv_len, head_dim, mask, seed
 
 
+@pytest.mark.slow  # reason: random shapes on every backend, flex and the interpreter among them (about 3 s)
 @given(problem=attention_problem(), backend=st.sampled_from(BACKENDS[1:]))
 def test_backends_agree_on_random_shapes(problem, backend):
     batch, n_head, n_kv_head, q_len, kv_len, head_dim, mask, seed = problem

@@ -88,6 +88,7 @@ def test_show_mask_paints_masked_keys_in_the_maps_grey_with_a_legend(tmp_path, m
     assert masked_share(out) == pytest.approx(9 / 16, abs=0.01)  # 9 of the 16 cells are masked
 
 
+@pytest.mark.slow  # reason: the demo times warm calls of each backend (about 3 s)
 def test_the_demo_times_warm_calls_and_draws_its_mask_as_the_maps_do(tmp_path, monkeypatch, capsys):
     """A backend's first call pays for what it does once (flex compiles its kernel) and a call may stall on a busy
     machine: the table reports neither, timing after a warm-up call the median of several. Here every block's

@@ -82,6 +82,7 @@ def family_folder(name, folder):
     return model
 
 
+@pytest.mark.slow  # reason: a training run each (the loaders are proven in tests/models/test_olmo3.py, test_gemma3.py)
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_fine_tuning_starts_from_an_olmo3_or_gemma3_folder(name, tmp_path):
     """The run's network becomes the family's (its kinds in the pattern of layer_types, its parts), holds its

@@ -85,6 +85,7 @@ def test_no_attention_ablation_learns_repetition(tmp_path):
     assert result.attention_maps is None and result.head_roles == {}
 
 
+@pytest.mark.slow  # reason: a training run; the default run and the layer kinds train a GPT in the default suite
 def test_tiny_gpt_trains_in_the_pipeline(tmp_path):
     result = quick(tmp_path, "model=andrea-tiny", "heads=gqa", "trainer.max_epochs=2")
     assert result.config["model"]["net"]["_target_"] == "andrea.models.gpt.GPT"
