@@ -89,8 +89,7 @@ def write_family_folder(net: nn.Module, config: dict[str, Any], family: Family, 
                         ) -> list[str]:  # fmt: skip
     """The family's folder: config.json, model.safetensors and generation_config.json (no tokenizer: andrea's are
     not the family's), written aside and moved in whole."""
-    first = layer_specs(config)[0].settings
-    heads = (first["n_head"], first.get("n_kv_head") or first["n_head"])
+    heads = (hf["num_attention_heads"], hf["num_key_value_heads"])  # as `fitting` found them, layers resolved once
     tensors = family.tensors_back(net.state_dict(), config["n_layer"], bool(config.get("tie_embeddings", True)), heads)
     with staged(folder) as staging:
         save_file(tensors, str(staging / "model.safetensors"), metadata={"format": "pt"})

@@ -32,22 +32,22 @@ from torch import Tensor, nn
 from andrea.models.files.hf_decoder import (
     DECODER_LAYER,
     KINDS,
+    QK_NORMS,
     SIZES,
     attention_kind,
-    attention_projections,
     decoder_config,
     decoder_hf_config,
     decoder_names,
+    decoder_tensors,
+    layer_names,
     layer_types,
-    mapped,
     split_back,
 )
 from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
 
 FAMILY, MODEL_TYPE = "Gemma 3", "gemma3_text"
 BASES = {"sliding_attention": 10000.0, "full_attention": 1000000.0}  # RoPE's base where config.json gives none
-LAYER_NAMES = [*DECODER_LAYER, ("ln_1", "input_layernorm"), ("ln_2", "pre_feedforward_layernorm")]
-QK_NORMS = [("attention.mechanism.q_norm", "self_attn.q_norm"), ("attention.mechanism.k_norm", "self_attn.k_norm")]
+LAYER_NAMES = [*DECODER_LAYER, ("ln_1", "input_layernorm"), ("ln_2", "pre_feedforward_layernorm"), *QK_NORMS]
 
 
 def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
@@ -87,13 +87,10 @@ def state_dict(
     """Gemma 3's tensors (by their Hugging Face names) under andrea's names, float32, the QK-norms' gains as
     1 + w (not for `gradients`: d/dw of 1 + w is d/dw); a tensor that is not Gemma 3's, or one missing, is refused
     naming it."""
-    names = decoder_names(n_layer, tied, LAYER_NAMES)
-    norms = {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for i in range(n_layer)
-             for ours, theirs in QK_NORMS}  # fmt: skip
-    out = mapped(tensors, names | norms, attention_projections(n_layer), FAMILY, where)
+    out = decoder_tensors(tensors, n_layer, tied, LAYER_NAMES, FAMILY, where)
     if not gradients:
-        out |= {ours: 1.0 + out[ours] for ours in norms.values()}  # Gemma's gain 1 + w as RMSNorm's w
-    return out | ({"lm_head.weight": out["embed.token.weight"]} if tied else {})
+        out |= {ours: 1.0 + out[ours] for ours in layer_names(n_layer, QK_NORMS).values()}  # Gemma's 1 + w as w
+    return out
 
 
 def hf_config(config: dict[str, Any], specs: tuple[Any, ...]) -> dict[str, Any]:
@@ -112,10 +109,8 @@ def hf_config(config: dict[str, Any], specs: tuple[Any, ...]) -> dict[str, Any]:
 
 def tensors_back(state: dict[str, Tensor], n_layer: int, tied: bool, heads: tuple[int, int]) -> dict[str, Tensor]:
     """andrea's tensors under Gemma 3's names, the QK-norms' gains back to Gemma's w of 1 + w."""
-    norms = {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for i in range(n_layer)
-             for ours, theirs in QK_NORMS}  # fmt: skip
-    out = split_back(decoder_names(n_layer, tied, LAYER_NAMES) | norms, heads, state)
-    return out | {theirs: out[theirs] - 1.0 for theirs in norms}
+    out = split_back(decoder_names(n_layer, tied, LAYER_NAMES), heads, state)
+    return out | {theirs: out[theirs] - 1.0 for theirs in layer_names(n_layer, QK_NORMS)}
 
 
 READER = Family(FAMILY, MODEL_TYPE, net_config, state_dict, hf_config, tensors_back)

@@ -75,6 +75,7 @@ def attention_projections(n_layer: int, prefix: str = "model.layers") -> dict[st
 
 SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
          "max_position_embeddings")  # fmt: skip  # what every decoder family's config.json sizes
+QK_NORMS = [("attention.mechanism.q_norm", "self_attn.q_norm"), ("attention.mechanism.k_norm", "self_attn.k_norm")]
 DECODER_LAYER = [  # (andrea's module in blocks.<i>, the families' in model.layers.<i>) every decoder family has
     ("attention.proj", "self_attn.o_proj"),
     ("ln_1_post", "post_attention_layernorm"),
@@ -120,9 +121,23 @@ def decoder_names(n_layer: int, tied: bool, layer: list[tuple[str, str]]) -> dic
     and each layer's `layer` table (andrea's module, the family's)."""
     names = {"model.embed_tokens.weight": "embed.token.weight", "model.norm.weight": "ln_f.weight"}
     names |= {} if tied else {"lm_head.weight": "lm_head.weight"}
-    for i in range(n_layer):
-        names |= {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for ours, theirs in layer}
-    return names
+    return names | layer_names(n_layer, layer)
+
+
+def layer_names(n_layer: int, layer: list[tuple[str, str]]) -> dict[str, str]:
+    """Each layer's weights in the `layer` table (andrea's module in blocks.<i>, the family's in model.layers.<i>):
+    the family's name -> andrea's."""
+    return {f"model.layers.{i}.{theirs}.weight": f"blocks.{i}.{ours}.weight" for i in range(n_layer)
+            for ours, theirs in layer}  # fmt: skip
+
+
+def decoder_tensors(
+    tensors: dict[str, Tensor], n_layer: int, tied: bool, layer: list[tuple[str, str]], family: str, where: str
+) -> dict[str, Tensor]:
+    """A decoder family's tensors under andrea's names (decoder_names, q, k and v stacked), a tied LM head the
+    embedding itself; refused as `mapped` refuses."""
+    out = mapped(tensors, decoder_names(n_layer, tied, layer), attention_projections(n_layer), family, where)
+    return out | ({"lm_head.weight": out["embed.token.weight"]} if tied else {})
 
 
 def types_of(specs: tuple[LayerSpec, ...]) -> tuple[list[str], int | None, dict[str, float]]:

@@ -28,21 +28,20 @@ from torch import Tensor, nn
 from andrea.models.files.hf_decoder import (
     DECODER_LAYER,
     KINDS,
+    QK_NORMS,
     SIZES,
     attention_kind,
-    attention_projections,
     decoder_config,
     decoder_hf_config,
     decoder_names,
+    decoder_tensors,
     layer_types,
-    mapped,
     split_back,
 )
 from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
 
 FAMILY, MODEL_TYPE = "OLMo 3", "olmo3"
-LAYER_NAMES = [*DECODER_LAYER, ("attention.mechanism.q_norm", "self_attn.q_norm"),
-               ("attention.mechanism.k_norm", "self_attn.k_norm")]  # fmt: skip
+LAYER_NAMES = [*DECODER_LAYER, *QK_NORMS]
 
 
 def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
@@ -61,9 +60,7 @@ def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
 def state_dict(tensors: dict[str, Tensor], n_layer: int, tied: bool, where: str) -> dict[str, Tensor]:
     """OLMo 3's tensors (by their Hugging Face names) under andrea's names, float32; a tensor that is not OLMo 3's,
     or one missing, is refused naming it. Gradients map the same way (the parity tests compare them)."""
-    names = decoder_names(n_layer, tied, LAYER_NAMES)
-    out = mapped(tensors, names, attention_projections(n_layer), FAMILY, where)
-    return out | ({"lm_head.weight": out["embed.token.weight"]} if tied else {})
+    return decoder_tensors(tensors, n_layer, tied, LAYER_NAMES, FAMILY, where)
 
 
 def hf_config(config: dict[str, Any], specs: tuple[Any, ...]) -> dict[str, Any]:
@@ -74,8 +71,7 @@ def hf_config(config: dict[str, Any], specs: tuple[Any, ...]) -> dict[str, Any]:
 
 def tensors_back(state: dict[str, Tensor], n_layer: int, tied: bool, heads: tuple[int, int]) -> dict[str, Tensor]:
     """andrea's tensors under OLMo 3's names."""
-    names = {theirs: ours for theirs, ours in decoder_names(n_layer, tied, LAYER_NAMES).items()}
-    return split_back(names, heads, state)
+    return split_back(decoder_names(n_layer, tied, LAYER_NAMES), heads, state)
 
 
 READER = Family(FAMILY, MODEL_TYPE, net_config, state_dict, hf_config, tensors_back)
