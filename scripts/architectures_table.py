@@ -20,6 +20,7 @@ from andrea.models.network import cache_bytes, network
 PRESETS = {
     "gemma3": "tests/models/test_gemma3.py",
     "olmo3": "tests/models/test_olmo3.py",
+    "llama4": "tests/models/test_llama4.py",
 }  # each architecture preset, and the test proving it
 CONTEXT, BYTES = 4096, 4
 
@@ -49,16 +50,30 @@ def _kind(spec: LayerSpec) -> str:
     settings = spec.settings
     if not spec.attention:
         return f"{spec.kind}: {spec.mixer}"
-    mask = settings["mask"]
-    seen = f"causal window {mask['window']}" if isinstance(mask, dict) and "window" in mask else "causal"
-    position = "NoPE" if settings["position"] == "none" else f"RoPE base {settings['rope_base']:,.0f}"
+    mask = settings["mask"] if isinstance(settings["mask"], dict) else {}
+    seen = f"causal window {mask['window']}" if "window" in mask else "causal"
+    seen = f"causal chunks of {mask['size']}" if "size" in mask else seen
+    n_head, n_kv = settings["n_head"], settings.get("n_kv_head") or settings["n_head"]
+    return f"{spec.kind}: {seen}, {n_head} heads ({n_kv} key/value), {_position(settings)}, {_mechanism(settings)}"
+
+
+def _position(settings: dict) -> str:
+    if settings["position"] == "none":
+        return "NoPE" + (" with temperature" if settings.get("temperature") else "")
+    position = f"RoPE base {settings['rope_base']:,.0f}"
     if settings.get("rope_fraction", 1.0) != 1.0:
         position += f" on {settings['rope_fraction']:g} of the head"
+    if settings.get("rope_yarn"):
+        position += f" (YaRN x{settings['rope_yarn']['factor']:g})"
+    return position + (" interleaved" if settings.get("rope_interleaved") else "")
+
+
+def _mechanism(settings: dict) -> str:
     mechanism = settings.get("mechanism") or {}
-    name = mechanism.get("name", "softmax") if isinstance(mechanism, dict) else str(mechanism)
-    extra = f" per {mechanism['over']}" if isinstance(mechanism, dict) and mechanism.get("over") else ""
-    n_head, n_kv = settings["n_head"], settings.get("n_kv_head") or settings["n_head"]
-    return f"{spec.kind}: {seen}, {n_head} heads ({n_kv} key/value), {position}, {name}{extra}"
+    if not isinstance(mechanism, dict):
+        return str(mechanism)
+    extra = f" per {mechanism['over']}" if mechanism.get("over") else ""
+    return mechanism.get("name", "softmax") + extra + (" without gain" if mechanism.get("gain") is False else "")
 
 
 def table() -> str:

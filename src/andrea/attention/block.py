@@ -18,6 +18,7 @@ from andrea.attention.masks import Mask, PrecomputedMask
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.mechanisms.base import dense_allowed, dense_scores
 from andrea.attention.positions import ALiBi, Rotary
+from andrea.attention.positions.temperature import QueryTemperature
 from andrea.attention.registry import as_backend, as_mask, as_mechanism
 from andrea.attention.shapes import weighted_values
 from andrea.attention.spec import CONFIG_KEYS, AttentionSpec
@@ -50,7 +51,8 @@ class MultiHeadSelfAttention(nn.Module):
              its fields ({"name": "sliding_window", "window": 64}), or None (no mask).
     position: "rope" rotates q and k, "alibi" biases the scores; anything else
               ("learned", "none") leaves attention position-free (the embedding's job).
-              rope_base and rope_fraction: RoPE's base, and the share of each head it turns.
+              rope_base and rope_fraction: RoPE's base, and the share of each head it turns; rope_yarn: YaRN's
+              stretch of it; temperature: the queries scaled up with log position (Llama 4's NoPE layers).
     latent:  multi-head latent attention's sizes (andrea.attention.latent: kv_rank, rope_dim, q_rank): keys and
              values from one latent per token, which is all the KV cache keeps; None: the fused QKV projection.
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
@@ -102,11 +104,14 @@ class MultiHeadSelfAttention(nn.Module):
         rope = None
         if spec.position == "rope":
             parts = self.mechanism.rope_parts
-            rope = Rotary(self.head_dim, base=spec.rope_base, parts=parts, fraction=spec.rope_fraction)
+            rope = Rotary(
+                self.head_dim, spec.rope_base, parts, spec.rope_fraction, spec.rope_yarn, spec.rope_interleaved
+            )
+        temperature = None if spec.temperature is None else QueryTemperature(**spec.temperature)
         self.qkv: FusedQKV | None = None
         self.latent: LatentAttention | None = None
         if spec.latent is None:
-            self.qkv = FusedQKV(spec.d_model, self.heads, self.head_dim, spec.bias, rope)
+            self.qkv = FusedQKV(spec.d_model, self.heads, self.head_dim, spec.bias, rope, temperature)
             return
         settings = {str(key): value for key, value in spec.latent.items()}
         self.latent = LatentAttention(

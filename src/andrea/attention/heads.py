@@ -23,6 +23,7 @@ from andrea.utils.rules import SettingError
 if TYPE_CHECKING:
     from andrea.attention.mechanisms import Mechanism
     from andrea.attention.positions import Rotary
+    from andrea.attention.positions.temperature import QueryTemperature
     from andrea.core.hook_points import HookPoint
 
 
@@ -142,9 +143,12 @@ class FusedQKV(nn.Linear):
 
     scale = None  # the mechanism's (or the contract's 1/sqrt(d))
 
-    def __init__(self, d_model: int, heads: HeadConfig, head_dim: int, bias: bool, rope: Rotary | None) -> None:
+    def __init__(
+        self, d_model: int, heads: HeadConfig, head_dim: int, bias: bool, rope: Rotary | None,
+        temperature: QueryTemperature | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(d_model, heads.qkv_features(head_dim), bias=bias)
-        self.heads, self.head_dim, self.rope = heads, head_dim, rope
+        self.heads, self.head_dim, self.rope, self.temperature = heads, head_dim, rope, temperature
 
     @property
     def kind(self) -> str:
@@ -154,7 +158,8 @@ class FusedQKV(nn.Linear):
         self, x: Tensor, start: int, cache: KVCache | None, points: Mapping[str, HookPoint], mechanism: Mechanism
     ) -> tuple[Tensor, Tensor, Tensor]:
         """x (B, T, D) at positions start.. -> q (B, H, T, d), k and v (B, H_kv, S, d), S counting the cached
-        tokens too; each passes its hook point as the projection gives it, q and k again after RoPE."""
+        tokens too; each passes its hook point as the projection gives it, q and k again after RoPE (and the
+        queries' temperature, where the layer has one)."""
         q, k, v = self.heads.split_qkv(self(x), self.head_dim)  # (B, H, T, d), (B, H_kv, T, d) x2
         q, k, v = points["hook_q"].heads(q), points["hook_k"].heads(k), points["hook_v"].heads(v)
         q, k = mechanism.project(q, k, x)  # e.g. QK-norm, before positions
@@ -168,6 +173,8 @@ class FusedQKV(nn.Linear):
             S = k.shape[2]
             q = points["hook_rot_q"].heads(self.rope(q, S - q.shape[2]))
             k = points["hook_rot_k"].heads(self.rope(k, 0))
+        if self.temperature is not None:
+            q = self.temperature(q, k.shape[2] - q.shape[2] if in_cache else start)
         return q, k, v
 
     def finish(self, z: Tensor, cache: KVCache | None) -> Tensor:

@@ -68,6 +68,7 @@ mask_registry: Registry[Mask] = Registry(
         "none": "andrea.attention.masks.none:NoMask",
         "sliding_window": "andrea.attention.masks.sliding_window:SlidingWindow",
         "prefix_lm": "andrea.attention.masks.prefix_lm:PrefixLM",
+        "chunked": "andrea.attention.masks.chunked:Chunked",
         "padding": "andrea.attention.masks.padding:KeyPadding",
         "document": "andrea.attention.masks.document:Document",
     },

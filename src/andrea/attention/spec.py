@@ -13,6 +13,9 @@ in a file), and the block is built from it.
     latent                                    heads=mla's sizes (andrea.attention.latent), or None
     position                                  rope or alibi act inside the layer; learned and none outside
     rope_base, rope_fraction                  RoPE's base, and the share of each head it turns (partial RoPE)
+    rope_yarn                                 None, or YaRN's settings for RoPE (andrea.attention.positions.yarn)
+    rope_interleaved                          RoPE turns adjacent channel pairs (GPT-J, Llama 4), not the halves
+    temperature                               None, or a query scale growing with log position (positions.temperature)
 
 Values a part owns (a mask's window, a mechanism's eps, a backend's options) are checked by that part when
 the block builds it; the spec checks the names and the numbers the block itself needs.
@@ -21,6 +24,7 @@ the block builds it; the spec checks the names and the numbers the block itself 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -40,12 +44,14 @@ CONFIG_KEYS = {
     "dropout": "model.net.dropout", "n_head": "heads.n_head", "n_kv_head": "heads.n_kv_head",
     "backend": "attention.backend", "backend_options": "attention.options", "mechanism": "mechanism",
     "mask": "mask", "latent": "heads.latent", "position": "position.kind", "rope_base": "position.base",
-    "rope_fraction": "position.fraction",
+    "rope_fraction": "position.fraction", "rope_yarn": "position.yarn",
+    "rope_interleaved": "position.interleaved", "temperature": "position.temperature",
 }  # fmt: skip
 
 
 NETWORK = ("d_model", "max_context", "bias", "dropout", "position")  # what the network gives each layer
-DEFAULTED = ("rope_base", "rope_fraction")  # null in a config: the spec's default (position groups without them)
+# null in a config: the spec's default (position groups without them)
+DEFAULTED = ("rope_base", "rope_fraction", "rope_interleaved")
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,9 @@ class AttentionSpec:
     position: str = "none"
     rope_base: float = 10000.0
     rope_fraction: float = 1.0
+    rope_yarn: Mapping[str, Any] | None = None
+    rope_interleaved: bool = False
+    temperature: Mapping[str, Any] | None = None
     max_context: int = 1024
     bias: bool = False
     dropout: float = 0.0
@@ -128,7 +137,31 @@ class AttentionSpec:
         problem = None if self.latent is None else settings_problem(self.latent)
         if problem is not None:
             return SettingError(names["latent"] + problem[0], problem[1])
-        return self._rope_problem(names)
+        if not isinstance(self.rope_interleaved, bool):
+            return SettingError(names["rope_interleaved"], f"={self.rope_interleaved!r} must be true or false")
+        return self._rope_problem(names) or self._scaling_problem(names)
+
+    def _scaling_problem(self, names: Mapping[str, str]) -> SettingError | None:
+        """YaRN's settings (with RoPE) and the query temperature's, each a mapping its part checks; neither with
+        latent attention, whose RoPE and queries are its own."""
+        from andrea.attention.positions.temperature import temperature_problem
+        from andrea.attention.positions.yarn import yarn_problem
+
+        for key, value, problem_of in (("rope_yarn", self.rope_yarn, yarn_problem),
+                                       ("temperature", self.temperature, temperature_problem)):  # fmt: skip
+            if value is None:
+                continue
+            if key == "rope_yarn" and self.position != "rope":
+                return SettingError(names[key], f"stretches RoPE, and the position is {self.position}; drop it")
+            if self.latent is not None:
+                return SettingError(names[key], "with heads=mla: latent attention's queries and RoPE are its own")
+            problem = problem_of(value)
+            if problem:
+                inner = re.match(r"\.(\w+) ?(.*)", problem)  # ".factor=0 must be ...": the key under it
+                if inner:
+                    return SettingError(f"{names[key]}.{inner[1]}", inner[2])
+                return SettingError(names[key], problem)
+        return None
 
     def _rope_problem(self, names: Mapping[str, str]) -> SettingError | None:
         """RoPE's base a positive number, and its fraction one that turns an even count of a head's channels

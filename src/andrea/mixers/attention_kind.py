@@ -4,7 +4,9 @@ A kind of model.net.kinds whose mixer is attention takes the attention groups' k
 network's attention (the heads/, attention/, mechanism/, mask/ and position/ groups):
 
     mask: {name: sliding_window, window: 8}     as the mask group (or an expression); replaces the default mask
-    position: {kind: rope, base: 1e6, fraction: 0.25}    rope, alibi or none; RoPE's base; the share it turns
+    position: {kind: rope, base: 1e6, fraction: 0.25}    rope, alibi or none; RoPE's base; the share it turns;
+              yarn: {factor: 32, ...}, interleaved: true, temperature: {scale: 0.1, floor: 8192}
+                                                        YaRN; RoPE on adjacent pairs; a query temperature
     heads: {n_head: 8, n_kv_head: 2, latent: ...}        as the heads group
     mechanism: sink, or {name: sink, learned: false}     as the mechanism group; replaces the default
     backend: eager, backend_options: {...}               as the attention group
@@ -22,7 +24,9 @@ from andrea.attention.spec import CONFIG_KEYS, NETWORK, AttentionSpec
 from andrea.utils.rules import SettingError
 
 HEADS = {"n_head": "n_head", "n_kv_head": "n_kv_head", "latent": "latent"}  # heads.<key> -> the spec's setting
-POSITION = {"kind": "position", "base": "rope_base", "fraction": "rope_fraction"}  # position.<key> -> the spec's
+# position.<key> -> the spec's setting
+POSITION = {"kind": "position", "base": "rope_base", "fraction": "rope_fraction", "yarn": "rope_yarn",
+            "interleaved": "rope_interleaved", "temperature": "temperature"}  # fmt: skip
 WHOLE = ("mask", "mechanism", "backend", "backend_options")  # each replaces the default whole
 KEYS = ("backend", "backend_options", "heads", "mask", "mechanism", "position")  # what an attention kind takes
 IN_LAYER = ("rope", "alibi", "none")  # the positions a layer can have (learned ones are the embedding's)
@@ -101,7 +105,7 @@ def _check_position(settings: Mapping[str, Any], kind: Mapping[str, Any], where:
             f"={position['kind']!r} is not a layer's position; give {', '.join(IN_LAYER)} (learned positions are "
             "the network's embedding: position=learned)",
         )
-    for key in ("base", "fraction"):
+    for key in ("base", "fraction", "yarn", "interleaved"):
         if key in position and settings.get("position") != "rope":
             raise SettingError(
                 f"{where}position.{key}",

@@ -2,6 +2,7 @@
 
 from andrea.attention.masks.base import FLAGS, Mask, PrecomputedMask
 from andrea.attention.masks.causal import Causal
+from andrea.attention.masks.chunked import Chunked
 from andrea.attention.masks.combine import Combined, combine
 from andrea.attention.masks.document import Document
 from andrea.attention.masks.none import NoMask
@@ -14,6 +15,7 @@ __all__ = [
     "FLAGS",
     "Combined",
     "Causal",
+    "Chunked",
     "Document",
     "KeyPadding",
     "Mask",

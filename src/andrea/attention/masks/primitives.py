@@ -4,10 +4,12 @@
     Band(window)                  query - key < window: no key `window` or more positions back
     Band(window, both_ways=True)  ... and key - query < window: a symmetric band, for encoders
     Prefix(length)                key < length: the first `length` keys, seen by every query
+    Chunk(size)                   query // size == key // size: the same chunk of `size` tokens
 
     sliding_window(w)        = causal & Band(w)
     sliding_window(w, False) = Band(w, both_ways=True)
     prefix_lm(p)             = causal | Prefix(p)
+    chunked(c)               = causal & Chunk(c)
 """
 
 from dataclasses import dataclass
@@ -55,3 +57,21 @@ class Prefix(Mask):
 
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return kv_idx < self.length  # broadcasts over the queries
+
+
+@dataclass(frozen=True, repr=False)
+class Chunk(Mask):
+    """The tokens cut into chunks of `size` from the sequence's first: a query sees the keys of its own chunk.
+    Its look-back is unbounded for a KV cache: the chunks are counted from position 0, which a cache that drops
+    keys would no longer know, so the cache keeps every key."""
+
+    size: int
+    kind: ClassVar[str] = "chunk"
+    attends_self: ClassVar[bool] = True
+
+    @property
+    def name(self) -> str:
+        return f"chunk_{self.size}"
+
+    def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return q_idx // self.size == kv_idx // self.size

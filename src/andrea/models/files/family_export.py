@@ -30,12 +30,16 @@ from andrea.utils.files import staged
 GPT_FIELDS = ("vocab_size", "max_context", "n_layer", "d_model", "position", "activation", "norm", "norm_place",
               "tie_embeddings", "embed_scale", "logit_softcap", "bias")  # fmt: skip
 DEFAULTS = {name: p.default for name, p in inspect.signature(GPT).parameters.items()}  # what a config leaves out
-LAYER_FIELDS = ("n_head", "kv_heads", "position", "rope_base", "rope_fraction", "mechanism", "latent")
+LAYER_FIELDS = ("n_head", "kv_heads", "position", "rope_base", "rope_fraction", "rope_yarn", "rope_interleaved",
+                "temperature", "mechanism",
+                "latent")  # fmt: skip
 
 
 def fitting(config: dict[str, Any]) -> tuple[Family, dict[str, Any]] | None:
     """The family whose network `config` is, with the config.json that says so; None where none holds it."""
     for family in FAMILIES.values():
+        if family.hf_config_of is None:
+            continue
         try:
             hf = family.hf_config_of(config, layer_specs(config))
             if same_network(family.config_of(hf, Path("config.json")), config):
@@ -80,6 +84,7 @@ def _compared(spec: LayerSpec) -> dict[str, Any]:
     settings = dict(spec.settings)
     settings["kv_heads"] = settings.get("n_kv_head") or settings["n_head"]
     settings["rope_fraction"] = settings.get("rope_fraction") or 1.0  # null: the spec's default, all of it
+    settings["rope_interleaved"] = bool(settings.get("rope_interleaved"))  # null: the halves
     mechanism = settings.get("mechanism")
     settings["mechanism"] = {"name": mechanism} if isinstance(mechanism, str) else mechanism or {"name": "softmax"}
     return settings
@@ -90,6 +95,7 @@ def write_family_folder(net: nn.Module, config: dict[str, Any], family: Family, 
     """The family's folder: config.json, model.safetensors and generation_config.json (no tokenizer: andrea's are
     not the family's), written aside and moved in whole."""
     heads = (hf["num_attention_heads"], hf["num_key_value_heads"])  # as `fitting` found them, layers resolved once
+    assert family.tensors_back is not None  # `fitting` offers only the families it can write
     tensors = family.tensors_back(net.state_dict(), config["n_layer"], bool(config.get("tie_embeddings", True)), heads)
     with staged(folder) as staging:
         save_file(tensors, str(staging / "model.safetensors"), metadata={"format": "pt"})

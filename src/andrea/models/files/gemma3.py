@@ -59,7 +59,8 @@ def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
     eps, scale = float(hf.get("rms_norm_eps", 1e-6)), sizes["query_pre_attn_scalar"] ** -0.5
     qknorm = {"name": "qknorm", "eps": eps, "over": "head", "scale": scale}
     return decoder_config(
-        hf, sizes, types, kinds, qknorm, activation="geglu", norm="gemma_rmsnorm", norm_place="both",
+        hf, sizes, [KINDS[t] for t in types], kinds, qknorm, activation="geglu", norm="gemma_rmsnorm",
+        norm_place="both",
         tie_embeddings=bool(hf.get("tie_word_embeddings", True)), embed_scale=True,
         logit_softcap=hf.get("final_logit_softcapping"),
     )  # fmt: skip

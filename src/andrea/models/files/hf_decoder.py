@@ -87,12 +87,12 @@ DECODER_LAYER = [  # (andrea's module in blocks.<i>, the families' in model.laye
 
 
 def decoder_config(
-    hf: dict[str, Any], sizes: dict[str, int], types: list[str], kinds: dict[str, Any], mechanism: dict[str, Any],
+    hf: dict[str, Any], sizes: dict[str, int], layout: list[str], kinds: dict[str, Any], mechanism: dict[str, Any],
     **parts: Any,
 ) -> dict[str, Any]:  # fmt: skip
-    """An andrea net config of a decoder family: its sizes (SIZES), RoPE, its attention kinds in the pattern of
-    its layer types, each (and the network's attention) with `mechanism`; `parts` the family's own GPT settings
-    (norm, norm_place, activation, ...)."""
+    """An andrea net config of a decoder family: its sizes (SIZES), RoPE, its attention kinds in the pattern
+    `layout` (their names, layer by layer), each (and the network's attention) with `mechanism` unless the kind
+    has its own; `parts` the family's own GPT settings (norm, norm_place, activation, ...)."""
     n_head = sizes["num_attention_heads"]
     return {
         "_target_": "andrea.models.gpt.GPT",
@@ -111,8 +111,8 @@ def decoder_config(
             "mask": "causal",
             "mechanism": mechanism,
         },  # fmt: skip
-        "kinds": {name: kind | {"mechanism": mechanism} for name, kind in kinds.items()},
-        "layout": [KINDS[t] for t in types],
+        "kinds": {name: {"mechanism": mechanism} | kind for name, kind in kinds.items()},
+        "layout": layout,
     }
 
 

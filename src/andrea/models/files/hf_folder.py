@@ -77,9 +77,10 @@ class Family:
     config_of: Callable[[dict[str, Any], Path], dict[str, Any]]
     tensors_of: Callable[[dict[str, Tensor], int, bool, str], dict[str, Tensor]]
     # the way back (andrea.models.files.family_export): an andrea net config and its layers' specs -> config.json
-    # (ValueError where the family cannot hold it); andrea's tensors (n_layer, a tied head, (n_head, n_kv_head))
-    hf_config_of: Callable[[dict[str, Any], tuple[Any, ...]], dict[str, Any]]
-    tensors_back: Callable[[dict[str, Tensor], int, bool, tuple[int, int]], dict[str, Tensor]]
+    # (ValueError where the family cannot hold it); andrea's tensors (n_layer, a tied head, (n_head, n_kv_head)).
+    # None: a family andrea reads but does not write.
+    hf_config_of: Callable[[dict[str, Any], tuple[Any, ...]], dict[str, Any]] | None = None
+    tensors_back: Callable[[dict[str, Tensor], int, bool, tuple[int, int]], dict[str, Tensor]] | None = None
 
     def net_config(self, folder: Path) -> dict[str, Any]:
         return self.config_of(read_config(folder, self.model_type, self.name), folder / "config.json")

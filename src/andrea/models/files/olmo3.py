@@ -53,7 +53,8 @@ def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
     kinds = {KINDS[t]: attention_kind(hf, t, 500000.0, config_json) for t in sorted(set(types))}
     qknorm = {"name": "qknorm", "eps": float(hf.get("rms_norm_eps", 1e-6)), "over": "projection"}
     tied = bool(hf.get("tie_word_embeddings", False))
-    return decoder_config(hf, sizes, types, kinds, qknorm, activation="swiglu", norm="rmsnorm", norm_place="post",
+    layout = [KINDS[t] for t in types]
+    return decoder_config(hf, sizes, layout, kinds, qknorm, activation="swiglu", norm="rmsnorm", norm_place="post",
                           tie_embeddings=tied)  # fmt: skip
 
 

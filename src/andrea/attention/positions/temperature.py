@@ -1,0 +1,53 @@
+"""Attention temperature for layers without positions (Llama 4's NoPE layers; Nakanishi, 2025, "Scalable-Softmax Is
+Superior for Attention"): a query at position i is scaled by a factor that grows with log i, so that its attention
+stays as sharp over a long context as over a short one.
+
+    q_i' = q_i · (scale · ln(1 + floor((i + 1) / floor)) + 1)        i counted from 0, from the sequence's start
+
+Llama 4: scale 0.1, floor 8192 (queries in the first 8,191 positions are left alone). Applied after the projection
+(and QK-norm), before the scores; keys and values are left alone.
+
+    position: {kind: none, temperature: {scale: 0.1, floor: 8192}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor, nn
+
+from andrea.utils.rules import POSITIVE, Rule, number
+
+TEMPERATURE: dict[str, Rule] = {"scale": number(0.0, None, low_open=True), "floor": POSITIVE}
+
+
+class QueryTemperature(nn.Module):
+    def __init__(self, scale: float, floor: int) -> None:
+        super().__init__()
+        self.scale, self.floor = scale, floor
+
+    def forward(self, q: Tensor, start: int = 0) -> Tensor:
+        """q (B, H, T, d) at positions start .. start + T - 1 -> the scaled q."""
+        positions = torch.arange(start, start + q.shape[2], device=q.device, dtype=torch.float32)
+        factor = torch.log1p(torch.floor((positions + 1.0) / self.floor)) * self.scale + 1.0  # (T,)
+        return q * factor.to(q.dtype).view(-1, 1)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale:g}, floor={self.floor}"
+
+
+def temperature_problem(temperature: object) -> str | None:
+    """What is wrong with position.temperature ("<key>=<value> ..." under it), or None."""
+    if not isinstance(temperature, Mapping):
+        return f"={temperature!r} must be a mapping, e.g. {{scale: 0.1, floor: 8192}}"
+    unknown = sorted(str(key) for key in temperature if key not in TEMPERATURE)
+    missing = sorted(set(TEMPERATURE) - set(temperature))
+    if unknown or missing:
+        what = "is not a setting of the temperature" if unknown else "is missing"
+        return f".{(unknown or missing)[0]} {what}; give {', '.join(TEMPERATURE)}"
+    for key, value in temperature.items():
+        test, words = TEMPERATURE[str(key)]
+        if not test(value):
+            return f".{key}={value!r} must be {words}"
+    return None
