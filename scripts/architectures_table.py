@@ -21,6 +21,7 @@ PRESETS = {
     "gemma3": "tests/models/test_gemma3.py",
     "olmo3": "tests/models/test_olmo3.py",
     "llama4": "tests/models/test_llama4.py",
+    "gpt-oss": "tests/models/test_gpt_oss.py",
 }  # each architecture preset, and the test proving it
 CONTEXT, BYTES = 4096, 4
 

@@ -1,7 +1,9 @@
-"""What every family's parity test checks (tests/models/test_olmo3.py, test_gemma3.py): transformers' model with
-random weights (norm gains too, away from their start), saved as a user downloads one; then the logits, each
+"""What every family's parity test checks (tests/models/test_olmo3.py, test_gemma3.py, ...): transformers' model
+with random weights (norm gains too, away from their start), saved as a user downloads one; then the logits, each
 layer's output and input gradient, every parameter's gradient of one loss (transformers' mapped by andrea's
-loader's own map) and greedy tokens decoded from each side's cache, compared."""
+loader's own map) and greedy tokens decoded from each side's cache, compared. A family whose layers hold experts
+andrea does not build (gpt-oss) compares each layer's attention instead: its output and input gradient, and its
+outputs step by step as transformers decodes from its cache."""
 
 from __future__ import annotations
 
@@ -61,13 +63,20 @@ def decoded_alike(net: nn.Module, hf: nn.Module, vocab: int, steps: int = 12) ->
     return torch.equal(ours, theirs)
 
 
-def layer_errors(net: nn.Module, hf: nn.Module, vocab: int) -> list[tuple[float, float]]:
+ATTENTION = ("self_attn", "attention")  # a layer's attention: transformers' module in a layer, andrea's in a block
+
+
+def layer_errors(
+    net: nn.Module, hf: nn.Module, vocab: int, part: tuple[str, str] | None = None
+) -> list[tuple[float, float]]:
     """Layer by layer, on the hidden states transformers' own forward hands each decoder layer (with the mask and
     the positions it hands it): (the output's, the input gradient's) relative error of andrea's block against
-    transformers' layer, the gradient that of one random projection of the output."""
+    transformers' layer, the gradient that of one random projection of the output. `part` (theirs, ours): that
+    module of each layer instead (ATTENTION)."""
     ids = torch.randint(0, vocab, (2, 20), generator=torch.Generator().manual_seed(7))
+    theirs_at, ours_at = (f".{name}" for name in part) if part else ("", "")
     calls: list[tuple[nn.Module, tuple, dict]] = []
-    layers = list(hf.get_submodule("model.layers").children())
+    layers = [layer.get_submodule(theirs_at[1:]) for layer in hf.get_submodule("model.layers").children()]
     hooks = [layer.register_forward_pre_hook(lambda m, a, k: calls.append((m, a, dict(k))), with_kwargs=True)
              for layer in layers]  # fmt: skip
     with torch.no_grad():
@@ -79,8 +88,33 @@ def layer_errors(net: nn.Module, hf: nn.Module, vocab: int) -> list[tuple[float,
         x = (args[0] if args else kwargs.pop("hidden_states")).detach()
         probe = torch.randn(x.shape, generator=torch.Generator().manual_seed(i))
         theirs = _output_and_gradient(partial(layer, **kwargs), x, probe)
-        ours = _output_and_gradient(net.get_submodule(f"blocks.{i}"), x, probe)
+        ours = _output_and_gradient(net.get_submodule(f"blocks.{i}{ours_at}"), x, probe)
         errors.append((relative(ours[0], theirs[0]), relative(ours[1], theirs[1])))
+    return errors
+
+
+def cached_attention_errors(net: nn.Module, hf: nn.Module, vocab: int, steps: int = 12) -> list[float]:
+    """Each layer's attention as transformers decodes greedily from its cache (the prompt, then one token a step):
+    the worst relative error, over the steps, of andrea's attention fed the same inputs one call at a time with
+    its own cache."""
+    prompt = torch.randint(0, vocab, (1, 5), generator=torch.Generator().manual_seed(4))
+    calls: list[list[tuple[Tensor, Tensor]]] = [[] for _ in hf.get_submodule("model.layers").children()]
+    hooks = [
+        layer.get_submodule("self_attn").register_forward_hook(
+            lambda m, a, k, out, i=i: calls[i].append(((a[0] if a else k["hidden_states"]).detach(), out[0].detach())),
+            with_kwargs=True,
+        )
+        for i, layer in enumerate(hf.get_submodule("model.layers").children())
+    ]
+    hf.generate(prompt, max_new_tokens=steps, min_new_tokens=steps, do_sample=False, pad_token_id=0)  # type: ignore[operator]
+    for hook in hooks:
+        hook.remove()
+    caches, errors = net.new_cache(), []  # type: ignore[operator]
+    with torch.no_grad():
+        for i, layer_calls in enumerate(calls):
+            assert len(layer_calls) == steps  # the prompt, then a call a new token (the last token is not fed)
+            attention = net.get_submodule(f"blocks.{i}.attention")
+            errors.append(max(relative(attention(x, cache=caches[i])[0], y) for x, y in layer_calls))
     return errors
 
 

@@ -158,6 +158,26 @@ REJECTED = [
     (["mask=sliding_window", "mask.window=-3"], "mask.window=-3 must be a positive integer"),
     (["mask=sliding_window", "mask.window=64"], "mask.window=64 is wider than the context data.seq_len=32"),
     (["mask=prefix_lm", "mask.prefix_len=40"], "mask.prefix_len=40 is longer than the context data.seq_len=32"),
+    (["mask=chunked", "mask.size=0"], "mask.size=0 must be a positive integer (the tokens in each chunk)"),
+    (["mask=chunked", "mask.size=64"], "mask.size=64 is longer than the context data.seq_len=32"),
+    (["position=rope", "position.interleaved=yes"], "position.interleaved='yes' must be true or false"),
+    (
+        ["position=rope", "position.yarn={factor: 4}"],
+        "position.yarn.original_context is missing: YaRN needs the factor",
+    ),
+    (
+        ["model=gpt-oss", "model.net.kinds.full.position.yarn.factor=0.5"],
+        "model.net.kinds.full.position.yarn.factor=0.5 must be a finite number >= 1",
+    ),
+    (
+        ["position=none", "position.temperature={scale: 0.1}"],
+        "position.temperature.floor is missing; give scale, floor",
+    ),
+    (
+        ["model=llama4", "model.net.kinds.nope.position.temperature.floor=0"],
+        "model.net.kinds.nope.position.temperature.floor=0 must be a positive integer",
+    ),
+    (["mechanism=qknorm", "+mechanism.gain=1"], "mechanism.gain=1 must be true or false"),
     (["mask=prefix_lm", "mask.prefix_len=-1"], "mask.prefix_len=-1 must be an integer >= 0"),
     (["data.seq_len=0"], "data.seq_len=0 must be a positive integer"),
     (["data.batch_size=-2"], "data.batch_size=-2 must be a positive integer"),
