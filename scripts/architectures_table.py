@@ -22,6 +22,7 @@ PRESETS = {
     "olmo3": "tests/models/test_olmo3.py",
     "llama4": "tests/models/test_llama4.py",
     "gpt-oss": "tests/models/test_gpt_oss.py",
+    "qwen3-next": "tests/models/test_qwen3_next.py",
 }  # each architecture preset, and the test proving it
 CONTEXT, BYTES = 4096, 4
 

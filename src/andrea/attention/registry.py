@@ -85,6 +85,7 @@ mechanism_registry: Registry[Mechanism] = Registry(
         "diff": "andrea.attention.mechanisms.diff:Diff",
         "softcap": "andrea.attention.mechanisms.softcap:Softcap",
         "qknorm": "andrea.attention.mechanisms.qknorm:QKNorm",
+        "gated_qknorm": "andrea.attention.mechanisms.gated_qknorm:GatedQKNorm",
         "stickbreaking": "andrea.attention.mechanisms.stickbreaking:StickBreaking",
         "fox": "andrea.attention.mechanisms.fox:Fox",
     },

@@ -4,7 +4,8 @@ new value (andrea.ops.delta_rule),
 
     S_t = α_t (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ,     o_t = S_tᵀ q_t / sqrt(K)
 
-with q and k L2-normalised per head after the short convolution (kernel 4, SiLU; on by default), β_t =
+with q and k L2-normalised per head after the short convolution (kernel 4, SiLU; on by default; `l2_eps`: divided
+by sqrt(|u|² + eps) as flash-linear-attention's l2norm and Qwen3-Next do, instead of by |u|), β_t =
 sigmoid(W_β x_t) per head, and a per-head RMSNorm on the output. DeltaNet has no decay (α = 1); Gated DeltaNet's is
 one per head and token, log α_t = -exp(A_log) · softplus(W_α x_t + dt_bias) (A ~ U(0, 16), softplus(dt_bias) ~
 logU(1e-3, 1e-1), as Mamba-2's), with values twice the keys' width and a swish output gate (MIXERS.md).
@@ -32,13 +33,14 @@ class DeltaNet(LinearMixer):
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
         bias: bool = False, *, n_head: int = 4, expand_v: float = 1.0, form: str = "chunked", chunk: int = CHUNK,
-        conv: bool = True, gate: bool = False, norm: bool = True,
+        conv: bool = True, gate: bool = False, norm: bool = True, norm_eps: float = 1e-5, l2_eps: float | None = None,
     ) -> None:  # fmt: skip
         head = d_model // n_head
         super().__init__(d_model, max_context, layer, n_layer, dropout, bias, n_head=n_head,
                          value_dim=max(1, int(head * expand_v)), form=form, chunk=chunk, conv=conv, gate=gate,
-                         norm=norm)  # fmt: skip
+                         norm=norm, norm_eps=norm_eps)  # fmt: skip
         self.b_proj = nn.Linear(d_model, n_head, bias=bias)  # β = sigmoid(W_β x), per head
+        self.l2_eps = l2_eps
 
     @property
     def weights_meaning(self) -> str:
@@ -50,7 +52,9 @@ class DeltaNet(LinearMixer):
         )
 
     def features(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:
-        return F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        if self.l2_eps is None:
+            return F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        return _l2(q, self.l2_eps), _l2(k, self.l2_eps)
 
     def beta(self, x: Tensor) -> Tensor:
         """β_t in (0, 1) per head and token: (B, H, T)."""
@@ -74,7 +78,7 @@ class DeltaNet(LinearMixer):
         B, H, K = x.shape[0], self.n_head, self.key_dim
         eye, S, out = torch.eye(K, dtype=x.dtype, device=x.device), x.new_zeros(B, H, K, self.value_dim), []
         for token, q_t, k_t, v in token_heads(self, x, mask):
-            q, k = _unit(q_t), _unit(k_t)
+            q, k = _unit(q_t, self.l2_eps), _unit(k_t, self.l2_eps)
             beta = torch.sigmoid(self.b_proj(token.x)).view(B, H, 1, 1)
             transition = self._alpha(token.x) * (eye - beta * k.unsqueeze(-1) * k.unsqueeze(-2))  # (B, H, K, K)
             S = token.carried(S)
@@ -87,9 +91,17 @@ class DeltaNet(LinearMixer):
         return x_t.new_ones(x_t.shape[0], self.n_head, 1, 1)
 
 
-def _unit(u: Tensor) -> Tensor:
-    """One token's q or k (B, H, K) divided by its length (at least 1e-12, as F.normalize floors it)."""
-    return u / u.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+def _unit(u: Tensor, eps: float | None) -> Tensor:
+    """One token's q or k (B, H, K) divided by its length (at least 1e-12, as F.normalize floors it), or by
+    sqrt(|u|² + eps)."""
+    if eps is None:
+        return u / u.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return u / (u.norm(dim=-1, keepdim=True) ** 2 + eps).sqrt()
+
+
+def _l2(u: Tensor, eps: float) -> Tensor:
+    """u (.., K) times rsqrt(|u|² + eps): flash-linear-attention's l2norm."""
+    return u * torch.rsqrt((u * u).sum(dim=-1, keepdim=True) + eps)
 
 
 class GatedDeltaNet(DeltaNet):
@@ -98,10 +110,11 @@ class GatedDeltaNet(DeltaNet):
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
         bias: bool = False, *, n_head: int = 4, expand_v: float = 2.0, form: str = "chunked", chunk: int = CHUNK,
-        conv: bool = True, gate: bool = True, norm: bool = True,
+        conv: bool = True, gate: bool = True, norm: bool = True, norm_eps: float = 1e-5, l2_eps: float | None = None,
     ) -> None:  # fmt: skip
         super().__init__(d_model, max_context, layer, n_layer, dropout, bias, n_head=n_head, expand_v=expand_v,
-                         form=form, chunk=chunk, conv=conv, gate=gate, norm=norm)  # fmt: skip
+                         form=form, chunk=chunk, conv=conv, gate=gate, norm=norm, norm_eps=norm_eps,
+                         l2_eps=l2_eps)  # fmt: skip
         self.a_proj = nn.Linear(d_model, n_head, bias=False)  # W_α
         self.A_log = nn.Parameter(torch.empty(n_head).uniform_(0, A_MAX).clamp_min(1e-4).log())
         self.dt_bias = dt_bias(n_head)  # as Mamba-2's

@@ -54,9 +54,9 @@ class LinearMixer(nn.Module):
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
         bias: bool = False, *, n_head: int = 4, key_dim: int | None = None, value_dim: int | None = None,
         form: str = "chunked", chunk: int = gated_linear.CHUNK, conv: bool = False, gate: bool = False,
-        norm: bool = False, normalize: bool = False,
+        norm: bool = False, normalize: bool = False, norm_eps: float = 1e-5,
     ) -> None:  # fmt: skip
-        """key_dim, value_dim: each head's K and V (None: d_model / n_head)."""
+        """key_dim, value_dim: each head's K and V (None: d_model / n_head); norm_eps: the output RMSNorm's eps."""
         super().__init__()
         check_form_and_heads(form, n_head, d_model)
         H, K, V = n_head, key_dim or d_model // n_head, value_dim or d_model // n_head
@@ -67,7 +67,7 @@ class LinearMixer(nn.Module):
         widths = {"q": H * K, "k": H * K, "v": H * V}
         self.convs = nn.ModuleDict({s: ShortConv(w) for s, w in widths.items()}) if conv else None
         self.gate = nn.Linear(d_model, H * V, bias=bias) if gate else None  # the output gate, swish(W_g x)
-        self.norm = nn.RMSNorm(V, eps=1e-5) if norm else None  # per head, over its V channels
+        self.norm = nn.RMSNorm(V, eps=norm_eps) if norm else None  # per head, over its V channels
         self.proj = nn.Linear(H * V, d_model, bias=bias)  # W_O
         self.dropout = nn.Dropout(dropout)
         self.points = Points(POINTS)

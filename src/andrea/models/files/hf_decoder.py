@@ -90,9 +90,10 @@ def decoder_config(
     hf: dict[str, Any], sizes: dict[str, int], layout: list[str], kinds: dict[str, Any], mechanism: dict[str, Any],
     **parts: Any,
 ) -> dict[str, Any]:  # fmt: skip
-    """An andrea net config of a decoder family: its sizes (SIZES), RoPE, its attention kinds in the pattern
-    `layout` (their names, layer by layer), each (and the network's attention) with `mechanism` unless the kind
-    has its own; `parts` the family's own GPT settings (norm, norm_place, activation, ...)."""
+    """An andrea net config of a decoder family: its sizes (SIZES), RoPE, its layer kinds in the pattern `layout`
+    (their names, layer by layer), each attention kind (and the network's attention) with `mechanism` unless the
+    kind has its own (a kind of another mixer has its own settings); `parts` the family's own GPT settings (norm,
+    norm_place, activation, ...)."""
     n_head = sizes["num_attention_heads"]
     return {
         "_target_": "andrea.models.gpt.GPT",
@@ -111,7 +112,10 @@ def decoder_config(
             "mask": "causal",
             "mechanism": mechanism,
         },  # fmt: skip
-        "kinds": {name: {"mechanism": mechanism} | kind for name, kind in kinds.items()},
+        "kinds": {
+            name: ({"mechanism": mechanism} if kind["mixer"] == "attention" else {}) | kind
+            for name, kind in kinds.items()
+        },  # fmt: skip
         "layout": layout,
     }
 
