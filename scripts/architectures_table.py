@@ -23,6 +23,7 @@ PRESETS = {
     "llama4": "tests/models/test_llama4.py",
     "gpt-oss": "tests/models/test_gpt_oss.py",
     "qwen3-next": "tests/models/test_qwen3_next.py",
+    "falcon-h1": "tests/models/test_falcon_h1.py",
 }  # each architecture preset, and the test proving it
 CONTEXT, BYTES = 4096, 4
 
@@ -50,6 +51,8 @@ def _pattern(specs: list[LayerSpec]) -> str:
 
 def _kind(spec: LayerSpec) -> str:
     settings = spec.settings
+    if spec.parts:
+        return f"{spec.kind}: " + " + ".join(_kind(part).split(": ", 1)[1] for part in spec.parts)
     if not spec.attention:
         return f"{spec.kind}: {spec.mixer}"
     mask = settings["mask"] if isinstance(settings["mask"], dict) else {}

@@ -178,6 +178,14 @@ REJECTED = [
         "model.net.kinds.nope.position.temperature.floor=0 must be a positive integer",
     ),
     (["mechanism=qknorm", "+mechanism.gain=1"], "mechanism.gain=1 must be true or false"),
+    (
+        ["model=falcon-h1", "model.net.kinds.hybrid.parallel.ssm.d_state=0"],
+        "model.net.kinds.hybrid.parallel.ssm.d_state=0 must be a positive integer (a setting of mixer mamba2)",
+    ),
+    (
+        ["model=falcon-h1", "~model.net.kinds.hybrid.parallel.ssm"],
+        "model.net.kinds.hybrid.parallel names 1 (attention); give two parts or more, each a kind",
+    ),
     (["mask=prefix_lm", "mask.prefix_len=-1"], "mask.prefix_len=-1 must be an integer >= 0"),
     (["data.seq_len=0"], "data.seq_len=0 must be a positive integer"),
     (["data.batch_size=-2"], "data.batch_size=-2 must be a positive integer"),

@@ -61,13 +61,31 @@ def test_init_from_refuses_in_one_line(tmp_path):
 
 
 FAMILIES = {  # transformers' model, config and its sizes: the data's 64 tokens, the repetition task's 32 positions
-    "olmo3": ("Olmo3ForCausalLM", "Olmo3Config", dict(num_hidden_layers=4)),
+    "olmo3": ("Olmo3ForCausalLM", "Olmo3Config", dict(num_hidden_layers=4, sliding_window=4)),
     "gemma3": (
         "Gemma3ForCausalLM",
         "Gemma3TextConfig",
-        dict(num_hidden_layers=6, head_dim=16, query_pre_attn_scalar=24),
+        dict(num_hidden_layers=6, head_dim=16, query_pre_attn_scalar=24, sliding_window=4),
+    ),
+    "llama4": (
+        "Llama4ForCausalLM",
+        "Llama4TextConfig",
+        dict(num_hidden_layers=4, head_dim=16, intermediate_size_mlp=96, moe_layers=[], attention_chunk_size=4),
+    ),
+    "qwen3_next": (
+        "Qwen3NextForCausalLM",
+        "Qwen3NextConfig",
+        dict(num_hidden_layers=4, head_dim=16, linear_num_key_heads=4, linear_num_value_heads=4,
+             linear_key_head_dim=16, linear_value_head_dim=32, mlp_only_layers=[0, 1, 2, 3]),
+    ),  # fmt: skip
+    "falcon_h1": (
+        "FalconH1ForCausalLM",
+        "FalconH1Config",
+        dict(num_hidden_layers=2, head_dim=16, mamba_d_ssm=128, mamba_n_heads=4, mamba_d_head=32, mamba_d_state=16),
     ),
 }
+KINDS = {"olmo3": {"sliding", "full"}, "gemma3": {"sliding", "full"}, "llama4": {"chunked", "nope"},
+         "qwen3_next": {"linear", "full"}, "falcon_h1": {"hybrid"}}  # fmt: skip  # the kinds each folder becomes
 
 
 def family_folder(name, folder):
@@ -75,23 +93,23 @@ def family_folder(name, folder):
 
     model_class, config_class, own = FAMILIES[name]
     sizes = dict(vocab_size=64, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
-                 max_position_embeddings=64, sliding_window=4, attn_implementation="eager")  # fmt: skip
+                 max_position_embeddings=64, attn_implementation="eager")  # fmt: skip
     torch.manual_seed(0)
     model = getattr(transformers, model_class)(getattr(transformers, config_class)(**sizes, **own)).eval()
     model.save_pretrained(folder)
     return model
 
 
-@pytest.mark.slow  # reason: a training run each (the loaders are proven in tests/models/test_olmo3.py, test_gemma3.py)
+@pytest.mark.slow  # reason: a training run each (the loaders are proven in tests/models/test_<family>.py)
 @pytest.mark.parametrize("name", list(FAMILIES))
-def test_fine_tuning_starts_from_an_olmo3_or_gemma3_folder(name, tmp_path):
+def test_fine_tuning_starts_from_a_family_folder(name, tmp_path):
     """The run's network becomes the family's (its kinds in the pattern of layer_types, its parts), holds its
     weights with transformers' logits, and trains; the checkpoint describes itself."""
     hf = family_folder(name, tmp_path / name)
     cfg = compose_train(tmp_path / "run", [*QUICK, f"init_from={tmp_path / name}", "attention=eager",
                                            "trainer.max_steps=2"])  # fmt: skip
     parts = validate(cfg)
-    assert set(cfg.model.net.kinds) == {"sliding", "full"} and cfg.model.net.attention.backend == "eager"
+    assert set(cfg.model.net.kinds) == KINDS[name] and cfg.model.net.attention.backend == "eager"
     _load_init_from(parts.module.net, cfg.init_from)
     idx = torch.randint(64, (2, 16))
     with torch.no_grad():

@@ -29,7 +29,7 @@ from andrea.core.cache_size import CacheSize
 if TYPE_CHECKING:
     from andrea.core.hook_points import HookPoint
 
-__all__ = ["CacheSize", "MixerCache", "TokenMixer"]
+__all__ = ["CacheSize", "MixerCache", "TokenMixer", "residual_writers"]
 
 
 class MixerCache(Protocol):
@@ -54,3 +54,10 @@ class TokenMixer(Protocol):
     def hook_points(self) -> dict[str, HookPoint]: ...
 
     def cache_size(self) -> CacheSize: ...
+
+
+def residual_writers(mixer: TokenMixer) -> list[nn.Linear]:
+    """The Linears a mixer writes into the residual stream with: its `proj`, or each part's (a parallel layer,
+    andrea.mixers.parallel), whose initial weights the GPT scales by 1/sqrt(2·n_layer)."""
+    writers = getattr(mixer, "residual_writers", None)
+    return list(writers()) if callable(writers) else [mixer.proj]

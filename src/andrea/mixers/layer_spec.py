@@ -9,6 +9,11 @@ model-file schema, the memory estimate).
     model.net.layout   a pattern of kind names, or mixer names (each a kind with that mixer's defaults),
                        repeated to n_layer: its length a divisor of n_layer
 
+A kind of several mixers side by side, their outputs summed (Falcon-H1), names its parts, each a kind:
+{hybrid: {parallel: {attention: {mixer: attention}, ssm: {mixer: mamba2}}}} (andrea.mixers.parallel). Its spec's
+mixer is `parallel` and its settings {parts: {attention: {mixer: attention, ...}, ssm: {mixer: mamba2, ...}}};
+`spec.parts` gives each part as a spec of its own.
+
     resolve_layers([gla, attention], n_layer=4, mixer={name: gla, expand_k: 1.0}, attention={n_head: 4, ...})
     -> (LayerSpec(0, "gla", "gla", {expand_k: 1.0}), LayerSpec(1, "attention", "attention", {n_head: 4, ...}), ...)
 
@@ -31,6 +36,7 @@ from typing import Any
 from andrea.attention.registry import as_mask
 from andrea.mixers.attention_kind import attention_settings, checked_layer
 from andrea.mixers.layers import ATTENTION, PLACE, mixer_registry
+from andrea.mixers.parallel import PARALLEL
 from andrea.mixers.settings import check_settings
 from andrea.utils.rules import SettingError
 
@@ -50,20 +56,40 @@ class LayerSpec:
         return self.mixer == ATTENTION
 
     @property
+    def parts(self) -> tuple[LayerSpec, ...]:
+        """A parallel layer's parts, each a spec of its own (kind `<kind>.<part>`); () for a layer of one mixer."""
+        if self.mixer != PARALLEL:
+            return ()
+        return tuple(
+            LayerSpec(self.index, f"{self.kind}.{name}", part["mixer"],
+                      MappingProxyType({k: v for k, v in part.items() if k != "mixer"}))
+            for name, part in self.settings["parts"].items()
+        )  # fmt: skip
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether the layer attends: it is attention, or a part of it is."""
+        return self.attention or any(part.attention for part in self.parts)
+
+    @property
     def cache(self) -> str:
         """What the layer keeps to generate from: an attention layer its keys and values (its latent, with
         heads.latent), of every token or of its mask's look-back only (a sliding window); another mixer a state of
         a fixed size."""
+        if self.parts:
+            return " + ".join(part.cache for part in self.parts)
         if not self.attention:
             return "state"
         kept = "latent" if self.settings.get("latent") else "keys and values"
-        lookback = as_mask(self.settings["mask"]).max_lookback
+        lookback = as_mask(self.settings.get("mask", "causal")).max_lookback  # the spec's default
         return kept if lookback is None else f"{kept}, last {lookback} tokens"
 
     @property
     def n_head(self) -> int | None:
         """The layer's heads: attention's query heads, another mixer's n_head setting or default (None for a
         mixer without one)."""
+        if self.parts:  # the parts' heads side by side
+            return sum(part.n_head or 0 for part in self.parts)
         given = self.settings.get("n_head")
         if given is not None or self.attention:
             return None if given is None else int(given)
@@ -137,6 +163,8 @@ def _kinds(
 def _kind(name: str, given: object, attention: dict[str, Any], place: dict[str, Any], where: str) -> Kind:
     if not isinstance(given, Mapping):
         raise SettingError(where[:-1], f"={given!r} must be a mapping of a mixer and its settings, e.g. {{mixer: gla}}")
+    if PARALLEL in given:
+        return PARALLEL, MappingProxyType({"parts": _parts(given, attention, place, where)})
     mixer = given.get("mixer", name if name in mixer_registry.names() else None)
     if mixer not in mixer_registry.names():
         known = ", ".join(mixer_registry.names())
@@ -148,6 +176,29 @@ def _kind(name: str, given: object, attention: dict[str, Any], place: dict[str, 
     if place:
         checked_layer(flat, place, where)
     return ATTENTION, MappingProxyType(flat)
+
+
+def _parts(given: Mapping[str, Any], attention: dict[str, Any], place: dict[str, Any], where: str) -> dict[str, Any]:
+    """A parallel kind's parts, each resolved as a kind of its own: {part: {mixer: ..., its settings}}."""
+    others = sorted(str(key) for key in given if key != PARALLEL)
+    if others:
+        raise SettingError(f"{where}{others[0]}", f"is not a setting of a parallel kind; set it in a part, "
+                           f"{where}{PARALLEL}.<part>.{others[0]}")  # fmt: skip
+    parts = given[PARALLEL]
+    if not isinstance(parts, Mapping) or len(parts) < 2:
+        named = f"names {len(parts)} ({', '.join(map(str, parts))})" if isinstance(parts, Mapping) else f"={parts!r}"
+        raise SettingError(
+            f"{where}{PARALLEL}",
+            f"{named}; give two parts or more, each a kind, e.g. {{attention: {{mixer: attention}}, ssm: {{mixer: "
+            "mamba2}}",
+        )
+    resolved = {}
+    for name, part in parts.items():
+        if isinstance(part, Mapping) and PARALLEL in part:
+            raise SettingError(f"{where}{PARALLEL}.{name}", "is parallel itself; a part is one mixer")
+        mixer, settings = _kind(str(name), part, attention, place, f"{where}{PARALLEL}.{name}.")
+        resolved[str(name)] = {"mixer": mixer, **settings}
+    return resolved
 
 
 def _pattern(layout: object, n_layer: int, table: Mapping[str, Kind], key: str) -> list[str]:

@@ -18,6 +18,7 @@ from torch import nn
 
 from andrea.attention.block import MultiHeadSelfAttention, shared_parts
 from andrea.core.plugins import Registry
+from andrea.mixers.parallel import Parallel
 
 if TYPE_CHECKING:
     from andrea.mixers.layer_spec import LayerSpec
@@ -47,20 +48,29 @@ def broken_mixers() -> list[str]:
 def build_mixers(layers: Sequence[LayerSpec], **place: Any) -> list[nn.Module]:
     """One mixer per layer spec (andrea.mixers.layer_spec). `place`: d_model, max_context, dropout, bias (and
     n_layer, where `layers` are not all of them) (andrea.mixers.base). The attention layers of a kind share one
-    backend and one mask."""
+    backend and one mask; a parallel layer's parts are built as layers of their own kinds."""
     shared: dict[str, dict[str, Any]] = {}
     built: list[nn.Module] = []
     for spec in layers:
         where = {"n_layer": len(layers), **place, "layer": spec.index}
-        try:
-            if spec.attention:
-                if spec.kind not in shared:
-                    shared[spec.kind] = shared_parts(dict(spec.settings))
-                built.append(MultiHeadSelfAttention(where.pop("d_model"), **where, **shared[spec.kind]))
-            else:
-                built.append(mixer_registry.load(spec.mixer)(**where, **spec.settings))
-        except ValueError as err:  # a named kind's part refused: said of the kind
-            if spec.kind == spec.mixer:
-                raise
-            raise ValueError(f"model.net.kinds.{spec.kind}: {str(err).splitlines()[0]}") from None
+        if spec.parts:
+            parts = {part.kind.rsplit(".", 1)[1]: _built(part, where, shared) for part in spec.parts}
+            built.append(Parallel(parts, {part.kind.rsplit(".", 1)[1]: part.n_head for part in spec.parts}))
+        else:
+            built.append(_built(spec, where, shared))
     return built
+
+
+def _built(spec: LayerSpec, where: dict[str, Any], shared: dict[str, dict[str, Any]]) -> nn.Module:
+    """One layer's mixer (or a parallel layer's part); a named kind's refusal said of the kind."""
+    try:
+        if spec.attention:
+            if spec.kind not in shared:
+                shared[spec.kind] = shared_parts(dict(spec.settings))
+            place = dict(where)
+            return MultiHeadSelfAttention(place.pop("d_model"), **place, **shared[spec.kind])
+        return mixer_registry.load(spec.mixer)(**where, **spec.settings)
+    except ValueError as err:
+        if spec.kind == spec.mixer:
+            raise
+        raise ValueError(f"model.net.kinds.{spec.kind}: {str(err).splitlines()[0]}") from None

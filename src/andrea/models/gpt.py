@@ -35,7 +35,7 @@ from torch import Tensor, nn
 
 from andrea.attention import MultiHeadSelfAttention
 from andrea.core.hook_points import HookPoint, prefixed
-from andrea.mixers import MixerCache, TokenMixer, build_mixers, resolve_layers
+from andrea.mixers import MixerCache, TokenMixer, build_mixers, residual_writers, resolve_layers
 from andrea.models.embedding import Embeddings
 from andrea.models.mlp import MLP
 from andrea.models.network import attention_layers
@@ -156,8 +156,8 @@ class GPT(nn.Module):
         std = d_model**-0.5 if init_std is None else init_std
         self.apply(partial(self._init_weights, std=std))
         for block in self._blocks():
-            for residual_out in (block.mixer.proj.weight, block.mlp.proj.weight):
-                nn.init.normal_(residual_out, mean=0.0, std=std / math.sqrt(2 * n_layer))
+            for residual_out in (*residual_writers(block.mixer), block.mlp.proj):
+                nn.init.normal_(residual_out.weight, mean=0.0, std=std / math.sqrt(2 * n_layer))
 
     @staticmethod
     def _init_weights(module: nn.Module, std: float) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from andrea.attention.block import MultiHeadSelfAttention
 from andrea.models.network import Network, attention_of
@@ -46,6 +46,9 @@ def weight_styles(net: Network) -> list[WeightStyle]:
 
 
 def _style(mixer: object, attention: MultiHeadSelfAttention | None) -> WeightStyle:
+    parts = getattr(mixer, "parts", None)
+    if isinstance(parts, nn.ModuleDict):  # a parallel layer: its parts' heads side by side
+        return _parallel_style(parts, getattr(mixer, "heads", {}))
     if attention is not None:
         m = attention.mechanism
         return WeightStyle(m.label, m.weights_meaning, m.signed, m.rows_sum_to_one, attention.mask.name)
@@ -56,6 +59,25 @@ def _style(mixer: object, attention: MultiHeadSelfAttention | None) -> WeightSty
         bool(getattr(mixer, "rows_sum_to_one", False)),
         "causal",
         implied=True,
+    )
+
+
+def _parallel_style(parts: nn.ModuleDict, heads: dict[str, int | None]) -> WeightStyle:
+    """A parallel layer's style: its parts' labels joined, the subtitle saying which heads are whose."""
+    styles, start, said = [], 0, []
+    for name, part in parts.items():
+        style = _style(part, part if isinstance(part, MultiHeadSelfAttention) else None)
+        count = heads.get(name) or 0
+        said.append(f"heads {start}-{start + count - 1} {name} ({style.label}): {style.meaning}")
+        styles.append(style)
+        start += count
+    return WeightStyle(
+        "+".join(style.label for style in styles),
+        "; ".join(said),
+        any(style.signed for style in styles),
+        all(style.rows_sum_to_one for style in styles),
+        "causal",
+        implied=any(style.implied for style in styles),
     )
 
 

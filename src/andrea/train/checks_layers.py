@@ -33,7 +33,7 @@ def check_mixers(cfg: DictConfig, layers: tuple[LayerSpec, ...]) -> None:
     """The network's layers (network_layers) against the rest of the config: the attention settings of a network
     without attention; the attention maps callback, whose (layer, head) grid needs one head count in every layer.
     All before anything is built."""
-    others = sorted({layer.mixer for layer in layers if not layer.attention})
+    others = sorted({layer.mixer for layer in layers if not layer.has_attention})
     if layers and len(others) == len({layer.mixer for layer in layers}):
         _refuse_attention_settings(cfg, others)
     if others and _get(cfg, "callbacks.attention_maps") is not None:
@@ -113,7 +113,7 @@ def attention_parts(cfg: DictConfig, layers: tuple[LayerSpec, ...], on_cpu: bool
     attention = plain(net, "attention")
     default = None if attention is None else _checked_parts(cfg, attention, "", on_cpu)
     kinds = dict(plain(net, "kinds") or {})
-    masks = _build_named_kinds(cfg, layers, kinds, on_cpu)
+    masks = _build_named_kinds(cfg, layers, kinds, on_cpu) | _checked_part_masks(cfg, layers, on_cpu)
     if default is not None and any(layer.attention and f"model.net.kinds.{layer.kind}.mask" not in masks
                                    for layer in layers):  # fmt: skip
         masks["mask"] = default["mask"]
@@ -132,6 +132,17 @@ def _build_named_kinds(
         built = _checked_parts(cfg, dict(settings), f"model.net.kinds.{name}.", on_cpu)
         kinds[name] = kinds[name] | {key: built[key] for key in ("mask", "backend") if key in kinds[name]}
         masks[f"model.net.kinds.{name}.mask"] = built["mask"]
+    return masks
+
+
+def _checked_part_masks(cfg: DictConfig, layers: tuple[LayerSpec, ...], on_cpu: bool) -> dict[str, Mask]:
+    """Each parallel kind's attention parts checked as a named kind's are (andrea.mixers.parallel): {the part's
+    mask key: its mask as built}."""
+    masks = {}
+    for layer in {layer.kind: layer for layer in layers if layer.parts}.values():
+        for part in (part for part in layer.parts if part.attention):
+            where = f"model.net.kinds.{layer.kind}.parallel.{part.kind.rsplit('.', 1)[1]}."
+            masks[f"{where}mask"] = _checked_parts(cfg, dict(part.settings), where, on_cpu)["mask"]
     return masks
 
 

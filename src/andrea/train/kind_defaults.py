@@ -60,7 +60,7 @@ def drop_unused_attention(cfg: DictConfig) -> None:
         layers = resolve_layers(plain(net, "layout"), net.get("n_layer", 1), plain(net, "mixer"), plain(net, "kinds"))
     except ValueError:
         return
-    if not any(layer.attention for layer in layers):
+    if not any(layer.has_attention for layer in layers):
         net.attention = None
 
 

@@ -113,7 +113,7 @@ def decoder_config(
             "mechanism": mechanism,
         },  # fmt: skip
         "kinds": {
-            name: ({"mechanism": mechanism} if kind["mixer"] == "attention" else {}) | kind
+            name: ({"mechanism": mechanism} if kind.get("mixer") == "attention" else {}) | kind
             for name, kind in kinds.items()
         },  # fmt: skip
         "layout": layout,

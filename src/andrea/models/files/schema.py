@@ -106,7 +106,7 @@ def _check_attention_present(
     attention: dict | None, layers: tuple[LayerSpec, ...], refuse: Callable[[str, str], ModelFileError]
 ) -> None:
     """A network whose layers have attention keeps its attention settings (one without, none)."""
-    if attention is None and any(spec.attention for spec in layers):
+    if attention is None and any(spec.has_attention for spec in layers):
         raise refuse(".attention", "is missing, and the network's layers have attention")
 
 
