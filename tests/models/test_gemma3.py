@@ -25,9 +25,10 @@ from tests.models.hf_parity import decoded_alike, layer_errors, logits_error, sa
 
 CONFIG: dict[str, Any] = dict(
     vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=6, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=16, max_position_embeddings=64, sliding_window=4, rms_norm_eps=1e-6,
-    query_pre_attn_scalar=24,
-)  # fmt: skip  # five window layers to one global (RoPE 10k, 1M), GQA, a score scale of 24^-1/2, not 16^-1/2
+    num_key_value_heads=2, head_dim=24, max_position_embeddings=64, sliding_window=4, rms_norm_eps=1e-6,
+    query_pre_attn_scalar=32,
+)  # fmt: skip  # five window layers to one global (RoPE 10k, 1M), GQA, heads 24 wide at d_model 64 (as 270M's 256 at
+# 640), a score scale of 32^-1/2, not 24^-1/2
 VOCAB = CONFIG["vocab_size"]
 
 
@@ -72,11 +73,18 @@ def test_tokens_decoded_from_the_caches_equal_transformers(gemma):
     assert decoded_alike(net, hf, VOCAB)
 
 
-def test_heads_of_another_width_are_refused_in_one_line(gemma, tmp_path):
+def test_heads_wider_than_d_model_over_n_head_are_read_at_their_width(gemma):
+    _, net, config, _ = gemma
+    assert config["attention"]["head_dim"] == 24
+    assert net.get_submodule("blocks.0.attention.proj").weight.shape == (64, 4 * 24)
+
+
+def test_a_folder_whose_tensors_are_not_its_config_s_width_is_refused_in_one_line(gemma, tmp_path):
     _, _, _, folder = gemma
     config = json.loads((folder / "config.json").read_text())
-    (tmp_path / "config.json").write_text(json.dumps(config | {"head_dim": 256}))
-    with pytest.raises(HFFolderError, match="head_dim=256 differs from hidden_size / num_attention_heads = 16"):
+    (tmp_path / "config.json").write_text(json.dumps(config | {"head_dim": 16}))
+    (tmp_path / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    with pytest.raises(HFFolderError, match="tensors do not fit config.json"):
         load_gemma3(tmp_path)
 
 

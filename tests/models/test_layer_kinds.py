@@ -49,7 +49,13 @@ NETS = {
         "nope: {mixer: attention, position: {kind: none}}}",
         "model.net.layout=[quarter,quarter,quarter,nope]",
     ],
+    "parallel": [
+        "position=rope", "model.net.n_layer=2",
+        "model.net.kinds={hybrid: {parallel: {attention: {mixer: attention}, ssm: {mixer: mamba2, n_head: 4}}}}",
+        "model.net.layout=[hybrid]",
+    ],
 }  # fmt: skip
+COVERED = ("gemma3", "sinks")  # the gemma3 and gpt-oss presets prove these patterns against transformers by default
 
 
 def _what_each_layer_is(net) -> list[str]:
@@ -71,6 +77,7 @@ EXPECTED = {
     "samba": ["mamba2 k", "sliding_window_8 rope 10000 16/16 softmax"] * 2,
     "two_gla": ["gla k8", "gla k16"] * 2,
     "nope": ["causal rope 10000 4/16 softmax"] * 3 + ["causal none softmax"],
+    "parallel": ["parallel k"] * 2,
 }
 
 
@@ -81,10 +88,12 @@ CACHES = {  # what each layer keeps to generate from, as its spec says (a run's 
     "samba": [STATE, f"{KV}, last 8 tokens"] * 2,
     "two_gla": [STATE] * 4,
     "nope": [KV] * 4,
+    "parallel": [f"{KV} + {STATE}"] * 2,
 }
 
 
-@pytest.fixture(scope="module", params=list(NETS))
+@pytest.fixture(scope="module", params=[pytest.param(name, marks=pytest.mark.slow if name in COVERED else ())
+                                        for name in NETS])  # fmt: skip
 def trained(request, tmp_path_factory):
     """Each network trained 5 steps from the command line, maps on (the default callbacks)."""
     run = tmp_path_factory.mktemp(request.param)

@@ -29,13 +29,14 @@ COMBINATIONS = [  # every value of every part at least once, beside the others
         itertools.cycle(itertools.product(["pre", "post", "both"], [True, False], [False, True], [None, 48])),
         strict=False,
     )
-]
+] + [dict(attention={"n_head": 4, "n_kv_head": 2, "head_dim": 12}, bias=bias) for bias in (False, True)]  # heads 12
+# wide at d_model 32: W_Q, W_K, W_V and W_O sized by H·head_dim, not d_model
 
 
 @pytest.mark.parametrize("parts", COMBINATIONS, ids=lambda p: "-".join(str(v) for v in p.values()))
 def test_the_memory_estimate_counts_each_combination_as_built(parts):
     config = {"_target_": "andrea.models.gpt.GPT", **SMALL, **parts}
-    net = GPT(**SMALL, **parts)
+    net = GPT(**SMALL | parts)
     assert memory.parameters(parse(config, "test", "model.net")) == net.num_parameters()
 
 

@@ -20,6 +20,9 @@ OPTIONS = [(group, option) for group in GROUPS for option in group_options(group
 # and the models in the default run
 SLOW_GROUPS = ("trainer", "logger", "callbacks", "debug", "data", "position")
 SLOW_OPTIONS = {("model", "andrea-120m")}  # its dry build, 2 s (experiment=andrea-120m's is under -m slow too)
+# the field's architectures: each preset's own slow test validates and trains it, tests/models/test_architectures_page
+# composes each in the default run
+SLOW_OPTIONS |= {("model", name) for name in ("gemma3", "olmo3", "llama4", "gpt-oss", "qwen3-next", "falcon-h1")}
 OPTION_CASES = [
     pytest.param(group, option, id=f"{group}={option}",
                  marks=pytest.mark.slow if group in SLOW_GROUPS or (group, option) in SLOW_OPTIONS else ())
@@ -178,6 +181,7 @@ REJECTED = [
         "model.net.kinds.nope.position.temperature.floor=0 must be a positive integer",
     ),
     (["mechanism=qknorm", "+mechanism.gain=1"], "mechanism.gain=1 must be true or false"),
+    (["heads.head_dim=0"], "heads.head_dim=0 must be a positive integer, or null (d_model / n_head)"),
     (
         ["model=falcon-h1", "model.net.kinds.hybrid.parallel.ssm.d_state=0"],
         "model.net.kinds.hybrid.parallel.ssm.d_state=0 must be a positive integer (a setting of mixer mamba2)",

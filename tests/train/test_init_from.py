@@ -1,5 +1,7 @@
-"""andrea-train init_from=<folder>: the run's network takes the shape of a GPT-2, OLMo 3 or Gemma 3 folder and
-starts from its weights."""
+"""andrea-train init_from=<folder>: the run's network takes the shape of a GPT-2 folder, or of a decoder family's
+(OLMo 3, Gemma 3, Llama 4, Qwen3-Next, Falcon-H1), and starts from its weights."""
+
+from typing import Any
 
 import pytest
 import torch
@@ -60,7 +62,9 @@ def test_init_from_refuses_in_one_line(tmp_path):
         assert message in str(refused.value) and "\n" not in str(refused.value)
 
 
-FAMILIES = {  # transformers' model, config and its sizes: the data's 64 tokens, the repetition task's 32 positions
+FAMILIES: dict[
+    str, tuple[str, str, dict[str, Any]]
+] = {  # transformers' model, config and its sizes: the data's 64 tokens, the repetition task's 32 positions
     "olmo3": ("Olmo3ForCausalLM", "Olmo3Config", dict(num_hidden_layers=4, sliding_window=4)),
     "gemma3": (
         "Gemma3ForCausalLM",
@@ -75,9 +79,16 @@ FAMILIES = {  # transformers' model, config and its sizes: the data's 64 tokens,
     "qwen3_next": (
         "Qwen3NextForCausalLM",
         "Qwen3NextConfig",
-        dict(num_hidden_layers=4, head_dim=16, linear_num_key_heads=4, linear_num_value_heads=4,
-             linear_key_head_dim=16, linear_value_head_dim=32, mlp_only_layers=[0, 1, 2, 3]),
-    ),  # fmt: skip
+        dict(
+            num_hidden_layers=4,
+            head_dim=16,
+            linear_num_key_heads=4,
+            linear_num_value_heads=4,
+            linear_key_head_dim=16,
+            linear_value_head_dim=32,
+            mlp_only_layers=[0, 1, 2, 3],
+        ),
+    ),
     "falcon_h1": (
         "FalconH1ForCausalLM",
         "FalconH1Config",

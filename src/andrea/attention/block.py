@@ -76,7 +76,7 @@ class MultiHeadSelfAttention(nn.Module):
         spec = AttentionSpec.read(dict(settings, d_model=d_model, n_head=n_head, n_kv_head=n_kv_head), BLOCK_KEYS)
         self.spec = spec.checked(BLOCK_KEYS)
         self.heads, self.d_model, self.max_context = spec.heads, d_model, spec.max_context
-        self.head_dim = d_model // n_head
+        self.head_dim = spec.width
         self.backend, self.mask = as_backend(spec.backend, spec.backend_options), as_mask(spec.mask)
         self.position, self.score_mod = spec.position, ALiBi(n_head) if spec.position == "alibi" else None
         sizes = dict(n_head=n_head, head_dim=self.head_dim, d_model=d_model, max_context=spec.max_context)
@@ -89,7 +89,7 @@ class MultiHeadSelfAttention(nn.Module):
                              head_dim=self.head_dim)  # fmt: skip
         check_extended(self.heads.n_kv_head, n_head, self.backend, self.mechanism)
         self._inputs(spec)
-        self.proj = nn.Linear(d_model, d_model, bias=spec.bias)  # W_O: mixes the heads
+        self.proj = nn.Linear(n_head * self.head_dim, d_model, bias=spec.bias)  # W_O: mixes the heads
         self.dropout = nn.Dropout(spec.dropout)
         self.points = Points(POINTS)
         if not self.mask.batch_dependent:
@@ -165,7 +165,7 @@ class MultiHeadSelfAttention(nn.Module):
         y = self.inputs.finish(y, cache)  # (B, H, T, d): latent attention's absorbed form up-projected
         y = self.mechanism.combine(y, x)  # (B, H, T, d): e.g. the output gate, differential attention's norm
         y = self.points["hook_z"](y.transpose(1, 2))  # (B, T, H, d): what W_O reads, where ablations act
-        y = y.contiguous().view(B, T, D)  # (B, T, H, d) -> (B, T, D): heads side by side
+        y = y.contiguous().view(B, T, -1)  # (B, T, H, d) -> (B, T, H·d): heads side by side
         y = self.dropout(self.proj(y))  # (B, T, D)
         return y, weights if return_weights else None
 

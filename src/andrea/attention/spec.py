@@ -7,6 +7,7 @@ in a file), and the block is built from it.
 
     d_model, max_context, bias, dropout       the network's: its width, context, biases and dropout
     n_head, n_kv_head                         query heads, and key/value heads (None: as many, MHA)
+    head_dim                                  each head's width (None: d_model / n_head; Gemma 3 270M: 256 of 640 / 4)
     backend, backend_options                  a registered backend's name (or one built) and its options
     mechanism                                 None (softmax), a registered name, or {name, its settings}
     mask                                      an expression, {name, fields}, a Mask, or None (no mask)
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 CONFIG_KEYS = {
     "d_model": "model.net.d_model", "max_context": "model.net.max_context", "bias": "model.net.bias",
     "dropout": "model.net.dropout", "n_head": "heads.n_head", "n_kv_head": "heads.n_kv_head",
+    "head_dim": "heads.head_dim",
     "backend": "attention.backend", "backend_options": "attention.options", "mechanism": "mechanism",
     "mask": "mask", "latent": "heads.latent", "position": "position.kind", "rope_base": "position.base",
     "rope_fraction": "position.fraction", "rope_yarn": "position.yarn",
@@ -59,6 +61,7 @@ class AttentionSpec:
     d_model: int
     n_head: int
     n_kv_head: int | None = None
+    head_dim: int | None = None
     backend: str | AttentionBackend = "sdpa"
     backend_options: Mapping[str, Any] = field(default_factory=dict)
     mechanism: str | Mapping[str, Any] | Mechanism | None = None
@@ -106,6 +109,11 @@ class AttentionSpec:
         return self.n_head if self.n_kv_head is None else self.n_kv_head
 
     @property
+    def width(self) -> int:
+        """Each head's width: head_dim, or d_model / n_head."""
+        return self.head_dim or self.d_model // self.n_head
+
+    @property
     def heads(self) -> HeadConfig:
         return HeadConfig(self.n_head, self.kv_heads)
 
@@ -120,7 +128,14 @@ class AttentionSpec:
     def _size_problem(self, names: Mapping[str, str]) -> SettingError | None:
         if not isinstance(self.max_context, int) or isinstance(self.max_context, bool) or self.max_context <= 0:
             return SettingError(names["max_context"], f"={self.max_context!r} must be a positive integer")
-        return self.heads.width_problem(self.d_model, names["d_model"], names["n_head"])
+        if self.head_dim is None:
+            return self.heads.width_problem(self.d_model, names["d_model"], names["n_head"])
+        if not isinstance(self.head_dim, int) or isinstance(self.head_dim, bool) or self.head_dim <= 0:
+            return SettingError(names["head_dim"], f"={self.head_dim!r} must be a positive integer, or null "
+                                "(d_model / n_head)")  # fmt: skip
+        if self.latent is not None:
+            return SettingError(names["head_dim"], "with heads=mla: latent attention's heads are d_model / n_head wide")
+        return None
 
     def _name_problem(self, names: Mapping[str, str]) -> SettingError | None:
         from andrea.attention.contract import AttentionBackend
@@ -178,5 +193,5 @@ class AttentionSpec:
                 names["rope_fraction"], f"={self.rope_fraction} with heads=mla: latent attention turns its own "
                 "decoupled key (heads.latent.rope_dim); drop the fraction",
             )  # fmt: skip
-        problem = fraction_problem(self.d_model // self.n_head, self.rope_fraction)
+        problem = fraction_problem(self.width, self.rope_fraction)
         return None if problem is None else SettingError(names["rope_fraction"], problem)

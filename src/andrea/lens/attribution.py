@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from andrea.lens.cache import run_with_cache
+from andrea.mixers.base import head_writers
 from andrea.models.network import Network
 
 
@@ -45,14 +46,19 @@ def final_norm(net: Network) -> nn.LayerNorm:
 def head_outputs(net: Network, ids: Tensor, cache: dict[str, Tensor] | None = None) -> Tensor:
     """ids (B, T) -> every head's write into the residual stream (L, H, B, T, D), W_O's bias aside; from
     `cache` when it holds the heads' outputs already (a run_with_cache of the same ids)."""
-    names = [f"blocks.{layer}.attn.hook_z" for layer in range(len(net.mixers))]
+    layers = [[(f"blocks.{i}.attn.{point}", w_o) for point, w_o in head_writers(mixer)]
+              for i, mixer in enumerate(net.mixers)]  # fmt: skip  # a parallel layer: each part's heads in turn
+    names = [name for layer in layers for name, _ in layer]
     if cache is None or not all(name in cache for name in names):
         _, cache = run_with_cache(net, ids, names=names)
     writes = []
-    for mixer, name in zip(net.mixers, names, strict=True):  # attention or another mixer: W_O reads hook_z
-        z = cache[name]  # (B, T, H, d)
-        w_o = mixer.proj.weight.view(mixer.proj.out_features, z.shape[2], z.shape[3])  # (D, H, d)
-        writes.append(torch.einsum("bthd,ehd->hbte", z, w_o))  # (H, B, T, D)
+    for layer in layers:  # attention or another mixer: W_O reads hook_z
+        heads = []
+        for name, proj in layer:
+            z = cache[name]  # (B, T, H, d)
+            w_o = proj.weight.view(proj.out_features, z.shape[2], z.shape[3])  # (D, H, d)
+            heads.append(torch.einsum("bthd,ehd->hbte", z, w_o))  # (H, B, T, D)
+        writes.append(torch.cat(heads))
     return torch.stack(writes)
 
 
@@ -60,8 +66,9 @@ def _attention_biases(net: Network, term: Callable[[Tensor], Tensor], final: Ten
     """(L, B): each layer's output-projection bias, as the final norm reads it (0 without one)."""
     biases = final.new_zeros(len(net.mixers), final.shape[0])
     for layer, mixer in enumerate(net.mixers):
-        if mixer.proj.bias is not None:
-            biases[layer] = term(mixer.proj.bias.expand_as(final))
+        for _, proj in head_writers(mixer):
+            if proj.bias is not None:
+                biases[layer] += term(proj.bias.expand_as(final))
     return biases
 
 

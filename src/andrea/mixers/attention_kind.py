@@ -23,7 +23,8 @@ from typing import Any
 from andrea.attention.spec import CONFIG_KEYS, NETWORK, AttentionSpec
 from andrea.utils.rules import SettingError
 
-HEADS = {"n_head": "n_head", "n_kv_head": "n_kv_head", "latent": "latent"}  # heads.<key> -> the spec's setting
+# heads.<key> -> the spec's setting
+HEADS = {"n_head": "n_head", "n_kv_head": "n_kv_head", "latent": "latent", "head_dim": "head_dim"}
 # position.<key> -> the spec's setting
 POSITION = {"kind": "position", "base": "rope_base", "fraction": "rope_fraction", "yarn": "rope_yarn",
             "interleaved": "rope_interleaved", "temperature": "temperature"}  # fmt: skip

@@ -20,7 +20,7 @@ settings from the `mixer` config group (andrea.mixers.layers).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from torch import Tensor, nn
 
@@ -29,7 +29,7 @@ from andrea.core.cache_size import CacheSize
 if TYPE_CHECKING:
     from andrea.core.hook_points import HookPoint
 
-__all__ = ["CacheSize", "MixerCache", "TokenMixer", "residual_writers"]
+__all__ = ["CacheSize", "MixerCache", "TokenMixer", "head_writers", "residual_writers"]
 
 
 class MixerCache(Protocol):
@@ -56,8 +56,17 @@ class TokenMixer(Protocol):
     def cache_size(self) -> CacheSize: ...
 
 
+def head_writers(mixer: TokenMixer) -> list[tuple[str, nn.Linear]]:
+    """Where a mixer's heads write into the residual stream: (the hook point of the heads' outputs under the
+    layer's `attn.`, the Linear W_O that reads them), one for a mixer, one per part for a parallel layer
+    (andrea.mixers.parallel), in the order the maps draw their heads."""
+    parts = getattr(mixer, "parts", None)
+    if isinstance(parts, nn.ModuleDict):
+        return [(f"{name}.hook_z", cast(TokenMixer, part).proj) for name, part in parts.items()]
+    return [("hook_z", mixer.proj)]
+
+
 def residual_writers(mixer: TokenMixer) -> list[nn.Linear]:
-    """The Linears a mixer writes into the residual stream with: its `proj`, or each part's (a parallel layer,
-    andrea.mixers.parallel), whose initial weights the GPT scales by 1/sqrt(2·n_layer)."""
-    writers = getattr(mixer, "residual_writers", None)
-    return list(writers()) if callable(writers) else [mixer.proj]
+    """The Linears a mixer writes into the residual stream with (head_writers'), whose initial weights the GPT
+    scales by 1/sqrt(2·n_layer)."""
+    return [proj for _, proj in head_writers(mixer)]

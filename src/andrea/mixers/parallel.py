@@ -54,12 +54,8 @@ class Parallel(nn.Module):
 
     @property
     def proj(self) -> nn.Linear:
-        """The first part's W_O (its width is the layer's); every part's writes: `residual_writers`."""
+        """The first part's W_O (its width is the layer's); every part's: andrea.mixers.base.head_writers."""
         return self.parts[next(iter(self.parts))].proj  # type: ignore[return-value]
-
-    def residual_writers(self) -> list[nn.Linear]:
-        """Each part's Linear that writes into the residual stream."""
-        return [part.proj for part in self.parts.values()]  # type: ignore[misc]
 
     def forward(
         self, x: Tensor, mask: object = None, return_weights: bool = False, cache: ParallelCache | None = None

@@ -204,8 +204,10 @@ def _norm_parameters(f: dict[str, Any]) -> int:
 def _attention_parameters(spec: NetSpec) -> int:
     """One attention layer of the network's attention: the Q, K, V projections, W_O and the mechanism's own."""
     d_model = spec.fields["d_model"]
-    head_dim = d_model // spec.n_head
-    attention = _projection_parameters(spec, head_dim) + d_model * d_model + (d_model if spec.fields.get("bias") else 0)
+    assert spec.layer is not None
+    head_dim = spec.layer.width
+    w_o = spec.n_head * head_dim * d_model + (d_model if spec.fields.get("bias") else 0)
+    attention = _projection_parameters(spec, head_dim) + w_o
     sizes = dict(n_head=spec.n_head, n_kv_head=spec.n_kv_head, head_dim=head_dim, d_model=d_model)
     return attention + _mechanism_parameters(spec, sizes)
 

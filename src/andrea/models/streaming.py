@@ -11,15 +11,18 @@ places, a mechanism that appends channels to the keys (forgetting attention), or
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn import functional as F
 
 from andrea.attention.block import MultiHeadSelfAttention
 from andrea.attention.kv_cache import StreamingCache
 from andrea.attention.masks import Mask
 from andrea.mixers import MixerCache
-from andrea.models.network import Network, attention_of
+from andrea.mixers.parallel import ParallelCache
+from andrea.models.network import Network
 
 
 def streaming_cache(net: Network, window: int, keep_first: int = 0) -> list[MixerCache]:
@@ -36,10 +39,17 @@ def streaming_cache(net: Network, window: int, keep_first: int = 0) -> list[Mixe
     problem = unstreamable(net)
     if problem:
         raise ValueError(f"stream.window: {problem}; sample without stream.window")
-    return [
-        mixer.new_cache() if attention is None else StreamingCache(window, keep_first)
-        for mixer, attention in zip(net.mixers, attention_of(net), strict=True)
-    ]
+    return [_streaming(mixer, window, keep_first) for mixer in net.mixers]
+
+
+def _streaming(mixer: Any, window: int, keep_first: int) -> Any:
+    """One layer's cache: a StreamingCache for attention, a parallel layer's parts each theirs, a state as it is."""
+    if isinstance(mixer, MultiHeadSelfAttention):
+        return StreamingCache(window, keep_first)
+    parts = getattr(mixer, "parts", None)
+    if isinstance(parts, nn.ModuleDict):
+        return ParallelCache({name: _streaming(part, window, keep_first) for name, part in parts.items()})
+    return mixer.new_cache()
 
 
 def unstreamable(net: Network) -> str | None:
@@ -47,10 +57,13 @@ def unstreamable(net: Network) -> str | None:
     study that streams its runs (experiment=sinks) both ask, before either does any work."""
     if getattr(getattr(net, "embed", None), "position", None) is not None:
         return "embedding has position=learned: positions within the cache need position=rope or none"
-    for layer, mixer in enumerate(attention_of(net)):
-        problem = None if mixer is None else _unstreamable(mixer)  # a recurrent state streams as it is
-        if problem:
-            return f"layer {layer} {problem}"
+    for layer, mixer in enumerate(net.mixers):
+        parts = getattr(mixer, "parts", None)
+        for part in parts.values() if isinstance(parts, nn.ModuleDict) else [mixer]:
+            attention = part if isinstance(part, MultiHeadSelfAttention) else None
+            problem = None if attention is None else _unstreamable(attention)  # a recurrent state streams as it is
+            if problem:
+                return f"layer {layer} {problem}"
     return None
 
 

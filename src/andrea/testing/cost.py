@@ -9,7 +9,8 @@ keeps one cell of each kind of work and leaves the repeats of it to CI's `-m slo
     triton            Triton's interpreter: its GQA float32 cells of masks the triton tests do not check over several
                       blocks; a mechanism's parity only for its own kernels (softcap, sink, sigmoid) on a causal mask,
                       GQA, float32; its decode only under causal&document and window|document, GQA
-    flex, triton      a mechanism that is another's kernel again (gated, qknorm: softmax; sink_off_by_one: sink)
+    flex, triton      a mechanism that is another's kernel again (gated, qknorm, gated_qknorm: softmax;
+                      sink_off_by_one: sink)
                       under RoPE and ALiBi
 
 Each function takes a cell's values by name and returns its marks ([] for a cell the default run keeps).
@@ -26,7 +27,8 @@ SLOW = [pytest.mark.slow]
 # masks tests/attention/test_triton_backend.py checks over several blocks in the default run: their kit cells need not
 TRITON_SEVERAL_BLOCKS = ("causal", "document", "padding", "sliding_window_3", "causal&padding", "causal&document")
 TRITON_OWN_KERNELS = ("softcap", "sink", "sigmoid")  # mechanisms the triton backend runs with kernels of its own
-KERNEL_AGAIN = ("gated", "qknorm", "sink_off_by_one")  # another mechanism's kernel, with a setting or a wrap of its own
+# another mechanism's kernel, with a setting or a wrap of its own
+KERNEL_AGAIN = ("gated", "qknorm", "gated_qknorm", "sink_off_by_one")
 
 
 def cells(names: Sequence[str], rows: Iterable[tuple[str, ...]], marks: Any) -> list[Any]:

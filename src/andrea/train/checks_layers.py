@@ -186,7 +186,7 @@ def _check_device(cfg: DictConfig, parts: dict[str, Any], on_cpu: bool, where: s
     backend, mechanism = parts["backend"], parts.get("mechanism")
     name = "softmax" if mechanism is None else mechanism if isinstance(mechanism, str) else mechanism["name"]
     call = (parts["mask"], mechanism_registry.load(name), alibi)
-    head_dim = d_model // n_head if d_model else None
+    head_dim = _head_width(parts, d_model)
     try:  # what holds on every device first (as a layer checks itself when it is built), then training's device
         backend.checked(*call, device=None, needs_grad=False, head_dim=head_dim)
         backend.checked(*call, device=device, needs_grad=True, head_dim=head_dim)
@@ -194,3 +194,8 @@ def _check_device(cfg: DictConfig, parts: dict[str, Any], on_cpu: bool, where: s
         hint = " (trainer=gpu)" if device == "cpu" else ""
         key = f"{where}backend" if where else "attention"
         raise ConfigError(f"{key}={backend.name}: {err}{hint}") from None
+
+
+def _head_width(parts: dict[str, Any], d_model: int | None) -> int | None:
+    """A kind's heads' width: its head_dim, or d_model / n_head (None before d_model is known)."""
+    return parts.get("head_dim") or (d_model // parts["n_head"] if d_model else None)

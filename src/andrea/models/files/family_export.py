@@ -30,9 +30,8 @@ from andrea.utils.files import staged
 GPT_FIELDS = ("vocab_size", "max_context", "n_layer", "d_model", "position", "activation", "norm", "norm_place",
               "tie_embeddings", "embed_scale", "logit_softcap", "bias")  # fmt: skip
 DEFAULTS = {name: p.default for name, p in inspect.signature(GPT).parameters.items()}  # what a config leaves out
-LAYER_FIELDS = ("n_head", "kv_heads", "position", "rope_base", "rope_fraction", "rope_yarn", "rope_interleaved",
-                "temperature", "mechanism",
-                "latent")  # fmt: skip
+LAYER_FIELDS = ("n_head", "kv_heads", "head_dim", "position", "rope_base", "rope_fraction", "rope_yarn",
+                "rope_interleaved", "temperature", "mechanism", "latent")  # fmt: skip
 
 
 def fitting(config: dict[str, Any]) -> tuple[Family, dict[str, Any]] | None:

@@ -18,8 +18,8 @@ scores scaled by query_pre_attn_scalar^-1/2 (andrea's qknorm, its gain w taken a
     model.layers.<i>.mlp.up_proj, gate_proj, down_proj -> blocks.<i>.mlp.fc, gate, proj
     model.norm                                     -> ln_f
 
-Heads of another width than hidden_size / num_attention_heads (Gemma 3 270M's 256 of 640 / 4) are refused: andrea's
-heads are d_model / n_head wide so far.
+Heads of another width than hidden_size / num_attention_heads (Gemma 3 270M's 256 at 640 / 4) are read at theirs
+(heads.head_dim).
 """
 
 from __future__ import annotations
@@ -53,27 +53,26 @@ LAYER_NAMES = [*DECODER_LAYER, ("ln_1", "input_layernorm"), ("ln_2", "pre_feedfo
 def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
     """Gemma 3's config.json (a mapping) -> an andrea net config, or HFFolderError naming the key."""
     sizes = positive_ints(hf, (*SIZES, "query_pre_attn_scalar"), config_json)
-    _check_gemma(hf, sizes, config_json)
+    _check_gemma(hf, config_json)
     types = layer_types(hf, sizes["num_hidden_layers"], 6, config_json)
     kinds = {KINDS[t]: attention_kind(hf, t, BASES[t], config_json) for t in sorted(set(types))}
     eps, scale = float(hf.get("rms_norm_eps", 1e-6)), sizes["query_pre_attn_scalar"] ** -0.5
     qknorm = {"name": "qknorm", "eps": eps, "over": "head", "scale": scale}
-    return decoder_config(
+    config = decoder_config(
         hf, sizes, [KINDS[t] for t in types], kinds, qknorm, activation="geglu", norm="gemma_rmsnorm",
         norm_place="both",
         tie_embeddings=bool(hf.get("tie_word_embeddings", True)), embed_scale=True,
         logit_softcap=hf.get("final_logit_softcapping"),
     )  # fmt: skip
-
-
-def _check_gemma(hf: dict[str, Any], sizes: dict[str, int], config_json: Path) -> None:
-    """What andrea builds of Gemma 3: heads d_model / n_head wide, GeGLU, no biases, no score soft-cap, causal."""
     width = sizes["hidden_size"] // sizes["num_attention_heads"]
-    if hf.get("head_dim", width) != width:
-        raise HFFolderError(
-            f"{config_json}: head_dim={hf.get('head_dim')} differs from hidden_size / num_attention_heads = {width}; "
-            "andrea's heads are d_model / n_head wide so far"
-        )
+    head_dim = positive_ints(hf, ("head_dim",), config_json)["head_dim"] if "head_dim" in hf else width
+    if head_dim != width:  # heads of their own width (270M: 256 at 640 / 4)
+        config["attention"]["head_dim"] = head_dim
+    return config
+
+
+def _check_gemma(hf: dict[str, Any], config_json: Path) -> None:
+    """What andrea builds of Gemma 3: GeGLU, no biases, no score soft-cap, causal."""
     plain = hf.get("hidden_activation", "gelu_pytorch_tanh") == "gelu_pytorch_tanh" and not hf.get("attention_bias")
     if not plain or hf.get("attn_logit_softcapping") or hf.get("use_bidirectional_attention"):
         raise HFFolderError(
@@ -98,7 +97,7 @@ def hf_config(config: dict[str, Any], specs: tuple[Any, ...]) -> dict[str, Any]:
     """An andrea net config as Gemma 3's (text) config.json (the export checks that the reader makes the same
     network of it)."""
     scale = (specs[0].settings.get("mechanism") or {}).get("scale")
-    head_dim = config["d_model"] // specs[0].settings["n_head"]
+    head_dim = specs[0].settings.get("head_dim") or config["d_model"] // specs[0].settings["n_head"]
     return decoder_hf_config(config, specs, MODEL_TYPE, "Gemma3ForCausalLM") | {
         "head_dim": head_dim,
         "query_pre_attn_scalar": round(scale**-2) if scale else head_dim,
