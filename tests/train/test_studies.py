@@ -173,3 +173,27 @@ def test_the_command_prints_its_verdicts_and_the_report_shows_them_first(tmp_pat
     assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")  # fits
     browser.save_screenshot(str(tmp_path / "report.png"))
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def _streamed(mechanism: str, first_token: float, window: float, kept: float, exact: float):
+    """A completed sinks job whose streamed losses past the context are `window`, `kept` and `exact` (nats)."""
+    from andrea.train.studies.base import Job
+    from andrea.utils.run_result import RunResult
+
+    curves = {name: [0.0] * 4 + [loss] * 4 for name, loss in (("window", window), ("first_4", kept),
+                                                             ("recomputed", exact))}  # fmt: skip
+    final = {"context": 4, "curves": curves, "first_token": first_token}
+    return Job(RunResult("completed", 0, "run", config={"mechanism": {"name": mechanism}}, study={"final": final}))
+
+
+def test_a_sinks_claim_is_inconclusive_where_what_it_rests_on_failed(tmp_path):
+    """Eviction can hurt only where a sink grew; a sink logit can take the hurt away only where eviction hurt."""
+    from andrea.train.studies.sinks import Sinks
+
+    flat = [_streamed("softmax", 0.3, 1.70, 1.70, 1.70), _streamed("sink", 0.4, 1.70, 1.70, 1.70)]
+    sink, evict, logit = Sinks().findings(flat, tmp_path / "flat.png")
+    assert sink.verdict == "does not hold" and (evict.verdict, logit.verdict) == ("inconclusive", "inconclusive")
+    assert "judged on a failed precondition ('the model grows an attention sink" in evict.ours
+    assert "evicting the first tokens hurts the softmax model' does not hold" in logit.ours
+    formed = [_streamed("softmax", 5.0, 2.5, 1.71, 1.70), _streamed("sink", 0.4, 1.70, 1.70, 1.70)]
+    assert [c.verdict for c in Sinks().findings(formed, tmp_path / "formed.png")] == ["holds"] * 3

@@ -135,6 +135,15 @@ def token_losses(module: torch.nn.Module, ids: Tensor, targets: Tensor) -> Tenso
     return streaming.token_losses(logits(module, ids), targets)
 
 
+def resting_on(claim: Claim, precondition: Claim | None, reason: str | None = None) -> Claim:
+    """`claim`, whose verdict means something only where `precondition` holds: inconclusive where it did not, saying
+    which (`reason`, else the precondition's own words and verdict). A verdict inconclusive already stays so."""
+    if claim.verdict == UNSURE or (precondition is not None and precondition.verdict == HOLDS):
+        return claim
+    said = reason or (f"'{precondition.claim}' {precondition.verdict}" if precondition else "its precondition failed")
+    return dataclasses.replace(claim, ours=f"{claim.ours}; judged on a failed precondition ({said})", verdict=UNSURE)
+
+
 def judged(outcomes: list[bool]) -> str:
     """A claim judged in several runs (seeds, mixers, widths): holds in all, fails in none, else inconclusive."""
     return HOLDS if outcomes and all(outcomes) else FAILS if outcomes and not any(outcomes) else UNSURE

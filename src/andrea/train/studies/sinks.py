@@ -20,7 +20,7 @@ import torch
 
 from andrea.models.network import Network
 from andrea.models.streaming import streaming_losses, unstreamable
-from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, net_of
+from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, net_of, resting_on
 
 STREAMS, LENGTH = 4, 8  # streams of held-out text, each LENGTH x max_context tokens
 KEEP = 4  # the first tokens StreamingLLM keeps
@@ -56,9 +56,14 @@ class Sinks(Study):
         }
 
     def findings(self, jobs: list[Job], figure: Path) -> list[Claim]:
+        """Each claim rests on the one before it: eviction can hurt only where a sink grew, and a sink logit can
+        take the hurt away only where eviction hurt the softmax model; each is inconclusive where that failed."""
         runs = {str(job.setting("mechanism.name", "softmax")): job for job in jobs}
         _plot(runs, figure)
-        return [_sink(runs.get("softmax")), _evict(runs.get("softmax")), _sink_logit(runs.get("sink"))]
+        softmax = runs.get("softmax")
+        sink, evict = _sink(softmax), _evict(softmax)
+        hurt = None if softmax is None else _hurt(softmax)
+        return [sink, resting_on(evict, sink), resting_on(_sink_logit(runs.get("sink")), hurt)]
 
 
 def first_token_share(net: Any, ids: torch.Tensor) -> float:
@@ -96,6 +101,15 @@ def _evict(job: Job | None) -> Claim:
         f"perplexity past the context: window only {window:.2f}, first {KEEP} kept {kept:.2f}, recomputed {exact:.2f}"
     )
     return Claim(claim, paper, ours, HOLDS if window >= HURTS * kept and kept <= RECOVERS * exact else FAILS)
+
+
+def _hurt(job: Job) -> Claim:
+    """The precondition of the sink logit's claim: evicting the first tokens hurt the softmax model."""
+    window, kept = after_context(job, "window"), after_context(job, "first_4")
+    return Claim(
+        "evicting the first tokens hurts the softmax model", "", f"window only {window:.2f}, first {KEEP} kept "
+        f"{kept:.2f}", HOLDS if window >= HURTS * kept else FAILS,
+    )  # fmt: skip
 
 
 def _sink_logit(job: Job | None) -> Claim:
