@@ -180,7 +180,7 @@ REJECTED = [
         ["model=llama4", "model.net.kinds.nope.position.temperature.floor=0"],
         "model.net.kinds.nope.position.temperature.floor=0 must be a positive integer",
     ),
-    (["mechanism=qknorm", "+mechanism.gain=1"], "mechanism.gain=1 must be true or false"),
+    (["mechanism=qknorm", "mechanism.gain=1"], "mechanism.gain=1 must be true or false"),
     (["heads.head_dim=0"], "heads.head_dim=0 must be a positive integer, or null (d_model / n_head)"),
     (
         ["model=falcon-h1", "model.net.kinds.hybrid.parallel.ssm.d_state=0"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 Rule = tuple[Callable[[Any], bool], str]  # a test of a value, and what it must be in words
@@ -144,3 +144,24 @@ def read_value(value: Any, rule: Rule, what: str) -> Any:
     if not test(value):
         raise ValueError(f"{what} holds {str(value)[:60]}, not {words}")
     return value
+
+
+def mapping_problem(
+    value: object, rules: Mapping[str, Rule], required: Sequence[str], owner: str, example: str, needs: str
+) -> str | None:
+    """What is wrong with a setting that is a mapping of settings of its own (position.yarn: {factor: 32, ...}):
+    "=<value> ..." of the whole, ".<key> ..." of one of its keys, or None. Each key one of `rules` and kept by its
+    rule, the `required` ones given (`needs`: what the refusal of a missing one adds, e.g. "; give scale, floor")."""
+    if not isinstance(value, Mapping):
+        return f"={value!r} must be a mapping, e.g. {example}"
+    unknown = sorted(str(key) for key in value if key not in rules)
+    if unknown:
+        return f".{unknown[0]} is not a setting of {owner}; give {', '.join(rules)}"
+    missing = [key for key in required if key not in value]
+    if missing:
+        return f".{missing[0]} is missing{needs}"
+    for key, item in value.items():
+        test, words = rules[str(key)]
+        if not test(item):
+            return f".{key}={item!r} must be {words}"
+    return None

@@ -12,12 +12,10 @@ Llama 4: scale 0.1, floor 8192 (queries in the first 8,191 positions are left al
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import torch
 from torch import Tensor, nn
 
-from andrea.utils.rules import POSITIVE, Rule, number
+from andrea.utils.rules import POSITIVE, Rule, mapping_problem, number
 
 TEMPERATURE: dict[str, Rule] = {"scale": number(0.0, None, low_open=True), "floor": POSITIVE}
 
@@ -39,15 +37,5 @@ class QueryTemperature(nn.Module):
 
 def temperature_problem(temperature: object) -> str | None:
     """What is wrong with position.temperature ("<key>=<value> ..." under it), or None."""
-    if not isinstance(temperature, Mapping):
-        return f"={temperature!r} must be a mapping, e.g. {{scale: 0.1, floor: 8192}}"
-    unknown = sorted(str(key) for key in temperature if key not in TEMPERATURE)
-    missing = sorted(set(TEMPERATURE) - set(temperature))
-    if unknown or missing:
-        what = "is not a setting of the temperature" if unknown else "is missing"
-        return f".{(unknown or missing)[0]} {what}; give {', '.join(TEMPERATURE)}"
-    for key, value in temperature.items():
-        test, words = TEMPERATURE[str(key)]
-        if not test(value):
-            return f".{key}={value!r} must be {words}"
-    return None
+    example, needs = "{scale: 0.1, floor: 8192}", f"; give {', '.join(TEMPERATURE)}"
+    return mapping_problem(temperature, TEMPERATURE, tuple(TEMPERATURE), "the temperature", example, needs)

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from andrea.utils.rules import BOOLEAN, POSITIVE, Rule, number, optional
+from andrea.utils.rules import BOOLEAN, POSITIVE, Rule, mapping_problem, number, optional
 
 YARN: dict[str, Rule] = {
     "factor": number(1.0, None),
@@ -41,19 +41,9 @@ DEFAULTS: dict[str, Any] = {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": Tru
 def yarn_problem(yarn: object) -> str | None:
     """What is wrong with position.yarn ("<key>=<value> ..." under it), or None: a mapping of YARN's keys, factor
     and original_context given."""
-    if not isinstance(yarn, Mapping):
-        return f"={yarn!r} must be a mapping, e.g. {{factor: 32, original_context: 4096}}"
-    unknown = sorted(str(key) for key in yarn if key not in YARN)
-    if unknown:
-        return f".{unknown[0]} is not a setting of YaRN; give {', '.join(YARN)}"
-    for key in ("factor", "original_context"):
-        if key not in yarn:
-            return f".{key} is missing: YaRN needs the factor and the context the model was trained on"
-    for key, value in yarn.items():
-        test, words = YARN[str(key)]
-        if not test(value):
-            return f".{key}={value!r} must be {words}"
-    return None
+    needs = ": YaRN needs the factor and the context the model was trained on"
+    return mapping_problem(yarn, YARN, ("factor", "original_context"), "YaRN", "{factor: 32, original_context: 4096}",
+                           needs)  # fmt: skip
 
 
 def yarn_frequencies(width: int, base: float, yarn: Mapping[str, Any]) -> tuple[Tensor, float]:
