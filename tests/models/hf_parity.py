@@ -126,3 +126,18 @@ def _output_and_gradient(layer: Callable[[Tensor], Any], x: Tensor, probe: Tenso
     (out * probe).sum().backward()
     assert h.grad is not None
     return out.detach(), h.grad
+
+
+def preset_trained(tmp_path: Path, preset: str) -> tuple[Any, bool]:
+    """`model=<preset>` trained 5 steps from the config, and whether greedy tokens from its checkpoint's caches are
+    those recomputing every step gives: (the run's result, alike)."""
+    from andrea.models.files.load import load_any
+    from andrea.train.pipeline import train
+    from tests.compose import QUICK, compose_train
+
+    overrides = [*QUICK, f"model={preset}", "data.num_train=320", "trainer.max_steps=5", "validate=false"]
+    result = train(compose_train(tmp_path, overrides))
+    module = load_any(tmp_path / "checkpoints" / "last.ckpt", "cpu")[0]
+    prompt = torch.tensor([[1, 2, 3]])
+    cached, recomputed = (generate(module, prompt, 24, top_k=1, use_cache=use) for use in (True, False))
+    return result, torch.equal(cached, recomputed)

@@ -16,12 +16,8 @@ from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 from andrea.models.files.gemma3 import load_gemma3, state_dict
 from andrea.models.files.hf_decoder import KINDS
 from andrea.models.files.hf_folder import HFFolderError
-from andrea.models.files.load import load_any
-from andrea.models.generate import generate
 from andrea.models.network import network
-from andrea.train.pipeline import train
-from tests.compose import QUICK, compose_train
-from tests.models.hf_parity import decoded_alike, layer_errors, logits_error, saved, worst_gradient
+from tests.models.hf_parity import decoded_alike, layer_errors, logits_error, preset_trained, saved, worst_gradient
 
 CONFIG: dict[str, Any] = dict(
     vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=6, num_attention_heads=4,
@@ -90,9 +86,5 @@ def test_a_folder_whose_tensors_are_not_its_config_s_width_is_refused_in_one_lin
 
 @pytest.mark.slow  # reason: a training run (the parts of the preset are those the parity tests above prove)
 def test_the_preset_trains_and_generates_with_its_caches(tmp_path):
-    result = train(compose_train(tmp_path, [*QUICK, "model=gemma3", "data.num_train=320", "trainer.max_steps=5",
-                                            "validate=false"]))  # fmt: skip
-    assert result.status == "completed" and result.global_step == 5
-    module = load_any(tmp_path / "checkpoints" / "last.ckpt", "cpu")[0]
-    prompt = torch.tensor([[1, 2, 3]])
-    assert torch.equal(generate(module, prompt, 24, top_k=1), generate(module, prompt, 24, top_k=1, use_cache=False))
+    result, alike = preset_trained(tmp_path, "gemma3")
+    assert result.status == "completed" and result.global_step == 5 and alike

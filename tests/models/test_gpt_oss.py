@@ -18,12 +18,8 @@ from transformers import GptOssConfig, GptOssForCausalLM
 from andrea.attention.positions.yarn import yarn_frequencies
 from andrea.models.files.gpt_oss import load_gpt_oss_attention
 from andrea.models.files.hf_folder import HFFolderError
-from andrea.models.files.load import load_any
-from andrea.models.generate import generate
 from andrea.models.network import network
-from andrea.train.pipeline import train
-from tests.compose import QUICK, compose_train
-from tests.models.hf_parity import ATTENTION, cached_attention_errors, layer_errors, relative, saved
+from tests.models.hf_parity import ATTENTION, cached_attention_errors, layer_errors, preset_trained, relative, saved
 
 YARN = {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
         "truncate": False, "original_max_position_embeddings": 16}  # fmt: skip
@@ -95,9 +91,5 @@ def test_a_folder_andrea_cannot_read_is_refused_in_one_line(gpt_oss, tmp_path):
 
 @pytest.mark.slow  # reason: a training run (the parts of the preset are those the parity tests above prove)
 def test_the_preset_trains_and_generates_with_its_caches(tmp_path):
-    result = train(compose_train(tmp_path, [*QUICK, "model=gpt-oss", "data.num_train=320", "trainer.max_steps=5",
-                                            "validate=false"]))  # fmt: skip
-    assert result.status == "completed" and result.global_step == 5
-    module = load_any(tmp_path / "checkpoints" / "last.ckpt", "cpu")[0]
-    prompt = torch.tensor([[1, 2, 3]])
-    assert torch.equal(generate(module, prompt, 24, top_k=1), generate(module, prompt, 24, top_k=1, use_cache=False))
+    result, alike = preset_trained(tmp_path, "gpt-oss")
+    assert result.status == "completed" and result.global_step == 5 and alike

@@ -15,13 +15,9 @@ from transformers import Olmo3Config, Olmo3ForCausalLM
 
 from andrea.models.files.hf_decoder import KINDS
 from andrea.models.files.hf_folder import HFFolderError
-from andrea.models.files.load import load_any
 from andrea.models.files.olmo3 import load_olmo3, state_dict
-from andrea.models.generate import generate
 from andrea.models.network import network
-from andrea.train.pipeline import train
-from tests.compose import QUICK, compose_train
-from tests.models.hf_parity import decoded_alike, layer_errors, logits_error, saved, worst_gradient
+from tests.models.hf_parity import decoded_alike, layer_errors, logits_error, preset_trained, saved, worst_gradient
 
 ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
         "full_attention": {"rope_type": "default", "rope_theta": 500000.0}}  # fmt: skip
@@ -87,9 +83,5 @@ def test_a_folder_andrea_cannot_read_is_refused_in_one_line(olmo, tmp_path):
 
 @pytest.mark.slow  # reason: a training run (the parts of the preset are those the parity tests above prove)
 def test_the_preset_trains_and_generates_with_its_caches(tmp_path):
-    result = train(compose_train(tmp_path, [*QUICK, "model=olmo3", "data.num_train=320", "trainer.max_steps=5",
-                                            "validate=false"]))  # fmt: skip
-    assert result.status == "completed" and result.global_step == 5
-    module = load_any(tmp_path / "checkpoints" / "last.ckpt", "cpu")[0]
-    prompt = torch.tensor([[1, 2, 3]])
-    assert torch.equal(generate(module, prompt, 24, top_k=1), generate(module, prompt, 24, top_k=1, use_cache=False))
+    result, alike = preset_trained(tmp_path, "olmo3")
+    assert result.status == "completed" and result.global_step == 5 and alike
