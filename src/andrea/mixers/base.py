@@ -29,7 +29,7 @@ from andrea.core.cache_size import CacheSize
 if TYPE_CHECKING:
     from andrea.core.hook_points import HookPoint
 
-__all__ = ["CacheSize", "MixerCache", "TokenMixer", "head_writers", "residual_writers"]
+__all__ = ["CacheSize", "MixerCache", "TokenMixer", "head_writers", "mixer_parts", "residual_writers"]
 
 
 class MixerCache(Protocol):
@@ -56,12 +56,18 @@ class TokenMixer(Protocol):
     def cache_size(self) -> CacheSize: ...
 
 
+def mixer_parts(mixer: object) -> dict[str, nn.Module]:
+    """A parallel layer's parts by name (andrea.mixers.parallel); {} for a layer of one mixer."""
+    parts = getattr(mixer, "parts", None)
+    return dict(parts.items()) if isinstance(parts, nn.ModuleDict) else {}
+
+
 def head_writers(mixer: TokenMixer) -> list[tuple[str, nn.Linear]]:
     """Where a mixer's heads write into the residual stream: (the hook point of the heads' outputs under the
     layer's `attn.`, the Linear W_O that reads them), one for a mixer, one per part for a parallel layer
     (andrea.mixers.parallel), in the order the maps draw their heads."""
-    parts = getattr(mixer, "parts", None)
-    if isinstance(parts, nn.ModuleDict):
+    parts = mixer_parts(mixer)
+    if parts:
         return [(f"{name}.hook_z", cast(TokenMixer, part).proj) for name, part in parts.items()]
     return [("hook_z", mixer.proj)]
 

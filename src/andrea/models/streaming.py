@@ -14,13 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.nn import functional as F
 
 from andrea.attention.block import MultiHeadSelfAttention
 from andrea.attention.kv_cache import StreamingCache
 from andrea.attention.masks import Mask
 from andrea.mixers import MixerCache
+from andrea.mixers.base import mixer_parts
 from andrea.mixers.parallel import ParallelCache
 from andrea.models.network import Network
 
@@ -46,8 +47,8 @@ def _streaming(mixer: Any, window: int, keep_first: int) -> Any:
     """One layer's cache: a StreamingCache for attention, a parallel layer's parts each theirs, a state as it is."""
     if isinstance(mixer, MultiHeadSelfAttention):
         return StreamingCache(window, keep_first)
-    parts = getattr(mixer, "parts", None)
-    if isinstance(parts, nn.ModuleDict):
+    parts = mixer_parts(mixer)
+    if parts:
         return ParallelCache({name: _streaming(part, window, keep_first) for name, part in parts.items()})
     return mixer.new_cache()
 
@@ -58,8 +59,7 @@ def unstreamable(net: Network) -> str | None:
     if getattr(getattr(net, "embed", None), "position", None) is not None:
         return "embedding has position=learned: positions within the cache need position=rope or none"
     for layer, mixer in enumerate(net.mixers):
-        parts = getattr(mixer, "parts", None)
-        for part in parts.values() if isinstance(parts, nn.ModuleDict) else [mixer]:
+        for part in mixer_parts(mixer).values() or [mixer]:
             attention = part if isinstance(part, MultiHeadSelfAttention) else None
             problem = None if attention is None else _unstreamable(attention)  # a recurrent state streams as it is
             if problem:

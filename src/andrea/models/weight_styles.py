@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from andrea.attention.block import MultiHeadSelfAttention
+from andrea.mixers.base import mixer_parts
 from andrea.models.network import Network, attention_of
 
 IMPLIED = (
@@ -46,8 +47,8 @@ def weight_styles(net: Network) -> list[WeightStyle]:
 
 
 def _style(mixer: object, attention: MultiHeadSelfAttention | None) -> WeightStyle:
-    parts = getattr(mixer, "parts", None)
-    if isinstance(parts, nn.ModuleDict):  # a parallel layer: its parts' heads side by side
+    parts = mixer_parts(mixer)
+    if parts:  # a parallel layer: its parts' heads side by side
         return _parallel_style(parts, getattr(mixer, "heads", {}))
     if attention is not None:
         m = attention.mechanism
@@ -62,7 +63,7 @@ def _style(mixer: object, attention: MultiHeadSelfAttention | None) -> WeightSty
     )
 
 
-def _parallel_style(parts: nn.ModuleDict, heads: dict[str, int | None]) -> WeightStyle:
+def _parallel_style(parts: dict[str, nn.Module], heads: dict[str, int | None]) -> WeightStyle:
     """A parallel layer's style: its parts' labels joined, the subtitle saying which heads are whose."""
     styles, start, said = [], 0, []
     for name, part in parts.items():
