@@ -29,7 +29,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from andrea.models.files.hf_decoder import SIZES, decoder_config, mapped
+from andrea.models.files.hf_decoder import SIZES, decoder_config, mapped, narrow_heads_problem
 from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
 
 FAMILY, MODEL_TYPE = "Falcon-H1", "falcon_h1"
@@ -70,14 +70,13 @@ def _check_falcon_h1(hf: dict[str, Any], sizes: dict[str, int], mamba: dict[str,
 
 
 def _problems(hf: dict[str, Any], sizes: dict[str, int], mamba: dict[str, int]) -> list[tuple[bool, str]]:
-    width = sizes["hidden_size"] // sizes["num_attention_heads"]
+    narrow = narrow_heads_problem(hf, sizes)
     multiplied = _multiplied(hf)
     rope = (hf.get("rope_parameters") or {}).get("rope_type", "default")
     return [
         (bool(multiplied), f"{multiplied[0] if multiplied else ''} is not 1; andrea reads Falcon-H1 with its µP "
          "multipliers at 1 (transformers' defaults) so far"),
-        (hf.get("head_dim", width) != width, f"head_dim={hf.get('head_dim')} differs from hidden_size / "
-         f"num_attention_heads = {width}; andrea's heads are d_model / n_head wide so far"),
+        (narrow is not None, narrow or ""),
         (mamba["mamba_d_ssm"] != mamba["mamba_n_heads"] * mamba["mamba_d_head"]
          or mamba["mamba_d_ssm"] % sizes["hidden_size"] != 0,
          "mamba_d_ssm must be mamba_n_heads x mamba_d_head, and a multiple of hidden_size (andrea's mixer.expand)"),

@@ -29,7 +29,14 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from andrea.models.files.hf_decoder import SIZES, attention_projections, decoder_config, layer_types, mapped
+from andrea.models.files.hf_decoder import (
+    SIZES,
+    attention_projections,
+    decoder_config,
+    layer_types,
+    mapped,
+    narrow_heads_problem,
+)
 from andrea.models.files.hf_folder import HFFolderError, positive_ints, read_config, read_tensors
 
 FAMILY, MODEL_TYPE = "gpt-oss", "gpt_oss"
@@ -49,12 +56,9 @@ YARN_KEYS = {"factor": "factor", "original_max_position_embeddings": "original_c
 def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
     """gpt-oss's config.json (a mapping) -> an andrea net config, or HFFolderError naming the key."""
     sizes = positive_ints(hf, SIZES, config_json)
-    width = sizes["hidden_size"] // sizes["num_attention_heads"]
-    if hf.get("head_dim", width) != width:
-        raise HFFolderError(
-            f"{config_json}: head_dim={hf.get('head_dim')} differs from hidden_size / num_attention_heads = {width}; "
-            "andrea's heads are d_model / n_head wide so far"
-        )
+    problem = narrow_heads_problem(hf, sizes)
+    if problem:
+        raise HFFolderError(f"{config_json}: {problem}")
     if hf.get("attention_bias", True) is not True or hf.get("tie_word_embeddings"):
         raise HFFolderError(f"{config_json}: attention_bias and an untied LM head are gpt-oss as andrea builds it")
     types = layer_types(hf, sizes["num_hidden_layers"], 2, config_json)

@@ -33,6 +33,18 @@ def layer_types(hf: dict[str, Any], n_layer: int, every: int, config_json: Path)
     return types
 
 
+def narrow_heads_problem(hf: dict[str, Any], sizes: dict[str, int]) -> str | None:
+    """Why a reader that builds heads d_model / n_head wide cannot read config.json's head_dim, or None (Gemma 3's
+    reader reads other widths: heads.head_dim)."""
+    width = sizes["hidden_size"] // sizes["num_attention_heads"]
+    if hf.get("head_dim", width) == width:
+        return None
+    return (
+        f"head_dim={hf.get('head_dim')} differs from hidden_size / num_attention_heads = {width}; andrea's heads "
+        "are d_model / n_head wide so far"
+    )
+
+
 def attention_kind(hf: dict[str, Any], layer_type: str, default_base: float, config_json: Path) -> dict[str, Any]:
     """A layer type as an andrea attention kind: RoPE at its own rope_theta (the default kind of RoPE only), and a
     sliding layer's causal window of `sliding_window` tokens (a query sees itself and the window - 1 before)."""

@@ -33,7 +33,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from andrea.models.files.hf_decoder import SIZES, decoder_config, decoder_tensors
+from andrea.models.files.hf_decoder import SIZES, decoder_config, decoder_tensors, narrow_heads_problem
 from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
 
 FAMILY, MODEL_TYPE = "Llama 4", "llama4_text"
@@ -62,12 +62,9 @@ def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
 
 
 def _check_llama4(hf: dict[str, Any], sizes: dict[str, int], config_json: Path) -> None:
-    width = sizes["hidden_size"] // sizes["num_attention_heads"]
-    if hf.get("head_dim", width) != width:
-        raise HFFolderError(
-            f"{config_json}: head_dim={hf.get('head_dim')} differs from hidden_size / num_attention_heads = {width}; "
-            "andrea's heads are d_model / n_head wide so far"
-        )
+    problem = narrow_heads_problem(hf, sizes)
+    if problem:
+        raise HFFolderError(f"{config_json}: {problem}")
     if hf.get("moe_layers") != []:
         raise HFFolderError(
             f"{config_json}: moe_layers={hf.get('moe_layers')!r}; andrea reads Llama 4's dense layers only (give a "

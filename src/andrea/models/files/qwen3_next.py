@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from andrea.models.files.hf_decoder import SIZES, decoder_config, mapped
+from andrea.models.files.hf_decoder import SIZES, decoder_config, mapped, narrow_heads_problem
 from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
 
 FAMILY, MODEL_TYPE = "Qwen3-Next", "qwen3_next"
@@ -81,10 +81,9 @@ def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
 
 
 def _check_qwen3_next(hf: dict[str, Any], sizes: dict[str, int], linear: dict[str, int], config_json: Path) -> None:
-    width = sizes["hidden_size"] // sizes["num_attention_heads"]
+    narrow = narrow_heads_problem(hf, sizes)
     problems = [
-        (hf.get("head_dim", width) != width, f"head_dim={hf.get('head_dim')} differs from hidden_size / "
-         f"num_attention_heads = {width}; andrea's heads are d_model / n_head wide so far"),
+        (narrow is not None, narrow or ""),
         (linear["linear_num_key_heads"] * linear["linear_key_head_dim"] != sizes["hidden_size"],
          "linear_num_key_heads x linear_key_head_dim must be hidden_size: andrea's Gated DeltaNet keys are d_model "
          "wide so far"),
