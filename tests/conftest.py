@@ -14,7 +14,9 @@ from hypothesis import settings
 from andrea.testing.report import pytest_terminal_summary  # noqa: F401  # the parity matrix, as the kit prints it
 from tests.compose import compose_train
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# at most 2 threads, shared out among pytest-xdist's workers where several run at once (CI's -n 2): two workers of
+# 2 threads each on 2 cores spend their time waiting for each other
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
 
 # Triton decides once, when it is first imported, whether its language runs compiled or under its CPU
 # interpreter. This machine has no GPU: Triton is imported here under the interpreter, and the variable

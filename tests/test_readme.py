@@ -141,6 +141,7 @@ def fresh_checkout(folder: Path) -> Path:
 @pytest.mark.slow(
     reason="on a fresh checkout: the README's tour as written, then every runnable block of the docs pages (~13 min)"
 )
+@pytest.mark.alone  # it holds the tour's runs to the wall times the README gives
 def test_the_readme_runs_as_written(tmp_path):
     """The README's blocks run first, unshortened unless a marker says so (its tour is), then each docs page's in the
     site's order, all in one fresh checkout, so a block finds what the blocks before it made."""

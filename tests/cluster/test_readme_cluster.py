@@ -14,6 +14,8 @@ from tests.compose import plain_env
 from tests.readme_blocks import blocks
 from tests.test_readme import PAGES, resolve
 
+pytestmark = pytest.mark.alone  # one SLURM cluster on the machine, started and stopped by these tests
+
 MARKER = "a SLURM cluster"
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from tests.cluster.conftest import CLUSTER, array_task, finish, release_now, slurm, sweep, unbroken, versions, wait_for
 
+pytestmark = pytest.mark.alone  # one SLURM cluster on the machine, started and stopped by these tests
+
 # Long enough to be stopped part-way (640 steps), with last.ckpt every 10 steps
 RESUMABLE = ["data.num_train=1024", "trainer.max_epochs=40", "callbacks.last_checkpoint.every_n_train_steps=10"]
 TOLERANCE = 2e-5  # DDP: float sums in another order (per-process means, then the all-reduce)
