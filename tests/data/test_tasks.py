@@ -35,6 +35,14 @@ def test_induction_rows_are_periodic_with_distinct_blocks():
         assert torch.equal(label[period:-1], row[period + 1 :])  # the label is the next id
 
 
+def test_induction_can_score_every_token_as_a_language_model_does():
+    settings = dict(min_period=5, max_period=9, num_train=200, num_val=10)
+    ids, labels = rows(InductionDataModule(score_every_token=True, **settings))
+    assert torch.equal(ids, rows(InductionDataModule(**settings))[0])  # the same rows
+    assert (labels != IGNORE_INDEX).all()
+    assert torch.equal(labels[:, :-1], ids[:, 1:])  # every position's label is the next id, the first block's too
+
+
 def test_seeded_and_split():
     a, b = (
         RepetitionDataModule(seed=1, num_train=64, num_val=16),

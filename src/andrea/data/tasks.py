@@ -224,14 +224,16 @@ class InductionDataModule(SyntheticTaskDataModule):
     name = "induction"
     attention_pattern = Pattern("an induction head in a layer >= 1", "induction", min_layer=1)
 
-    def __init__(self, min_period: int = 6, max_period: int = 12, **kwargs: Any) -> None:
+    def __init__(
+        self, min_period: int = 6, max_period: int = 12, score_every_token: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         if not 2 <= min_period <= max_period or 2 * max_period > self.seq_len or max_period > self.vocab_size:
             raise ValueError(
                 f"data.min_period={min_period}, data.max_period={max_period}: need 2 <= min_period <= max_period, "
                 f"2 * max_period <= data.seq_len={self.seq_len} and max_period <= data.vocab_size={self.vocab_size}"
             )
-        self.min_period, self.max_period = min_period, max_period
+        self.min_period, self.max_period, self.score_every_token = min_period, max_period, score_every_token
 
     def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         periods = torch.randint(self.min_period, self.max_period + 1, (n, 1), generator=generator)
@@ -240,5 +242,6 @@ class InductionDataModule(SyntheticTaskDataModule):
         positions = torch.arange(self.seq_len + 1).unsqueeze(0) % periods  # (n, seq_len + 1)
         ids = blocks.gather(1, positions)
         labels = ids[:, 1:].clone()
-        labels[torch.arange(self.seq_len).unsqueeze(0) < periods] = IGNORE_INDEX  # current id not seen before
+        if not self.score_every_token:  # the first block's next ids, which no head can know, are not scored
+            labels[torch.arange(self.seq_len).unsqueeze(0) < periods] = IGNORE_INDEX
         return ids[:, :-1].clone(), labels

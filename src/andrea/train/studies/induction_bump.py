@@ -3,7 +3,8 @@ late token minus the loss at an early one) drops abruptly when an induction head
 cannot form one, shows no such drop.
 
 Every record measures, on the same validation rows of repeated random blocks: the in-context score at the
-positions Olsson et al. use, scaled to the context (500 and 50 of 512), and each head's prefix-matching score
+positions Olsson et al. use, scaled to the context (500 and 50 of 512; its preset scores every token in training,
+as a language model's loss does, so the early term is a loss the model learns), and each head's prefix-matching score
 (its weight on the key after an earlier copy of the query's token: TransformerLens's induction detector,
 andrea.lens.head_roles.InductionScore). A claim is judged in each seed and holds where it holds in every seed.
 """
