@@ -18,7 +18,7 @@ from tests.compose import compose_train
 
 QUIET = ["hydra.mode=RUN", "logger=none", "callbacks.model_checkpoint=null", "callbacks.last_checkpoint=null"]
 SMOKE = {  # each study's jobs, smoke-sized: the preset's settings with the sizes cut
-    "grokking": [["data.p=11", "data.batch_size=60", "trainer.max_epochs=40", "study.every_n_steps=10"]],
+    "grokking": [["data.p=11", "data.batch_size=36", "trainer.max_epochs=40", "study.every_n_steps=10"]],
     "induction_bump": [
         [f"model.net.n_layer={n}", "data.num_train=256", "data.num_val=64", "trainer.max_epochs=2"] for n in (2, 1)
     ],

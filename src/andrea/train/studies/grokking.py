@@ -71,7 +71,7 @@ def _accuracy(module: torch.nn.Module, ids: Tensor, labels: Tensor) -> float:
 
 def _late(job: Job | None) -> Claim:
     claim = "test accuracy rises long after train accuracy reaches 100%"
-    paper = "Power et al. Fig. 1: validation accuracy reaches 100% orders of magnitude of steps after training does"
+    paper = "Nanda et al. (p = 113, 30%): memorised by step 1,400, test accuracy jumps in the cleanup, 9,400 to 13,300"
     if job is None:
         return Claim(claim, paper, "the run did not complete", UNSURE)
     steps, train = job.curve("train_acc")
@@ -91,7 +91,7 @@ def _late(job: Job | None) -> Claim:
 
 def _sparse(job: Job | None) -> Claim:
     claim = f"the trained embedding uses a few key frequencies (its {KEY} strongest hold most of its energy)"
-    paper = "Nanda et al.: the embedding is sparse in the Fourier basis, a handful of key frequencies"
+    paper = "Nanda et al. Fig. 3: 5 key frequencies of 56 (k = 14, 35, 41, 42, 52), the rest of the embedding near zero"
     if job is None or not job.final.get("spectrum"):
         return Claim(claim, paper, "the run did not complete", UNSURE)
     shares = torch.tensor(job.final["spectrum"])
