@@ -23,6 +23,7 @@ LEARNED = 0.99  # accuracy counted as learned
 LATE = 3.0  # "long after": test accuracy learned at least this many times later than train accuracy
 SPARSE = 0.5  # the KEY frequencies hold at least this share of the embedding's energy...
 SHARPER = 2.0  # ...and at least this many times their share at initialisation
+PHASES = ((1400, "memorised"), (9400, "circuit formed"), (13300, "cleaned up"))  # Nanda et al. §5.1's phase ends
 
 
 @dataclass
@@ -78,13 +79,13 @@ def _late(job: Job | None) -> Claim:
     test = job.curve("test_acc")[1]
     t_train, t_test = first_reaching(steps, train, LEARNED), first_reaching(steps, test, LEARNED)
     if t_train is None:
-        return Claim(claim, paper, f"train accuracy {train[-1]:.2f} at step {steps[-1]}: never learned", UNSURE)
+        return Claim(claim, paper, f"train accuracy {train[-1]:.2f} at step {steps[-1]:,}: never learned", UNSURE)
     at_train = test[steps.index(t_train)]
     if t_test is None:
-        ours = f"train {LEARNED:.0%} at step {t_train}; test {test[-1]:.2f} at the last step {steps[-1]}"
+        ours = f"train {LEARNED:.0%} at step {t_train:,}; test {test[-1]:.2f} at the last step {steps[-1]:,}"
         return Claim(claim, paper, ours, UNSURE)
     ratio = t_test / max(t_train, 1)
-    ours = f"train {LEARNED:.0%} at step {t_train} (test {at_train:.2f} then), test {LEARNED:.0%} at {t_test}"
+    ours = f"train {LEARNED:.0%} at step {t_train:,} (test {at_train:.2f} then), test {LEARNED:.0%} at {t_test:,}"
     ours += f": {ratio:.1f}x later"
     return Claim(claim, paper, ours, HOLDS if ratio >= LATE and at_train <= 0.5 else FAILS)
 
@@ -118,6 +119,9 @@ def _plot(job: Job | None, path: Path) -> None:
     if job is not None:
         for name, label in (("train_acc", "train"), ("test_acc", "test (held-out pairs)")):
             acc_ax.plot(*_after_init(job.curve(name)), label=label)
+        for step, phase in PHASES:  # where Nanda et al.'s run ended each phase, for comparison
+            acc_ax.axvline(step, color="grey", linestyle=":", linewidth=1)
+            acc_ax.text(step, 0.5, f" {phase} (Nanda)", rotation=90, fontsize=7, color="grey", va="center")
         share_ax.plot(*_after_init(job.curve("key_share")), color="tab:green")
         if job.final.get("spectrum"):
             shares = job.final["spectrum"]
