@@ -79,9 +79,10 @@ def test_help_lists_every_group(tmp_path):
         " qwen3-next, toy",
         "logger: csv, many_loggers, none, tensorboard, wandb",
         "trainer: cpu, ddp, ddp_cpu, default, fsdp, gpu",
-        "experiment: andrea-120m, andrea-12m-shakespeare, diff_noise, flip_flop, fuzzy_recall, grokking, induction,"
-        " induction_bump, lookback, lr_sensitivity, mechanisms, memorization, mixers, modular_addition, mqar,"
-        " noisy_recall, recall, repetition, repetition_no_attention, selective_copy, shakespeare-chars, sinks, zoology",
+        "experiment: andrea-120m, andrea-12m-shakespeare, copying, diff_noise, flip_flop, fuzzy_recall, grokking,"
+        " induction, induction_bump, lookback, lr_sensitivity, mechanisms, memorization, mixers, modular_addition,"
+        " mqar, noisy_recall, recall, repetition, repetition_no_attention, selective_copy, shakespeare-chars, sinks,"
+        " zoology",
     ):
         assert line in result.stdout
     from andrea.train.experiments import summaries
@@ -150,9 +151,9 @@ SLOW = pytest.mark.slow  # an andrea-train process each (4 s): one refusal in th
         pytest.param(
             "experiment=nope",
             "In 'train': Could not find 'experiment/nope' Available options in 'experiment': andrea-120m "
-            "andrea-12m-shakespeare diff_noise flip_flop fuzzy_recall grokking induction induction_bump lookback "
-            "lr_sensitivity mechanisms memorization mixers modular_addition mqar noisy_recall recall repetition "
-            "repetition_no_attention selective_copy shakespeare-chars sinks zoology",
+            "andrea-12m-shakespeare copying diff_noise flip_flop fuzzy_recall grokking induction induction_bump "
+            "lookback lr_sensitivity mechanisms memorization mixers modular_addition mqar noisy_recall recall "
+            "repetition repetition_no_attention selective_copy shakespeare-chars sinks zoology",
             marks=SLOW,
         ),
         pytest.param("trainer.max_epochs=[1", "trainer.max_epochs=[1: no viable alternative at input '[1'", marks=SLOW),

@@ -67,3 +67,40 @@ def test_seeded_and_split():
 def test_bad_task_parameters(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_copy_rows_are_a_string_its_separator_and_the_string_again():
+    from andrea.data.copying import CopyDataModule, string_correct
+
+    module = CopyDataModule(vocab_size=30, seq_len=35, min_length=4, max_length=16, num_train=300, num_val=10)
+    ids, labels = rows(module)
+    lengths = set()
+    for row, label in zip(ids, labels, strict=True):
+        n = int((row == 27).nonzero()[0])  # the separator | follows the string at 1 .. n - 1
+        lengths.add(n - 1)
+        assert row[0] == 26 and row[2 * n] == 28 and (row[2 * n + 1 :] == 29).all()  # $ first; . then * after
+        assert torch.equal(row[1:n], row[n + 1 : 2 * n]) and (row[1:n] < 26).all()  # the copy, of letters
+        assert torch.equal(label[n : 2 * n], row[n + 1 : 2 * n + 1])  # scored: the copy and its EOS, next ids
+        assert (label[:n] == IGNORE_INDEX).all() and (label[2 * n :] == IGNORE_INDEX).all()
+    assert lengths == set(range(4, 17))  # every length of [min_length, max_length] drawn
+    right = torch.nn.functional.one_hot(labels.clamp(min=0), 30).float()
+    assert string_correct(right, labels).all()
+    eos = int((labels[0] != IGNORE_INDEX).nonzero()[-1])
+    right[0, eos] = torch.nn.functional.one_hot(torch.tensor(29), 30)  # row 0's EOS read as padding
+    assert string_correct(right, labels).tolist() == [False] + [True] * (len(labels) - 1)
+
+
+@pytest.mark.parametrize(
+    ("settings", "refusal"),
+    [
+        ({"seq_len": 34}, "needs seq_len >= 2 * max_length + 3 = 35"),
+        ({"min_length": 5, "max_length": 4}, "give string lengths 1 <= min_length <= max_length"),
+        ({"max_length": True}, "data.max_length=True"),
+    ],
+)
+def test_copy_refuses_what_it_cannot_make_in_one_line(settings, refusal):
+    from andrea.data.copying import CopyDataModule
+
+    with pytest.raises(ValueError, match=None) as refused:
+        CopyDataModule(**{"vocab_size": 30, "seq_len": 35, "min_length": 4, "max_length": 16} | settings)
+    assert refusal in str(refused.value) and "\n" not in str(refused.value)

@@ -39,6 +39,25 @@ def test_windows_and_split(tmp_path):
     assert (again.train_set[3]["input_ids"] == data.train_set[3]["input_ids"]).all()  # seeded
 
 
+def test_with_bos_every_window_starts_with_the_end_of_text_id(tmp_path):
+    data, plain = module(tmp_path, bos=True, samples_per_epoch=16), module(tmp_path, samples_per_epoch=16)
+    data.setup(), plain.setup()
+    batch = next(iter(data.train_dataloader()))
+    assert batch["input_ids"].shape == batch["labels"].shape == (4, 32)
+    assert (batch["input_ids"][:, 0] == 50256).all()  # the BOS, GPT-2's <|endoftext|>
+    assert (batch["labels"][:, :-1] == batch["input_ids"][:, 1:]).all()  # the BOS predicts the window's first token
+    split = int(len(data.tokens) * 0.9)
+    first = data.val_set[0]
+    assert (first["labels"].numpy() == data.tokens[split : split + 32]).all()  # 32 text tokens scored a window
+    assert len(data.val_set) == (len(data.tokens) - split) // 32
+    streams = data.streams(2, 40)
+    assert streams.shape == (2, 40) and (streams[:, 0] == 50256).all()
+    assert (streams[1, 1:].numpy() == data.tokens[split + 39 : split + 78]).all()  # consecutive held-out text
+    assert (plain.streams(2, 40)[0].numpy() == data.tokens[split : split + 40]).all()  # without: text from the start
+    with pytest.raises(ValueError, match=r"data\.bos=.?maybe.? must be true or false"):
+        module(tmp_path, bos="maybe")
+
+
 def test_folder_and_bytes_tokenizer(tmp_path):
     folder = tmp_path / "texts"
     (folder / "sub").mkdir(parents=True)

@@ -53,6 +53,19 @@ def test_the_recomputed_reference_reads_each_tokens_last_context():
     torch.testing.assert_close(short, expected)
 
 
+@pytest.mark.parametrize("keep_first", [1, 4])
+def test_the_recomputed_reference_can_keep_the_first_tokens_and_then_is_one_layer_s_stream(keep_first):
+    """Recomputing each token from the first keep_first and its last CONTEXT - keep_first: for one layer, what the
+    streaming cache of as many gives (the reference of a model trained with a BOS first)."""
+    model, ids = rope_gpt(n_layer=1), torch.randint(0, 53, (2, 40), generator=torch.Generator().manual_seed(2))
+    recomputed = streaming_losses(network(model), ids, None, keep_first)
+    torch.testing.assert_close(recomputed, streaming_losses(network(model), ids, CONTEXT - keep_first, keep_first))
+    t = 30  # one token past the context, by its definition
+    kept = torch.cat((ids[:, :keep_first], ids[:, t - CONTEXT + keep_first + 1 : t + 1]), dim=1)
+    expected = torch.nn.functional.cross_entropy(model(kept)[0][:, -1], ids[:, t + 1], reduction="none")
+    torch.testing.assert_close(recomputed[:, t], expected)
+
+
 def test_the_cache_keeps_the_first_and_the_last_tokens():
     cache = StreamingCache(window=3, keep_first=2)
     for t in range(8):

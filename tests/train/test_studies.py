@@ -3,6 +3,7 @@ and its report gives every claim a verdict, a figure and a section of report.htm
 are checked against their definitions, and a study is refused in one line before anything is built."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from andrea.train.pipeline import train
 from andrea.train.studies import STUDIES
 from andrea.train.studies.base import VERDICTS
-from andrea.train.studies.diff_noise import answer_mass
+from andrea.train.studies.diff_noise import allocation
 from andrea.train.studies.grokking import key_share, spectrum
 from andrea.train.studies.report import FINDINGS, verdict_lines, write_study
 from tests.compose import compose_train
@@ -23,7 +24,8 @@ SMOKE = {  # each study's jobs, smoke-sized: the preset's settings with the size
         [f"model.net.n_layer={n}", "data.num_train=256", "data.num_val=64", "trainer.max_epochs=2"] for n in (2, 1)
     ],
     "diff_noise": [
-        [f"mechanism={m}", "data.num_train=256", "data.num_val=64", "trainer.max_epochs=1"] for m in ("softmax", "diff")
+        [f"arm/diff_noise={m}", "data.num_train=256", "data.num_val=64", "trainer.max_epochs=1"]
+        for m in ("softmax", "diff")
     ],
     "lr_sensitivity": [
         [
@@ -39,14 +41,18 @@ SMOKE = {  # each study's jobs, smoke-sized: the preset's settings with the size
     ],  # fmt: skip
     "sinks": [
         [
-            f"mechanism={m}",
+            f"data.bos={bos}",
             "data.path=null",
             "data.seq_len=32",
             "trainer.max_steps=10",
             "model.scheduler.warmup_steps=2",
             "trainer.limit_val_batches=2",
         ]
-        for m in ("softmax", "sink")
+        for bos in ("false", "true")
+    ],
+    "copying": [
+        [f"arm/copying={arm}", "data.num_train=256", "data.num_val=64", "trainer.max_epochs=1", "study.every_n_steps=2"]
+        for arm in ("attention", "mamba2_n4")
     ],
     "zoology": [
         [
@@ -110,15 +116,18 @@ def test_a_pure_fourier_embedding_puts_all_its_energy_in_its_frequencies():
     assert key_share(spectrum(torch.randn(200, 64), 199)) < 0.3  # noise: no key frequency
 
 
-def test_answer_mass_reads_the_key_and_its_value_at_each_query():
+def test_allocation_reads_the_answer_and_the_other_pairs_as_shares_of_each_row():
     ids = torch.tensor([[5, 9, 6, 8, 0, 6, 0, 5]])  # pairs (5, 9), (6, 8); queries 6 at 5 and 5 at 7
     queries = torch.tensor([[False] * 5 + [True, False, True]])
     weights = torch.zeros(1, 2, 8, 8)
     weights[0, 0, 5, 2:4], weights[0, 0, 7, 0:2] = 0.5, 0.5  # head 0: all on the answer span
-    weights[0, 1, 5, :6], weights[0, 1, 7, :8] = -1 / 6, 1 / 8  # head 1: spread, negative at one query
-    answer, rest = answer_mass(weights, ids, queries)
-    assert answer.tolist() == pytest.approx([1.0, (-2 / 6 + 2 / 8) / 2])
-    assert rest.tolist() == pytest.approx([0.0, (4 / 6 + 6 / 8) / 2])
+    weights[0, 1, 5, :5] = torch.tensor([0.1, 0.1, 0.3, 0.1, -0.2])  # head 1 at 5: signed, 0.6 of it positive
+    weights[0, 1, 7] = 1 / 8  # head 1 at 7: spread evenly
+    answer, noise = allocation(weights, ids, queries, pairs=2)
+    assert answer.tolist() == pytest.approx([1.0, (0.4 / 0.6 + 2 / 8) / 2])  # the filler's -0.2 is neither
+    assert noise.tolist() == pytest.approx([0.0, (0.2 / 0.6 + 2 / 8) / 2])
+    weights[0, 1, 5, :2] = -0.1  # weight cancelled on the other pair: less noise than none
+    assert allocation(weights, ids, queries, pairs=2)[1][1] == pytest.approx((-0.2 / 0.4 + 2 / 8) / 2)
 
 
 @pytest.mark.parametrize(
@@ -175,25 +184,88 @@ def test_the_command_prints_its_verdicts_and_the_report_shows_them_first(tmp_pat
     assert (tmp_path / "report.png").stat().st_size > 10_000
 
 
-def _streamed(mechanism: str, first_token: float, window: float, kept: float, exact: float):
-    """A completed sinks job whose streamed losses past the context are `window`, `kept` and `exact` (nats)."""
+def _streamed(bos: bool, first_token: float, window: float, one: float, four: float, exact: float):
+    """A completed sinks job whose streamed losses past the context are `window`, `one` and `four` (the first 1
+    and 4 kept) and `exact` (nats)."""
     from andrea.train.studies.base import Job
     from andrea.utils.run_result import RunResult
 
-    curves = {name: [0.0] * 4 + [loss] * 4 for name, loss in (("window", window), ("first_4", kept),
-                                                             ("recomputed", exact))}  # fmt: skip
+    losses = {"window": window, "first_1": one, "first_4": four, "recomputed": exact}
+    curves = {name: [0.0] * 4 + [loss] * 4 for name, loss in losses.items()}
     final = {"context": 4, "curves": curves, "first_token": first_token}
-    return Job(RunResult("completed", 0, "run", config={"mechanism": {"name": mechanism}}, study={"final": final}))
+    return Job(RunResult("completed", 0, "run", config={"data": {"bos": bos}}, study={"final": final}))
 
 
 def test_a_sinks_claim_is_inconclusive_where_what_it_rests_on_failed(tmp_path):
-    """Eviction can hurt only where a sink grew; a sink logit can take the hurt away only where eviction hurt."""
+    """Eviction can hurt only where a sink grew; one kept sink token can stand for four only where evicting it hurt."""
     from andrea.train.studies.sinks import Sinks
 
-    flat = [_streamed("softmax", 0.3, 1.70, 1.70, 1.70), _streamed("sink", 0.4, 1.70, 1.70, 1.70)]
-    sink, evict, logit = Sinks().findings(flat, tmp_path / "flat.png")
-    assert sink.verdict == "does not hold" and (evict.verdict, logit.verdict) == ("inconclusive", "inconclusive")
-    assert "judged on a failed precondition ('the model grows an attention sink" in evict.ours
-    assert "evicting the first tokens hurts the softmax model' does not hold" in logit.ours
-    formed = [_streamed("softmax", 5.0, 2.5, 1.71, 1.70), _streamed("sink", 0.4, 1.70, 1.70, 1.70)]
-    assert [c.verdict for c in Sinks().findings(formed, tmp_path / "formed.png")] == ["holds"] * 3
+    flat = [_streamed(False, 0.3, *[1.70] * 4), _streamed(True, 0.4, *[1.70] * 4)]
+    sink, evict, token = Sinks().findings(flat, tmp_path / "flat.png")
+    assert sink.verdict == "does not hold" and (evict.verdict, token.verdict) == ("inconclusive", "inconclusive")
+    assert "judged on a failed precondition ('a model that sees the same first token" in evict.ours
+    assert "'evicting the sink token hurts the model trained with it' does not hold" in token.ours
+    formed = [_streamed(False, 2.0, 2.5, 1.8, 1.71, 1.70), _streamed(True, 5.0, 2.5, 1.71, 1.71, 1.70)]
+    claims = Sinks().findings(formed, tmp_path / "formed.png")
+    assert [c.verdict for c in claims] == ["holds"] * 3
+    assert f"vanilla: {math.exp(1.8):.2f} and {math.exp(1.71):.2f}" in claims[2].ours  # beside, as the paper's table
+
+
+def _noise_job(mechanism: str, seed: int, answer: float, noise: float, val_acc: float = 1.0):
+    """A completed diff_noise job whose retrieval head (head 0) has these shares."""
+    from andrea.train.studies.base import Job
+    from andrea.utils.run_result import RunResult
+
+    final = {"answer": [answer, 0.0], "noise": [noise, 0.0], "head": 0}
+    config = {"mechanism": {"name": mechanism}, "seed": seed}
+    return Job(RunResult("completed", 0, "run", val_acc=val_acc, config=config, study={"final": final}))
+
+
+def test_diff_noise_judges_a_seed_only_where_both_retrieve_and_there_is_something_to_move(tmp_path):
+    from andrea.train.studies.diff_noise import DiffNoise
+
+    def verdicts(*jobs):
+        return [c.verdict for c in DiffNoise().findings(list(jobs), tmp_path / "noise.png")]
+
+    moved = [_noise_job("softmax", 0, 0.5, 0.3), _noise_job("diff", 0, 0.8, 0.02)]
+    assert verdicts(*moved) == ["holds", "holds"]
+    assert verdicts(_noise_job("softmax", 0, 0.8, 0.1), _noise_job("diff", 0, 0.5, 0.3)) == ["does not hold"] * 2
+    unsolved = [_noise_job("softmax", 0, 0.5, 0.3, val_acc=0.5), _noise_job("diff", 0, 0.8, 0.02)]
+    assert verdicts(*unsolved) == ["inconclusive"] * 2  # a model that does not retrieve has no retrieval head
+    nothing = [_noise_job("softmax", 0, 0.97, 0.01), _noise_job("diff", 0, 0.99, 0.0)]
+    assert verdicts(*nothing) == ["inconclusive"] * 2  # no room on the answer, no noise to cancel
+    mixed = [*moved, _noise_job("softmax", 1, 0.5, 0.3, val_acc=0.5), _noise_job("diff", 1, 0.8, 0.02)]
+    claims = DiffNoise().findings(mixed, tmp_path / "noise.png")
+    assert [c.verdict for c in claims] == ["holds"] * 2 and "in 1 of 1 judged seeds" in claims[0].ours
+
+
+def _copy_job(mixer: str, d_state: int | None, learned: list[float], accuracy: dict[int, float], state: int):
+    """A completed copying job: string accuracy every 100 steps, at each length once trained (16 trained)."""
+    from andrea.train.studies.base import Job
+    from andrea.utils.run_result import RunResult
+
+    series = [{"step": 100 * i, "string_acc": acc} for i, acc in enumerate(learned)]
+    final = {"trained": 16, "accuracy": {str(n): a for n, a in accuracy.items()}, "state": state}
+    final["fixed"] = mixer != "attention"
+    config = {"mixer": {"name": mixer, "d_state": d_state}, "model": {"optimizer": {"lr": 0.001}}}
+    return Job(RunResult("completed", 0, "run", config=config, study={"series": series, "final": final}))
+
+
+def test_copying_reads_steps_lengths_and_state_into_its_verdicts(tmp_path):
+    from andrea.train.studies.copying import Copying
+
+    attention = _copy_job("attention", None, [0.0, 0.95], {8: 1.0, 16: 1.0, 32: 0.97, 64: 0.6}, 10**5)
+    small = _copy_job("mamba2", 4, [0.0, 0.0, 0.0, 0.0, 0.95], {8: 1.0, 16: 0.95, 32: 0.1, 64: 0.0}, 1024)
+    large = _copy_job("mamba2", 64, [0.0, 0.0, 0.0, 0.92], {8: 1.0, 16: 0.97, 32: 0.93, 64: 0.2}, 16384)
+    fewer, longer, outgrown = Copying().findings([attention, large, small], tmp_path / "copy.png")
+    assert (fewer.verdict, longer.verdict, outgrown.verdict) == ("holds", "holds", "holds")
+    assert "attention 100; mamba2 (d_state 4) 400; mamba2 (d_state 64) 300" in fewer.ours  # fixed ones by state
+    fast = _copy_job("mamba2", 64, [0.0, 0.95], {8: 1.0, 16: 0.97, 32: 0.1, 64: 0.0}, 16384)
+    claims = Copying().findings([attention, small, fast], tmp_path / "copy.png")
+    assert [c.verdict for c in claims] == ["does not hold", "holds", "does not hold"]  # as fast; no longer copies
+    unlearned = _copy_job("mamba2", 64, [0.0, 0.1], {8: 0.3, 16: 0.1, 32: 0.0, 64: 0.0}, 16384)
+    claims = Copying().findings([attention, small, unlearned], tmp_path / "copy.png")
+    assert claims[2].verdict == "inconclusive" and "fewer than 2 copy the lengths trained on" in claims[2].ours
+    never = _copy_job("attention", None, [0.0, 0.5], {8: 0.9, 16: 0.5, 32: 0.0, 64: 0.0}, 10**5)
+    claims = Copying().findings([never, small, large], tmp_path / "copy.png")
+    assert claims[0].verdict == claims[1].verdict == "inconclusive"  # attention never copied: nothing to compare

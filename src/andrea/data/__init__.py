@@ -10,6 +10,7 @@ from importlib import import_module
 from typing import Any
 
 _WHERE = {
+    "CopyDataModule": "andrea.data.copying",
     "FlipFlopDataModule": "andrea.data.algorithmic",
     "FuzzyRecallDataModule": "andrea.data.mad_recall",
     "MemorizationDataModule": "andrea.data.mad_copy",

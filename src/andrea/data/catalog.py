@@ -24,6 +24,7 @@ TASKS = {  # the synthetic tasks: what a checkpoint records of its data (CHECKPO
     "fuzzy_recall": "andrea.data.mad_recall:FuzzyRecallDataModule",
     "selective_copy": "andrea.data.mad_copy:SelectiveCopyDataModule",
     "memorization": "andrea.data.mad_copy:MemorizationDataModule",
+    "copy": "andrea.data.copying:CopyDataModule",
     "flip_flop": "andrea.data.algorithmic:FlipFlopDataModule",
     "modular_addition": "andrea.data.algorithmic:ModularAdditionDataModule",
 }

@@ -6,11 +6,12 @@ the config checks read it as `data.*` (andrea.train.keys.RANGES).
     samples_per_epoch, val_fraction     text: windows drawn per epoch; the held-out share, in (0, 1)
     num_workers                         DataLoader workers, an integer >= 0
     max_bytes                           text: the most text read without confirming, a positive integer
+    bos                                 text: every window starts with the end-of-text id, true or false
 """
 
 from __future__ import annotations
 
-from andrea.utils.rules import POSITIVE, Rule, integer, number
+from andrea.utils.rules import BOOLEAN, POSITIVE, Rule, integer, number
 
 DATA: dict[str, Rule] = {
     "vocab_size": POSITIVE,
@@ -22,4 +23,5 @@ DATA: dict[str, Rule] = {
     "val_fraction": number(0.0, 1.0, low_open=True, high_open=True),
     "num_workers": integer(0),
     "max_bytes": POSITIVE,
+    "bos": BOOLEAN,
 }

@@ -5,7 +5,10 @@ so an edited file or another tokenizer makes a new one. Documents are joined
 with the tokenizer's end-of-text id; ids are stored as uint16 where the
 vocabulary fits. The last `val_fraction` of the tokens is the validation split.
 Training draws `samples_per_epoch` random context windows, a new draw every
-epoch (any token may start one); validation walks consecutive windows.
+epoch (any token may start one); validation walks consecutive windows. With
+`bos`, every window starts with the tokenizer's end-of-text id as its first input
+(a beginning-of-sequence token, as GPT-2 and Llama see one before every text), so
+the first position of every context is the same learned token.
 """
 
 from __future__ import annotations
@@ -139,21 +142,26 @@ def cache_meta(cache: Path) -> dict | None:
 
 
 class Windows(Dataset):
-    """Windows of seq_len + 1 tokens starting every `stride` tokens: (input_ids, labels).
+    """Windows starting every `stride` tokens: (input_ids, labels), seq_len of each.
 
     stride 1 (training): every possible start, the sampler picks which; stride
-    seq_len (validation): consecutive, non-overlapping windows.
+    seq_len (validation): consecutive, non-overlapping windows. A window is seq_len + 1
+    tokens, its inputs all but the last and its labels all but the first; with a `bos` id,
+    seq_len tokens, its inputs the bos id and all but the last, its labels every one.
     """
 
-    def __init__(self, tokens: np.ndarray, seq_len: int, stride: int = 1) -> None:
-        self.tokens, self.seq_len, self.stride = tokens, seq_len, stride
+    def __init__(self, tokens: np.ndarray, seq_len: int, stride: int = 1, bos: int | None = None) -> None:
+        self.tokens, self.seq_len, self.stride, self.bos = tokens, seq_len, stride, bos
+        self.span = seq_len if bos is not None else seq_len + 1  # the text tokens one window reads
 
     def __len__(self) -> int:
-        return (len(self.tokens) - self.seq_len - 1) // self.stride + 1
+        return (len(self.tokens) - self.span) // self.stride + 1
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         start = index * self.stride
-        window = torch.from_numpy(self.tokens[start : start + self.seq_len + 1].astype(np.int64))
+        window = torch.from_numpy(self.tokens[start : start + self.span].astype(np.int64))
+        if self.bos is not None:
+            window = torch.cat([torch.tensor([self.bos]), window])
         return {"input_ids": window[:-1], "labels": window[1:]}
 
 
@@ -173,6 +181,7 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
         seed: int = 0,
         num_workers: int = 0,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        bos: bool = False,  # every window starts with the end-of-text id (a BOS token)
     ) -> None:
         super().__init__()
         tokenizer_vocab = tokenizer_vocab_size(tokenizer)
@@ -182,7 +191,8 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
                 "override"
             )
         sizes = dict(seq_len=seq_len, batch_size=batch_size, samples_per_epoch=samples_per_epoch)
-        enforce(DATA, sizes | dict(val_fraction=val_fraction, num_workers=num_workers, max_bytes=max_bytes), "data.")
+        others = dict(val_fraction=val_fraction, num_workers=num_workers, max_bytes=max_bytes, bos=bos)
+        enforce(DATA, sizes | others, "data.")
         self.files = text_files(path or EXCERPT, max_bytes)  # refuses a missing or special path before any read
         self.tokenizer_name, self.seq_len, self.batch_size = tokenizer, seq_len, batch_size
         self.samples_per_epoch, self.val_fraction, self.seed, self.num_workers = (
@@ -191,6 +201,7 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
             seed,
             num_workers,
         )
+        self.bos = bos
         self.cache_dir = Path(cache_dir or Path.home() / ".cache" / "andrea" / "tokens")
         self.vocab_size = tokenizer_vocab
         self.tokens: np.ndarray | None = None
@@ -214,8 +225,9 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
         dtype = json.loads(self.cache.with_suffix(".json").read_text())["dtype"]
         self.tokens = np.memmap(self.cache, dtype=dtype, mode="r")
         split = int(len(self.tokens) * (1 - self.val_fraction))
-        self.train_set = Windows(self.tokens[:split], self.seq_len)
-        self.val_set = Windows(self.tokens[split:], self.seq_len, stride=self.seq_len)
+        bos = self.tokenizer.eot_id if self.bos else None
+        self.train_set = Windows(self.tokens[:split], self.seq_len, bos=bos)
+        self.val_set = Windows(self.tokens[split:], self.seq_len, stride=self.seq_len, bos=bos)
 
     def train_dataloader(self) -> DataLoader:
         sampler = self.train_sampler(len(self.train_set), self.samples_per_epoch, self.seed, self.batch_size)
@@ -230,3 +242,18 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
         self.setup()
         rows = [self.val_set[i] for i in range(min(n, len(self.val_set)))]
         return {key: torch.stack([row[key] for row in rows]) for key in ("input_ids", "labels")}
+
+    def streams(self, n: int, length: int) -> torch.Tensor:
+        """(n, length) ids: n consecutive stretches of the held-out text, each as training sees a context begin
+        (with `bos`, its first id the BOS and length - 1 text tokens after it)."""
+        self.setup()
+        assert self.tokens is not None  # setup() made it
+        text = length - self.bos
+        split = int(len(self.tokens) * (1 - self.val_fraction))
+        held_out = self.tokens[split : split + n * text]
+        if len(held_out) < n * text:
+            raise ValueError(f"the held-out text has {len(self.tokens) - split} tokens: fewer than {n} x {text}")
+        ids = torch.from_numpy(held_out.astype(np.int64)).view(n, text)
+        if self.bos:
+            ids = torch.cat([torch.full((n, 1), self.tokenizer.eot_id), ids], dim=1)
+        return ids

@@ -90,24 +90,27 @@ def _causal(mask: Mask) -> bool:
 
 def streaming_losses(net: Network, ids: Tensor, window: int | None, keep_first: int = 0) -> Tensor:
     """ids (B, L) -> (B, L - 1) the loss of each next token, read as a stream: the first window + keep_first tokens
-    at once, then one a step through the streaming cache. window None: each token from the last max_context
-    tokens recomputed (the sliding window with re-computation: exact, and O(context) a token)."""
+    at once, then one a step through the streaming cache. window None: each token from the first keep_first tokens
+    and the last max_context - keep_first recomputed (the sliding window with re-computation: exact, and
+    O(context) a token)."""
     L = ids.shape[1]
     if window is None:
-        return token_losses(_recomputed_logits(net, ids), ids[:, 1:])
+        return token_losses(_recomputed_logits(net, ids, keep_first), ids[:, 1:])
     cache, first = streaming_cache(net, window, keep_first), min(L - 1, window + keep_first)
     logits = [net(ids[:, :first], cache=cache)[0]]
     logits += [net(ids[:, t : t + 1], cache=cache)[0] for t in range(first, L - 1)]
     return token_losses(torch.cat(logits, dim=1), ids[:, 1:])
 
 
-def _recomputed_logits(net: Network, ids: Tensor, rows: int = 256) -> Tensor:
-    """(B, L - 1, V): each token's prediction from its last max_context tokens, `rows` windows a forward."""
-    C, L = net.max_context, ids.shape[1]
+def _recomputed_logits(net: Network, ids: Tensor, keep_first: int = 0, rows: int = 256) -> Tensor:
+    """(B, L - 1, V): each token's prediction from the first keep_first tokens and its last max_context -
+    keep_first, `rows` windows a forward."""
+    C, L, k = net.max_context, ids.shape[1], keep_first
     head = net(ids[:, : min(C, L - 1)])[0]  # the first tokens see everything before them
     if L - 1 <= C:
         return head
-    windows = ids.unfold(1, C, 1)[:, 1 : L - C]  # (B, n, C): those ending at C .. L - 2
+    recent = ids.unfold(1, C - k, 1)[:, k + 1 : L - C + k]  # (B, n, C - k): those ending at C .. L - 2
+    windows = torch.cat([ids[:, None, :k].expand(-1, recent.shape[1], -1), recent], dim=-1)  # (B, n, C)
     tails = [net(chunk.flatten(0, 1))[0][:, -1].unflatten(0, chunk.shape[:2]) for chunk in windows.split(rows, dim=1)]
     return torch.cat([head, *tails], dim=1)
 

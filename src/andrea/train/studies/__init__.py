@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from andrea.train.studies.base import Study
+from andrea.train.studies.copying import Copying
 from andrea.train.studies.diff_noise import DiffNoise
 from andrea.train.studies.grokking import Grokking
 from andrea.train.studies.induction_bump import InductionBump
@@ -16,7 +17,7 @@ from andrea.train.studies.sinks import Sinks
 from andrea.train.studies.zoology import Zoology
 
 STUDIES: dict[str, type[Study]] = {  # in docs/reproductions.md's order
-    cls.name: cls for cls in (Zoology, InductionBump, LRSensitivity, Sinks, Grokking, DiffNoise)
+    cls.name: cls for cls in (Zoology, InductionBump, LRSensitivity, Sinks, Grokking, DiffNoise, Copying)
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,6 +19,7 @@ from torch import Tensor
 
 from andrea.models import streaming
 from andrea.models.network import Network, network
+from andrea.train.sweep_groups import standing
 from andrea.utils.rules import BOOLEAN, FINITE, Rule, enforce, integer
 from andrea.utils.run_result import RunResult
 from andrea.utils.typed_settings import signature_rules
@@ -118,6 +119,17 @@ def by_setting(jobs: list[Job], key: str, default: Any = None) -> dict[Any, list
     for job in jobs:
         groups.setdefault(job.setting(key, default), []).append(job)
     return groups
+
+
+def best_by(jobs: list[Job], key: Callable[[Job], Any]) -> dict[Any, Job]:
+    """Each key's best job (a model's, over the learning rates), by the rule the sweep report's best_over uses
+    (andrea.train.sweep_groups.standing), in the order the keys first appear."""
+    best: dict[Any, Job] = {}
+    for job in jobs:
+        k = key(job)
+        if k not in best or standing(job.result) > standing(best[k].result):
+            best[k] = job
+    return best
 
 
 def net_of(module: torch.nn.Module) -> Network:

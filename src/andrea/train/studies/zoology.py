@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study
-from andrea.train.sweep_groups import standing
+from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, best_by
 
 SOLVED = 0.9  # accuracy counted as solving MQAR (Zoology: attention near 1.0)
 APART = 0.05  # accuracy differences smaller than this are ties
@@ -52,11 +51,7 @@ def mixer_of(job: Job) -> str:
 def best_points(jobs: list[Job]) -> dict[str, list[Point]]:
     """Per mixer, a point per width: its best run over the learning rates, by the rule the sweep report's
     best_over uses (andrea.train.sweep_groups.standing)."""
-    best: dict[tuple[str, int], Job] = {}
-    for job in jobs:
-        key = (mixer_of(job), int(job.setting("model.net.d_model")))
-        if key not in best or standing(job.result) > standing(best[key].result):
-            best[key] = job
+    best = best_by(jobs, lambda job: (mixer_of(job), int(job.setting("model.net.d_model"))))
     points: dict[str, list[Point]] = defaultdict(list)
     for (mixer, width), job in sorted(best.items()):
         points[mixer].append(_point(mixer, width, job))
