@@ -80,7 +80,7 @@ def test_an_evaluation_set_changes_settings_and_draws_rows_of_its_own():
     assert module.settings()["num_kv_pairs"] == 4 and module.variant(seq_len=128).seq_len == 128
     with pytest.raises(ValueError, match=r"data\.eval_sets\.4x: .*MQAR needs"):
         MQARDataModule(vocab_size=512, seq_len=64, eval_sets={"4x": {"num_kv_pairs": 64}}).setup()
-    with pytest.raises(ValueError, match=r"data\.eval_sets\.val: give each evaluation set a name"):
+    with pytest.raises(ValueError, match=r"data\.eval_sets\.val: give each set a name"):
         MQARDataModule(vocab_size=512, seq_len=64, eval_sets={"val": {}})
 
 

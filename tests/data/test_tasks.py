@@ -1,5 +1,7 @@
 """The synthetic tasks: their rows, labels, seeding and split."""
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -104,3 +106,37 @@ def test_copy_refuses_what_it_cannot_make_in_one_line(settings, refusal):
     with pytest.raises(ValueError, match=None) as refused:
         CopyDataModule(**{"vocab_size": 30, "seq_len": 35, "min_length": 4, "max_length": 16} | settings)
     assert refusal in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_training_mixture_trains_on_each_part_and_validates_on_the_task_s_own_settings():
+    from andrea.data.mqar import MQARDataModule
+
+    settings: dict[str, Any] = dict(vocab_size=128, seq_len=32, num_kv_pairs=4, num_train=300, num_val=20)
+    mix = {"pairs_2": {"num_kv_pairs": 2, "seq_len": 16}, "pairs_8": {"num_kv_pairs": 8, "num_train": 100}}
+    module = MQARDataModule(**settings, train_mix=mix)
+    ids, labels = rows(module)
+    scored = (labels != IGNORE_INDEX).sum(dim=1)
+    assert ids.shape == (150 + 100, 32)  # pairs_2 an equal share of 300 between 2 parts, pairs_8 its own 100
+    assert sorted(scored.unique().tolist()) == [2, 8] and int((scored == 2).sum()) == 150
+    short = scored == 2
+    assert (ids[short, 16:] == 0).all() and (labels[short, 16:] == IGNORE_INDEX).all()  # padded past its 16
+    assert module.val_set is not None and ((module.val_set.labels != IGNORE_INDEX).sum(dim=1) == 4).all()
+    assert torch.equal(rows(MQARDataModule(**settings, train_mix=mix))[0], ids)  # seeded
+    assert module.footprint()[0] == 2 * 16 * (250 + 20) * 32
+
+
+@pytest.mark.parametrize(
+    ("mix", "refusal"),
+    [
+        ({"long": {"seq_len": 64}}, "data.train_mix.long.seq_len=64 is longer than data.seq_len=32"),
+        ({"big": {"num_kv_pairs": 9}}, "data.train_mix.big: data.num_kv_pairs=9"),
+        ({"odd": {"pairs": 2}}, "data.train_mix.odd.pairs is not a setting of task mqar"),
+        ({"val": {"num_kv_pairs": 2}}, "data.train_mix.val: give each set a name"),
+    ],
+)
+def test_a_training_mixture_s_bad_part_is_refused_in_one_line(mix, refusal):
+    from andrea.data.mqar import MQARDataModule
+
+    with pytest.raises(ValueError) as refused:
+        MQARDataModule(vocab_size=128, seq_len=32, num_kv_pairs=4, train_mix=mix)
+    assert refusal in str(refused.value) and "\n" not in str(refused.value), str(refused.value)

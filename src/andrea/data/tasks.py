@@ -28,6 +28,7 @@ from typing import Any
 import lightning as L
 import torch
 from torch import Tensor
+from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from andrea.data.sampler import ResumableTrainData
@@ -79,7 +80,8 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
     def footprint(self) -> tuple[int, str]:
         """(bytes, the setting that grows them) of the rows `setup` makes: the splits and every evaluation set,
         counted twice (the rows are made whole, then split)."""
-        rows = (self.num_train + self.num_val) * self.seq_len + sum(
+        train = sum(int(part["num_train"]) for part in self._mixture_parts().values()) or self.num_train
+        rows = (train + self.num_val) * self.seq_len + sum(
             int(changes.get("num_val", self.num_val)) * int(changes.get("seq_len", self.seq_len))
             for changes in self.eval_sets.values()
         )
@@ -95,12 +97,14 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         seed: int = 0,
         num_workers: int = 0,
         eval_sets: Mapping[str, Mapping[str, Any]] | None = None,
+        train_mix: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         super().__init__()  # its settings checked by DATA's rules before this body runs (typed_constructor)
         self.vocab_size, self.seq_len = vocab_size, seq_len
         self.num_train, self.num_val, self.batch_size = num_train, num_val, batch_size
         self.seed, self.num_workers = seed, num_workers
-        self.eval_sets = eval_sets_of(eval_sets)
+        self.eval_sets = eval_sets_of(eval_sets, "eval_sets")
+        self.train_mix = eval_sets_of(train_mix, "train_mix")
         self.train_set: TokenRows | None = None
         self.val_set: TokenRows | None = None
         self.extra_val: dict[str, TokenRows] = {}  # the evaluation sets' rows, by name
@@ -119,23 +123,31 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         return {name: getattr(self, name) for name in sorted(setting_names(type(self)))}
 
     def check_eval_sets(self) -> None:
-        """Each evaluation set built as the task it makes (with its own checks), so that a bad one is refused
-        with the task, before any work; a key the task does not have is named."""
-        for name, changes in self.eval_sets.items():
-            unknown = sorted(set(changes) - (set(setting_names(type(self))) - {"eval_sets"}))  # no sets of sets
-            if unknown:
-                raise ValueError(
-                    f"data.eval_sets.{name}.{unknown[0]} is not a setting of task {self.name}; give settings of the "
-                    "task that differ, e.g. data.eval_sets={long: {seq_len: 128}}"
-                )
-            try:
-                self.variant(**changes)
-            except (ValueError, TypeError) as error:
-                raise ValueError(f"data.eval_sets.{name}: {str(error).splitlines()[0]}") from None
+        """Each evaluation set and each part of the training mixture built as the task it makes (with its own
+        checks), so that a bad one is refused with the task, before any work; a key the task does not have is
+        named, and a part of the mixture longer than the rows it joins."""
+        for key, sets in (("eval_sets", self.eval_sets), ("train_mix", self.train_mix)):
+            for name, changes in sets.items():
+                unknown = sorted(set(changes) - (set(setting_names(type(self))) - {"eval_sets", "train_mix"}))
+                if unknown:
+                    raise ValueError(
+                        f"data.{key}.{name}.{unknown[0]} is not a setting of task {self.name}; give settings of the "
+                        "task that differ, e.g. data.eval_sets={long: {seq_len: 128}}"
+                    )
+                try:
+                    part = self.variant(**changes)
+                except (ValueError, TypeError) as error:
+                    raise ValueError(f"data.{key}.{name}: {str(error).splitlines()[0]}") from None
+                if key == "train_mix" and part.seq_len > self.seq_len:
+                    raise ValueError(
+                        f"data.train_mix.{name}.seq_len={part.seq_len} is longer than data.seq_len={self.seq_len}, "
+                        "the rows it joins; give a seq_len up to it (shorter rows are padded)"
+                    )
 
     def variant(self, **changes: Any) -> SyntheticTaskDataModule:
-        """The same task with some settings changed, checked as the task checks its own (no evaluation sets)."""
-        return type(self)(**(self.settings() | {"eval_sets": None} | changes))
+        """The same task with some settings changed, checked as the task checks its own (no evaluation sets, no
+        training mixture)."""
+        return type(self)(**(self.settings() | {"eval_sets": None, "train_mix": None} | changes))
 
     @property
     def val_set_names(self) -> list[str]:
@@ -145,7 +157,10 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is None:
             generator = torch.Generator().manual_seed(self.seed)
-            if type(self).make_split is SyntheticTaskDataModule.make_split:
+            if self.train_mix:  # the mixture to train on; validated on the task's own settings
+                self.train_set = self._mixture_rows()
+                self.val_set = TokenRows(*self.make_split(self.num_val, generator, train=False))
+            elif type(self).make_split is SyntheticTaskDataModule.make_split:
                 input_ids, labels = self.make_rows(self.num_train + self.num_val, generator)
                 n = self.num_train
                 self.train_set = TokenRows(input_ids[:n], labels[:n])
@@ -154,6 +169,26 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
                 self.train_set = TokenRows(*self.make_split(self.num_train, generator, train=True))
                 self.val_set = TokenRows(*self.make_split(self.num_val, generator, train=False))
             self.extra_val = {name: self._eval_rows(name, changes) for name, changes in self.eval_sets.items()}
+
+    def _mixture_parts(self) -> dict[str, dict[str, Any]]:
+        """Each part of the training mixture's settings, its num_train an equal share of the task's unless given."""
+        share = {"num_train": max(1, self.num_train // max(1, len(self.train_mix)))}
+        return {name: share | changes for name, changes in self.train_mix.items()}
+
+    def _mixture_rows(self) -> TokenRows:
+        """The training rows of the mixture (`train_mix`): each part's num_train rows (its own setting, else an
+        equal share of the task's), each from a generator of its own, padded to seq_len with token 0 and no
+        label, then shuffled together by the seed."""
+        parts = []
+        for name, changes in self._mixture_parts().items():
+            part = self.variant(**changes)
+            seed = int.from_bytes(hashlib.sha256(f"{self.seed}:train_mix:{name}".encode()).digest()[:7], "big")
+            ids, labels = part.make_split(part.num_train, torch.Generator().manual_seed(seed), train=True)
+            pad = self.seq_len - ids.shape[1]
+            parts.append((F.pad(ids, (0, pad), value=0), F.pad(labels, (0, pad), value=IGNORE_INDEX)))
+        ids, labels = (torch.cat(columns) for columns in zip(*parts, strict=True))
+        order = torch.randperm(len(ids), generator=torch.Generator().manual_seed(self.seed))
+        return TokenRows(ids[order], labels[order])
 
     def _eval_rows(self, name: str, changes: dict[str, Any]) -> TokenRows:
         """An evaluation set's rows, from a generator of its own (never the training rows' draws)."""
