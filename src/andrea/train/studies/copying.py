@@ -163,9 +163,9 @@ def _grows(jobs: list[Job]) -> bool:
 
 
 def _plot(attention: list[Job], fixed: list[Job], others: list[Job], path: Path) -> None:
-    """Jelassi et al.'s Fig. 2 as this run draws it: string accuracy over training (a), against the string's
-    length with the longest trained marked (b), and, at each length, against the state (c); each model's best
-    learning rate drawn, the other rates of the grid faint beside it (the spread over the grid)."""
+    """Jelassi et al.'s copying figures as this run draws them: string accuracy over training (a), against the
+    string's length with the longest trained marked (b), and, at each length, against the state (c); each model's
+    best learning rate drawn, the other rates of the grid faint beside it (the spread over the grid)."""
     import matplotlib
 
     matplotlib.use("Agg")
