@@ -44,15 +44,15 @@ def typed_constructor(init: Callable[..., None]) -> Callable[..., None]:
     return checked
 
 
-def eval_sets_of(sets: Mapping[str, Mapping[str, Any]] | None, key: str = "eval_sets") -> dict[str, dict[str, Any]]:
+def eval_sets_of(sets: Mapping[str, Mapping[str, Any]] | None, setting: str = "eval_sets") -> dict[str, dict[str, Any]]:
     """{name: settings} as plain values, of data.eval_sets or data.train_mix (the parts of a training mixture); a
     name is letters, digits and underscores (it names logged metrics)."""
     found: dict[str, dict[str, Any]] = {}
     for name, changes in (sets or {}).items():
         if not re.fullmatch(r"\w+", str(name)) or str(name) == "val" or not isinstance(changes, Mapping):
             raise ValueError(
-                f"data.{key}.{name}: give each set a name of letters, digits and underscores (not val) and the "
-                f"settings that differ, e.g. data.{key}={{pairs_8: {{num_kv_pairs: 8}}}}"
+                f"data.{setting}.{name}: give each set a name of letters, digits and underscores (not val) and the "
+                f"settings that differ, e.g. data.{setting}={{pairs_8: {{num_kv_pairs: 8}}}}"
             )
         found[str(name)] = {str(key): value for key, value in changes.items()}
     return found

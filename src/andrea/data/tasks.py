@@ -132,7 +132,7 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
                 if unknown:
                     raise ValueError(
                         f"data.{key}.{name}.{unknown[0]} is not a setting of task {self.name}; give settings of the "
-                        "task that differ, e.g. data.eval_sets={long: {seq_len: 128}}"
+                        f"task that differ, e.g. data.{key}={{long: {{seq_len: 128}}}}"
                     )
                 try:
                     part = self.variant(**changes)

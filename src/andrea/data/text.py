@@ -247,13 +247,11 @@ class TextDataModule(ResumableTrainData, L.LightningDataModule):
         """(n, length) ids: n consecutive stretches of the held-out text, each as training sees a context begin
         (with `bos`, its first id the BOS and length - 1 text tokens after it)."""
         self.setup()
-        assert self.tokens is not None  # setup() made it
-        text = length - self.bos
-        split = int(len(self.tokens) * (1 - self.val_fraction))
-        held_out = self.tokens[split : split + n * text]
+        text = length - int(self.bos)
+        held_out = self.val_set.tokens  # the validation split, as setup() cut it
         if len(held_out) < n * text:
-            raise ValueError(f"the held-out text has {len(self.tokens) - split} tokens: fewer than {n} x {text}")
-        ids = torch.from_numpy(held_out.astype(np.int64)).view(n, text)
+            raise ValueError(f"the held-out text has {len(held_out)} tokens: fewer than {n} x {text}")
+        ids = torch.from_numpy(held_out[: n * text].astype(np.int64)).view(n, text)
         if self.bos:
             ids = torch.cat([torch.full((n, 1), self.tokenizer.eot_id), ids], dim=1)
         return ids

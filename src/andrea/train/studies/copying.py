@@ -61,9 +61,14 @@ class Copying(Study):
             ids, labels = rows.make_rows(ROWS, torch.Generator().manual_seed(n))
             accuracy[str(n)] = float(string_correct(logits(module, ids), labels).float().mean())
         longest = 2 * max(lengths) + 3 if lengths else net.max_context
-        numbers = [mixer.cache_size().at(longest) for mixer in net.mixers]
-        fixed = all(mixer.cache_size().at(1) == mixer.cache_size().at(longest) for mixer in net.mixers)
-        return {"trained": data.max_length, "accuracy": accuracy, "state": sum(numbers), "fixed": fixed}
+        sizes = [mixer.cache_size() for mixer in net.mixers]
+        fixed = all(size.at(1) == size.at(longest) for size in sizes)  # a state that does not grow with the text
+        return {
+            "trained": data.max_length,
+            "accuracy": accuracy,
+            "state": sum(size.at(longest) for size in sizes),
+            "fixed": fixed,
+        }
 
     def findings(self, jobs: list[Job], figure: Path) -> list[Claim]:
         best = best_per_arm(jobs)
@@ -204,7 +209,7 @@ def _draw_state(ax: Any, fixed: list[Job]) -> None:
     """Panel (c): at each length, the fixed-state models' string accuracy against their state."""
     if not fixed:
         return
+    states = [job.final["state"] for job in fixed]
     for n in sorted(fixed[0].final["accuracy"], key=int):
-        states = [job.final["state"] for job in fixed]
         ax.plot(states, [job.final["accuracy"].get(n, 0.0) for job in fixed], marker="o", label=f"{n} letters")
     ax.set_xscale("log")
