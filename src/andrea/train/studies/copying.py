@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from andrea.data.copying import string_correct
+from andrea.train.studies import figure
 from andrea.train.studies.base import (
     FAILS,
     HOLDS,
@@ -171,12 +172,7 @@ def _plot(attention: list[Job], fixed: list[Job], others: list[Job], path: Path)
     """Jelassi et al.'s copying figures as this run draws them: string accuracy over training (a), against the
     string's length with the longest trained marked (b), and, at each length, against the state (c); each model's
     best learning rate drawn, the other rates of the grid faint beside it (the spread over the grid)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (steps_ax, length_ax, state_ax) = plt.subplots(1, 3, figsize=(15, 4), dpi=100, layout="constrained")
+    fig, (steps_ax, length_ax, state_ax) = figure.panels(3, 15, 4)
     _draw_runs(steps_ax, length_ax, [*attention, *fixed], others)
     _draw_state(state_ax, fixed)
     steps_ax.set(title="(a) learning to copy", xlabel="step", ylabel="string accuracy (trained lengths)")
@@ -184,11 +180,7 @@ def _plot(attention: list[Job], fixed: list[Job], others: list[Job], path: Path)
     state_ax.set(title="(c) fixed-state models against their state", xlabel="state (numbers, every layer)")
     for ax in (steps_ax, length_ax, state_ax):
         ax.set_ylim(-0.02, 1.02)
-        ax.grid(alpha=0.3)
-        if ax.has_data():
-            ax.legend(fontsize=8)
-    fig.savefig(path)
-    plt.close(fig)
+    figure.save(fig, path)
 
 
 def _draw_runs(steps_ax: Any, length_ax: Any, best: list[Job], others: list[Job]) -> None:

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from andrea.data.tasks import IGNORE_INDEX
+from andrea.train.studies import figure
 from andrea.train.studies.base import UNSURE, Claim, Job, Study, by_setting, judged, net_of
 
 ROWS = 256  # validation rows read
@@ -124,12 +125,7 @@ KINDS = (("answer", "tab:green", "answer span"), ("noise", "tab:red", "noise con
 def _plot(runs: dict[str, list[Job]], path: Path) -> None:
     """Ye et al.'s Fig. 1 drawn twice: the share on the answer and on the noise context, by mechanism; ours (bars
     the mean over seeds, dots each seed) beside the paper's Table 3 (the mean over its five depths)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ours_ax, paper_ax) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100, layout="constrained")
+    fig, (ours_ax, paper_ax) = figure.panels(2, 10)
     _draw_ours(ours_ax, runs)
     for offset, (kind, colour, _) in enumerate(KINDS):
         published = [sum(TABLE3[model][kind]) / len(TABLE3[model][kind]) for model in TABLE3]
@@ -137,10 +133,7 @@ def _plot(runs: dict[str, list[Job]], path: Path) -> None:
     paper_ax.set_xticks(range(len(TABLE3)), list(TABLE3))
     paper_ax.set_title("Ye et al. Table 3: 3B models, 4k-token needle, 5 depths' mean", fontsize=10)
     paper_ax.set_ylim(0, 1)
-    for ax in (ours_ax, paper_ax):
-        ax.grid(alpha=0.3, axis="y")
-    fig.savefig(path)
-    plt.close(fig)
+    figure.save(fig, path, grid="y")
 
 
 def _draw_ours(ax: Any, runs: dict[str, list[Job]]) -> None:
@@ -152,8 +145,6 @@ def _draw_ours(ax: Any, runs: dict[str, list[Job]]) -> None:
     ax.set_xticks(range(len(names)), [f"mechanism={n}" for n in names])
     ax.set_title("here: MQAR's queries, the retrieval head", fontsize=10)
     ax.set_ylabel("share of the row's positive weight")
-    if ax.has_data():
-        ax.legend(fontsize=8)
 
 
 def _bars(ax: Any, x: list[float], seeds: list[list[float]], colour: str, label: str) -> None:

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from andrea.data.tasks import IGNORE_INDEX
+from andrea.train.studies import figure
 from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, first_reaching, logits
 
 KEY = 5  # frequencies counted as "a few" (Nanda et al. find five for p = 113)
@@ -110,12 +111,7 @@ def _after_init(curve: tuple[list[int], list[float]]) -> tuple[list[int], list[f
 
 
 def _plot(job: Job | None, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (acc_ax, share_ax, spec_ax) = plt.subplots(1, 3, figsize=(13, 3.8), dpi=100, layout="constrained")
+    fig, (acc_ax, share_ax, spec_ax) = figure.panels(3, 13)
     if job is not None:
         for name, label in (("train_acc", "train"), ("test_acc", "test (held-out pairs)")):
             acc_ax.plot(*_after_init(job.curve(name)), label=label)
@@ -127,15 +123,10 @@ def _plot(job: Job | None, path: Path) -> None:
             shares = job.final["spectrum"]
             spec_ax.bar(range(1, len(shares) + 1), shares, color="tab:purple")
             spec_ax.axhline(1 / len(shares), color="grey", linestyle=":", label="flat (no key frequency)")
-            spec_ax.legend(fontsize=8)
     acc_ax.set(title="accuracy", xlabel="step (log scale)", ylim=(-0.02, 1.02), xscale="log")
-    acc_ax.legend(fontsize=8)
     share_ax.set(
         title=f"embedding energy in its {KEY} strongest frequencies", xlabel="step (log scale)", ylim=(0, 1.02)
     )
     share_ax.set_xscale("log")
     spec_ax.set(title="trained embedding: energy per frequency", xlabel="frequency k", ylabel="share")
-    for ax in (acc_ax, share_ax, spec_ax):
-        ax.grid(alpha=0.3)
-    fig.savefig(path)
-    plt.close(fig)
+    figure.save(fig, path)

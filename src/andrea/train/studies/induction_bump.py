@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from andrea.lens.head_roles import InductionScore
+from andrea.train.studies import figure
 from andrea.train.studies.base import UNSURE, Claim, Job, Study, by_setting, judged, net_of, token_losses
 
 ROWS = 256  # validation rows each record reads
@@ -95,12 +96,7 @@ def _control(two: list[Job], one: list[Job]) -> Claim:
 
 
 def _plot(two: list[Job], one: list[Job], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), dpi=100, layout="constrained")
+    fig, axes = figure.panels(3, 13)
     for jobs, colour, name in ((two, "tab:blue", "2 layers"), (one, "tab:orange", "1 layer (control)")):
         for n, job in enumerate(jobs):
             label = name if n == 0 else None
@@ -111,8 +107,4 @@ def _plot(two: list[Job], one: list[Job], path: Path) -> None:
     titles = ("in-context score (late minus early loss)", "best head's prefix-matching score", "train loss")
     for ax, title in zip(axes, titles, strict=True):
         ax.set(title=title, xlabel="step")
-        ax.grid(alpha=0.3)
-        if ax.has_data():
-            ax.legend(fontsize=8)
-    fig.savefig(path)
-    plt.close(fig)
+    figure.save(fig, path)

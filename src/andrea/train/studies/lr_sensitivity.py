@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from andrea.lens.cache import run_with_cache
+from andrea.train.studies import figure
 from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, by_setting, net_of, token_losses
 
 ROWS = 16  # validation rows each record reads
@@ -112,12 +113,7 @@ def _sensitivity(runs: dict[str, dict[float, Job]]) -> Claim:
 
 
 def _plot(runs: dict[str, dict[float, Job]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), dpi=100, layout="constrained")
+    fig, axes = figure.panels(3, 13)
     for name, grid in sorted(runs.items()):
         rates = sorted(grid)
         label = f"{name} (sensitivity {sensitivity(grid):.3f})"
@@ -127,9 +123,5 @@ def _plot(runs: dict[str, dict[float, Job]], path: Path) -> None:
     titles = ("final loss (diverged: loss at init)", "largest attention logit over training", "mean largest weight")
     for ax, title in zip(axes, titles, strict=True):
         ax.set(title=title, xlabel="learning rate", xscale="log")
-        ax.grid(alpha=0.3)
-        if ax.has_data():
-            ax.legend(fontsize=8)
     axes[1].set_yscale("log")
-    fig.savefig(path)
-    plt.close(fig)
+    figure.save(fig, path)

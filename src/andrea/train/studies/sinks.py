@@ -24,6 +24,7 @@ import torch
 
 from andrea.models.network import Network
 from andrea.models.streaming import streaming_losses, unstreamable
+from andrea.train.studies import figure
 from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, net_of, resting_on
 
 STREAMS, LENGTH = 4, 8  # streams of held-out text, each LENGTH x max_context tokens
@@ -128,16 +129,11 @@ def _one_token(job: Job | None, vanilla: Job | None) -> Claim:
 
 def _plot(runs: dict[str, Job], path: Path) -> None:
     """Xiao et al.'s Fig. 3 for each model: the perplexity of the recent tokens as the stream goes on, by cache."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, max(1, len(runs)), figsize=(6.5 * max(1, len(runs)), 4), dpi=100, squeeze=False)
+    fig, axes = figure.panels(max(1, len(runs)), 6.5 * max(1, len(runs)), 4)
     names = {"recomputed": "recomputed window", "window": "window only", "first_1": "first token + window"}
     names[f"first_{KEEP}"] = f"first {KEEP} + window"
     colours = {"recomputed": "black", "window": "tab:red", "first_1": "tab:orange", f"first_{KEEP}": "tab:green"}
-    for ax, (model, job) in zip(axes[0], sorted(runs.items(), reverse=True), strict=False):
+    for ax, (model, job) in zip(axes, sorted(runs.items(), reverse=True), strict=False):
         curves, C = job.final["curves"], job.final["context"]
         span = max(1, C // 4)
         for name, label in names.items():
@@ -146,8 +142,4 @@ def _plot(runs: dict[str, Job], path: Path) -> None:
         ax.axvline(C, color="grey", linestyle=":", label="training context")
         ax.set(title=f"{model} (data.bos={model == 'sink token'}): first token {job.final['first_token']:.1f}x uniform")
         ax.set(xlabel="tokens streamed", ylabel=f"perplexity of the last {span} tokens")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    figure.save(fig, path)

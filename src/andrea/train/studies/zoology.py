@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from andrea.train.studies import figure
 from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, best_by
 
 SOLVED = 0.9  # accuracy counted as solving MQAR (Zoology: attention near 1.0)
@@ -138,12 +139,7 @@ def _draw(axes: Any, mixer: str, ps: list[Point]) -> None:
 
 
 def _plot(points: dict[str, list[Point]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4), dpi=100, layout="constrained")
+    fig, axes = figure.panels(3, 14, 4)
     for mixer, ps in sorted(points.items()):
         _draw(axes, mixer, ps)
     titles = ("against width (4 pairs, as trained)", "against state size (4 pairs)", "against state size (16 pairs)")
@@ -151,11 +147,7 @@ def _plot(points: dict[str, list[Point]], path: Path) -> None:
         axes, titles, ("d_model", "bytes a sequence's cache keeps", "bytes a sequence's cache keeps"), strict=True
     ):
         ax.set(title=f"accuracy {title}", xlabel=x, xscale="log", ylim=(-0.02, 1.02), ylabel="accuracy (best rate)")
-        ax.grid(alpha=0.3)
-        if ax.has_data():
-            ax.legend(fontsize=8)
     widths = sorted({p.width for ps in points.values() for p in ps})
     axes[0].set_xticks(widths, [str(w) for w in widths], minor=False)
     axes[0].minorticks_off()
-    fig.savefig(path)
-    plt.close(fig)
+    figure.save(fig, path)
