@@ -60,7 +60,7 @@ def test_the_readme_s_experiments_table_is_each_experiment_s_own_summary_line():
     """One row per conf/experiment file, its text the file's `# summary:` line, which andrea-train --help prints."""
     from andrea.train.experiments import summaries
 
-    rows = dict(re.findall(r"^\| `([\w-]+)` \| (.+) \|$", (ROOT / "README.md").read_text(), re.MULTILINE))
+    rows = dict(re.findall(r"^\| `([\w/-]+)` \| (.+) \|$", (ROOT / "README.md").read_text(), re.MULTILINE))
     assert rows == summaries()
 
 

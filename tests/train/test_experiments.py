@@ -6,6 +6,6 @@ from tests.compose import group_options
 
 def test_every_experiment_has_a_one_line_summary():
     found = summaries()
-    assert sorted(found) == group_options("experiment")
+    assert sorted(found) == sorted(group_options("experiment") + [f"gpu/{n}" for n in group_options("experiment/gpu")])
     for name, summary in found.items():
         assert 10 <= len(summary) <= 100 and "\n" not in summary, name

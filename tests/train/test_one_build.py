@@ -20,9 +20,9 @@ def test_the_default_run_checks_once_then_builds_each_part_once(tmp_path, monkey
     events: list[str] = []
     check = config.check_config
 
-    def counted_check(cfg):
+    def counted_check(cfg, *args):
         events.append("check")
-        checked = check(cfg)
+        checked = check(cfg, *args)
         events.append("checked")
         return checked
 

@@ -11,10 +11,12 @@ from hydra.core.hydra_config import HydraConfig
 
 from andrea.train.pipeline import train
 from andrea.train.studies import STUDIES
-from andrea.train.studies.base import VERDICTS
+from andrea.train.studies.base import VERDICTS, Job
 from andrea.train.studies.diff_noise import allocation
 from andrea.train.studies.grokking import key_share, spectrum
 from andrea.train.studies.report import FINDINGS, verdict_lines, write_study
+from andrea.train.studies.zoology import _delta, _state, best_points, point_of
+from andrea.utils.run_result import RunResult
 from tests.compose import compose_train
 
 QUIET = ["hydra.mode=RUN", "logger=none", "callbacks.model_checkpoint=null", "callbacks.last_checkpoint=null"]
@@ -56,11 +58,11 @@ SMOKE = {  # each study's jobs, smoke-sized: the preset's settings with the size
     ],
     "zoology": [
         [
-            f"model.net.layout=[{m}]",
+            f"arm/zoology={m}",
             f"model.net.d_model={d}",
-            "data.num_train=128",
+            "data.num_train=192",
             "data.num_val=64",
-            "trainer.max_epochs=1",
+            "trainer.max_steps=3",
         ]
         for m in ("attention", "gla", "deltanet")
         for d in (16, 32)
@@ -269,3 +271,25 @@ def test_copying_reads_steps_lengths_and_state_into_its_verdicts(tmp_path):
     never = _copy_job("attention", None, [0.0, 0.5], {8: 0.9, 16: 0.5, 32: 0.0, 64: 0.0}, 10**5)
     claims = Copying().findings([never, small, large], tmp_path / "copy.png")
     assert claims[0].verdict == claims[1].verdict == "inconclusive"  # attention never copied: nothing to compare
+
+
+def _mqar_job(mixer, width, val, most, state, conv=0):
+    """A zoology job's result as the study reads it: one layer of `state` bytes, `conv` of them a convolution's."""
+    layers = [{"layer": 0, "kind": mixer, "mixer": mixer, "cache": "state", "bytes": state, "conv_bytes": conv}]
+    return Job(RunResult(
+        "completed", 0, "run", val_acc=val, eval_sets={"pairs_8": {"acc": most}, "pairs_16": {"acc": most}},
+        cache_bytes={"length": 64, "layers": layers},
+        config={"mixer": {"name": mixer}, "model": {"net": {"d_model": width}, "optimizer": {"lr": 1e-3}}},
+    ))  # fmt: skip
+
+
+def test_zoology_counts_state_as_zoology_does_and_judges_no_mixer_that_learned_nothing():
+    point = point_of(_mqar_job("deltanet", 32, 0.95, 0.4, state=4_096 + 1_536, conv=1_536))
+    assert point.state == 4_096  # the short convolution's inputs left out, as Zoology's state_size() leaves them
+    learned = [_mqar_job("gla", 32, 0.95, 0.30, 2_048), _mqar_job("gla", 64, 0.97, 0.80, 8_192)]
+    assert _state(best_points(learned)).verdict == "holds"  # 16 pairs cost at d 32, and the larger state wins it back
+    blank = [_mqar_job("gla", 32, 0.02, 0.01, 2_048), _mqar_job("gla", 64, 0.03, 0.01, 8_192)]
+    claim = _state(best_points(blank))
+    assert claim.verdict == "inconclusive" and "learned nothing" in claim.ours  # not "holds": nothing happened
+    delta = [_mqar_job("deltanet", 32, 0.02, 0.01, 4_096), *blank]
+    assert _delta(best_points(delta)).verdict == "inconclusive"

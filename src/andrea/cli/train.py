@@ -3,6 +3,7 @@
     andrea-train                                   # the repetition task, sdpa, causal, MHA, on CPU
     andrea-train experiment=lookback attention=eager heads=gqa
     andrea-train -m attention=naive,eager,sdpa heads=mha,gqa
+    andrea-train experiment=gpu/zoology --dry-run  # each job's steps, tokens and H100 minutes; nothing trained
     andrea-train --help | --cfg job | -m ... | --shell-completion install=bash
 
 Input refused before any work exits 2 with one line; a run that fails on the way exits 1
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
@@ -129,6 +131,9 @@ def _not_for_the_console(record: logging.LogRecord) -> bool:
 
 
 def main() -> None:
+    if "--dry-run" in sys.argv[1:]:  # every job's plan (andrea.train.plan): nothing trained, nothing written
+        given = [arg for arg in sys.argv[1:] if arg != "--dry-run"]
+        sys.argv = [sys.argv[0], "--multirun", *given, "hydra.sweeper.dry_run=true"]
     run_app(COMMAND, train_app, help_text=help_text)
 
 

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 class CacheSize:
     """The numbers a layer's cache keeps for one sequence of T tokens: `per_token` for each token it keeps
     (a KV cache: 2·H_kv·d), at most `max_tokens` of them (a bounded look-back; None: every token), and
-    `per_sequence` whatever T is (a recurrent mixer's state)."""
+    `per_sequence` whatever T is (a recurrent mixer's state); `conv` of those, what its short convolutions keep
+    (their last kernel - 1 inputs), which Zoology's count of a state leaves out."""
 
     per_token: int
     per_sequence: int = 0
     max_tokens: int | None = None
+    conv: int = 0
 
     def at(self, T: int) -> int:
         """The numbers kept after T tokens."""

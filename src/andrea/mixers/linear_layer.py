@@ -209,7 +209,7 @@ class LinearMixer(nn.Module):
         values = self.value_dim + self.normalize
         convs = [] if self.convs is None else [c for c in self.convs.values() if isinstance(c, ShortConv)]
         conv = sum((c.kernel_size[0] - 1) * c.in_channels for c in convs)
-        return CacheSize(per_token=0, per_sequence=self.n_head * self.key_dim * values + conv)
+        return CacheSize(per_token=0, per_sequence=self.n_head * self.key_dim * values + conv, conv=conv)
 
     def extra_repr(self) -> str:
         return (

@@ -155,7 +155,7 @@ class Mamba2(nn.Module):
     def cache_size(self) -> CacheSize:
         """The state H·N·P, and the convolution's last 3 inputs of x, B and C."""
         conv = 0 if self.conv is None else (self.conv.kernel_size[0] - 1) * self.conv.in_channels
-        return CacheSize(per_token=0, per_sequence=self.n_head * self.d_state * self.head_dim + conv)
+        return CacheSize(per_token=0, per_sequence=self.n_head * self.d_state * self.head_dim + conv, conv=conv)
 
     def extra_repr(self) -> str:
         return f"mamba2, n_head={self.n_head}, head_dim={self.head_dim}, d_state={self.d_state}, form={self.form}"

@@ -82,6 +82,7 @@ class Parallel(nn.Module):
             per_token=sum(size.per_token for size in sizes),
             per_sequence=sum(size.per_sequence for size in sizes),
             max_tokens=next(iter(windows)) if len(windows) == 1 else None,
+            conv=sum(size.conv for size in sizes),
         )
 
     def hook_points(self) -> dict[str, HookPoint]:

@@ -106,8 +106,8 @@ def kv_cache_widths(net: Network) -> dict[str, Any]:
 
 def cache_bytes(net: Network, length: int, bytes_per_number: int) -> dict[str, Any]:
     """The bytes one sequence's cache keeps at `length` tokens, per layer (each mixer's cache_size: a KV cache
-    grows with the length, a recurrent state does not), beside what an MHA layer of the same width would keep
-    (2·d_model numbers a token)."""
+    grows with the length, a recurrent state does not), and of them its short convolutions' (`conv_bytes`), beside
+    what an MHA layer of the same width would keep (2·d_model numbers a token)."""
     layers = [
         {
             "layer": spec.index,
@@ -115,6 +115,7 @@ def cache_bytes(net: Network, length: int, bytes_per_number: int) -> dict[str, A
             "mixer": spec.mixer,
             "cache": spec.cache,
             "bytes": mixer.cache_size().at(length) * bytes_per_number,
+            "conv_bytes": mixer.cache_size().conv * bytes_per_number,
         }
         for spec, mixer in zip(net.layer_specs, net.mixers, strict=True)
     ]

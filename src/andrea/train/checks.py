@@ -43,16 +43,17 @@ class Checked:
     finished: str | None = None  # ckpt_path already holds the whole run: what to say instead of training
 
 
-def check_config(cfg: DictConfig) -> Checked:
+def check_config(cfg: DictConfig, here: bool = True) -> Checked:
     """Every check of a run, once, before anything is built: refuse an impossible config with a one-line
     ConfigError naming the key. With `init_from` (GPT-2 weights to fine-tune), model.net first becomes the
-    network those weights need."""
+    network those weights need. `here=False` checks a run planned for another machine (andrea-train
+    --dry-run): everything but whether this machine has the run's GPU."""
     apply_init_from(cfg)
     fill_kind_defaults(cfg)
     drop_unused_attention(cfg)
     _check_model(cfg)
     _check_keys_and_values(cfg)
-    estimate = _validate_memory(cfg)
+    estimate = _validate_memory(cfg, here)
     _validate_trainer(cfg)
     finished = check_checkpoint(cfg)
     if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
@@ -68,7 +69,8 @@ def check_config(cfg: DictConfig) -> Checked:
     check_mixers(cfg, layers)
     check_study(cfg)
     attention = attention_parts(cfg, layers, on_cpu(cfg))
-    check_accelerator(cfg)
+    if here:
+        check_accelerator(cfg)
     return Checked(estimate, attention, finished)
 
 
@@ -120,8 +122,10 @@ def training_estimate(cfg: DictConfig) -> tuple[NetSpec, Estimate] | None:
     return spec, memory.training(spec, batch_size, seq_len, probe_rows)
 
 
-def _validate_memory(cfg: DictConfig) -> Estimate | None:
-    """Refuse a run whose estimated training memory exceeds the device's, before allocating any of it."""
+def _validate_memory(cfg: DictConfig, here: bool = True) -> Estimate | None:
+    """Refuse a run whose estimated training memory exceeds the device's, before allocating any of it; a run
+    planned for another machine (`here=False`) gets its estimate only, this machine's memory saying nothing of
+    that one's."""
     from andrea.models import memory, mixer_sizes
 
     try:
@@ -131,6 +135,8 @@ def _validate_memory(cfg: DictConfig) -> Estimate | None:
     if found is None:
         return None
     spec, need = found
+    if not here:
+        return need
     data = {"batch_size": cfg.data.batch_size, "seq_len": cfg.data.seq_len, "vocab_size": _get(cfg, "data.vocab_size")}
     keys = {name: f"model.net.{name}" for name in memory.REFERENCE} | {
         "batch_size": "data.batch_size",

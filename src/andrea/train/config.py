@@ -37,11 +37,12 @@ class Parts:
     finished: str | None = None  # ckpt_path already holds the whole run: what to say instead of training
 
 
-def validate(cfg: DictConfig) -> Parts:
+def validate(cfg: DictConfig, here: bool = True) -> Parts:
     """Refuse an impossible config with a one-line ConfigError naming the key; else the run's parts: checked
-    once (andrea.train.checks), then built once, the network from the attention parts the checks built."""
+    once (andrea.train.checks), then built once, the network from the attention parts the checks built.
+    `here=False`: a run planned for another machine (andrea.train.checks.check_config)."""
     try:
-        checked = check_config(cfg)
+        checked = check_config(cfg, here)
         L.seed_everything(cfg.seed, workers=True, verbose=False)  # the network's first weights follow the seed
         datamodule = instantiate(cfg.data)  # checks data.* itself; builds no tensors yet
         check_data_memory(datamodule)

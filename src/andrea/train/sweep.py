@@ -201,8 +201,11 @@ def job_line(result: RunResult, number: int | str | None) -> str:
     return f"job {number} ({' '.join(result.overrides) or 'defaults'}): {done_line(result)}{verdict}"
 
 
-def _job_number(name: str) -> int:
-    return int(name) if name.isdigit() else 1 << 30
+def _job_number(name: str) -> tuple[str, int]:
+    """A job dir's place in the report: by its name's stem, then its number (`7` before `12`; a sweep run as
+    several commands into one dir, its subdir `<mixer>-<n>`, keeps each command's jobs together)."""
+    stem = name.rstrip("0123456789")
+    return stem, int(name[len(stem) :]) if len(stem) < len(name) else -1
 
 
 class SweepSummary(Callback):
@@ -221,6 +224,8 @@ class SweepSummary(Callback):
         write_summary(config.hydra.sweep.dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if not Path(config.hydra.sweep.dir).is_dir():  # no job launched (a dry run): nothing to report
+            return
         rows = write_summary(config.hydra.sweep.dir)
         done = sum(row["status"] == "completed" for row in rows)
         report = Path(config.hydra.sweep.dir) / REPORT

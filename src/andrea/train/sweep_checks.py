@@ -13,7 +13,7 @@ A sweeper that draws its points as it goes (Optuna's) has each job checked as it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hydra import compose
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -22,18 +22,24 @@ from omegaconf import DictConfig, OmegaConf
 from andrea.train.errors import ConfigError
 
 
-def check_sweep(config: DictConfig, points: list[list[str]]) -> None:
-    """Refuse the sweep of `config` (Hydra's) over `points` with a one-line ConfigError before any job runs."""
+def check_sweep(config: DictConfig, points: list[list[str]], here: bool = True) -> None:
+    """Refuse the sweep of `config` (Hydra's) over `points` with a one-line ConfigError before any job runs;
+    `here=False`: a sweep planned for another machine (andrea.train.checks.check_config)."""
     from andrea.train.checks import check_config
 
     _check_best_over(config, points)
     for number, overrides in enumerate(points):
-        job = compose(config_name=config.hydra.job.config_name, overrides=list(overrides))
+        job = compose_job(config)(list(overrides))
         try:
-            check_config(job)
+            check_config(job, here)
         except ConfigError as err:
             label = " ".join(overrides) or "defaults"
             raise ConfigError(f"job {number} ({label}) is refused, so the sweep launched no job: {err}") from None
+
+
+def compose_job(config: DictConfig) -> Callable[[list[str]], DictConfig]:
+    """A job's config from its overrides, as the sweep's launcher composes it."""
+    return lambda overrides: compose(config_name=config.hydra.job.config_name, overrides=overrides)
 
 
 def sweep_points(arguments: list[str]) -> list[list[str]]:

@@ -15,21 +15,31 @@ from omegaconf import DictConfig
 
 
 class CheckedSweeper(Sweeper):
-    def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, max_batch_size: int | None = None, params: dict[str, str] | None = None, dry_run: bool = False
+    ) -> None:
+        """dry_run: print each job's plan (andrea.train.plan) instead of launching any (andrea-train --dry-run)."""
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the class as Hydra's scan left it
 
         self.basic = BasicSweeper(max_batch_size, params)
         self.config: DictConfig | None = None
+        self.dry_run = dry_run
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
         self.basic.setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from andrea.train.sweep_checks import check_sweep, sweep_points
+        from andrea.train.sweep_checks import check_sweep, compose_job, sweep_points
 
         assert self.config is not None  # setup() comes first
-        check_sweep(self.config, sweep_points([*self.basic._parse_config(), *arguments]))
+        points = sweep_points([*self.basic._parse_config(), *arguments])
+        check_sweep(self.config, points, here=not self.dry_run)
+        if self.dry_run:
+            from andrea.train.plan import plan_sweep, table
+
+            print(table(plan_sweep(points, compose_job(self.config))))
+            return []
         return self.basic.sweep(arguments)
 
 

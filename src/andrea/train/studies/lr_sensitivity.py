@@ -72,7 +72,10 @@ def _peak(job: Job) -> float:
 
 def _logits(runs: dict[str, dict[float, Job]]) -> Claim:
     claim = "without QK-layernorm the largest attention logit grows with the learning rate; with it, it does not"
-    paper = "Wortsman et al. §3.1: without qk-layernorm the attention logits grow large at high learning rates"
+    paper = (
+        "Wortsman et al. §3.1, Fig. 9: without qk-layernorm the attention logits grow with the learning rate; every "
+        "run whose logits passed 1e4 diverged"
+    )
     soft, qk = runs.get("softmax", {}), runs.get("qknorm", {})
     if len(soft) < 2 or not qk or max(soft) not in qk:
         return Claim(claim, paper, "the grid did not complete", UNSURE)
@@ -87,7 +90,10 @@ def _logits(runs: dict[str, dict[float, Job]]) -> Claim:
 
 def _collapse(runs: dict[str, dict[float, Job]]) -> Claim:
     claim = "without QK-layernorm attention collapses to one-hot weights at high learning rates"
-    paper = "Wortsman et al. §3.1: attention entropy collapses where the logits grow"
+    paper = (
+        "Wortsman et al. §3.1: attention entropy collapses where the logits grow; Fig. 10: logits held at 1e4 leave a "
+        "10M-parameter model worse than a bigram model"
+    )
     soft, qk = runs.get("softmax", {}), runs.get("qknorm", {})
     if not soft or not qk:
         return Claim(claim, paper, "the grid did not complete", UNSURE)
@@ -102,7 +108,10 @@ def _collapse(runs: dict[str, dict[float, Job]]) -> Claim:
 
 def _sensitivity(runs: dict[str, dict[float, Job]]) -> Claim:
     claim = "QK-layernorm lowers the LR sensitivity"
-    paper = "Wortsman et al. Fig. 1: qk-layernorm lowers LR sensitivity at every model size"
+    paper = (
+        "Wortsman et al. Fig. 1: qk-layernorm lowers LR sensitivity at every model size (rates 3e-4 to 3e-1), and "
+        "trains a 1.2B model at 0.3"
+    )
     soft, qk = runs.get("softmax", {}), runs.get("qknorm", {})
     if not soft or not qk or set(soft) != set(qk):
         return Claim(claim, paper, "the grid did not complete for both", UNSURE)

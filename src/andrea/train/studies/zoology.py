@@ -2,10 +2,14 @@
 attention solves MQAR at every width; a fixed-state mixer needs a state that grows with the number of pairs it
 recalls; the delta rule recalls more per unit of state than gated linear attention.
 
-Each point is the best of the sweep's learning rates (Zoology plots the best of four), read from result.json:
-accuracy on the validation rows (the pairs trained on) and on evaluation sets of the same length with more pairs
-(`data.eval_sets`: pairs_8, pairs_16), and the bytes a sequence's cache keeps (the KV cache at full context for
-attention, the state for the others).
+Each point is the best of the sweep's learning rates (Zoology plots the best of four; the others are drawn faint,
+the spread over the grid), read from result.json: accuracy on the validation rows of each pair count trained on
+(val: the task's own, 4 pairs; `data.eval_sets` pairs_8, pairs_16), and the state as Zoology counts it
+(`state_size()` summed over the layers, times 4 bytes): an attention layer's keys and values at the sequence's
+length, a recurrent layer's state, short convolutions left out (result.json's bytes less their conv_bytes).
+
+A claim about fixed-state mixers rests on the mixer having learned the task at all (at least SOLVED on the pairs
+it recalls most easily, 4): one that learned nothing says nothing about state, and its verdict is inconclusive.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, b
 
 SOLVED = 0.9  # accuracy counted as solving MQAR (Zoology: attention near 1.0)
 APART = 0.05  # accuracy differences smaller than this are ties
-MOST = "pairs_16"  # the evaluation set with the most pairs
+PAIRS = {"val": 4, "pairs_8": 8, "pairs_16": 16}  # each scored set and its pairs (the task's own: val)
+MOST = "pairs_16"  # the set with the most pairs
+ZOOLOGY_FIG2 = "Zoology Fig. 2 (read off the plot): attention 0.97 to 1.0 at every width (64-512) and length (64-512)"
 
 
 @dataclass
@@ -31,7 +37,7 @@ class Zoology(Study):
 
     def findings(self, jobs: list[Job], figure: Path) -> list[Claim]:
         points = best_points(jobs)
-        _plot(points, figure)
+        _plot(points, [point_of(job) for job in jobs], figure)
         return [_attention(points), _state(points), _delta(points)]
 
 
@@ -40,8 +46,12 @@ class Point:
     mixer: str
     width: int
     lr: float
-    state: int  # bytes a sequence's cache keeps, every layer
-    acc: dict[str, float]  # "val" (the pairs trained on) and each evaluation set
+    state: int  # bytes of state, every layer, as Zoology counts it
+    acc: dict[str, float]  # "val" (4 pairs) and each evaluation set
+
+    def learned(self) -> bool:
+        """Whether the run learned MQAR at all: SOLVED on the fewest pairs."""
+        return self.acc["val"] >= SOLVED
 
 
 def mixer_of(job: Job) -> str:
@@ -54,64 +64,102 @@ def best_points(jobs: list[Job]) -> dict[str, list[Point]]:
     best_over uses (andrea.train.sweep_groups.standing)."""
     best = best_by(jobs, lambda job: (mixer_of(job), int(job.setting("model.net.d_model"))))
     points: dict[str, list[Point]] = defaultdict(list)
-    for (mixer, width), job in sorted(best.items()):
-        points[mixer].append(_point(mixer, width, job))
+    for _, job in sorted(best.items()):
+        points[mixer_of(job)].append(point_of(job))
     return points
 
 
-def _point(mixer: str, width: int, job: Job) -> Point:
+def point_of(job: Job) -> Point:
     sizes = job.result.cache_bytes or {"layers": []}
     acc = {"val": job.result.val_acc or 0.0} | {k: v["acc"] for k, v in (job.result.eval_sets or {}).items()}
-    state = sum(layer["bytes"] for layer in sizes["layers"])
-    return Point(mixer, width, float(job.setting("model.optimizer.lr")), state, acc)
+    state = sum(layer["bytes"] - layer.get("conv_bytes", 0) for layer in sizes["layers"])
+    width = int(job.setting("model.net.d_model"))
+    return Point(mixer_of(job), width, float(job.setting("model.optimizer.lr")), state, acc)
 
 
 def _attention(points: dict[str, list[Point]]) -> Claim:
     claim = "attention solves MQAR at every width"
-    paper = "Zoology Fig. 2: attention near 100% at every width and length"
     found = points.get("attention", [])
     if not found:
-        return Claim(claim, paper, "no attention run completed", UNSURE)
-    ours = ", ".join(f"d {p.width}: {p.acc['val']:.3f}" for p in found)
-    return Claim(claim, paper, ours, HOLDS if all(p.acc["val"] >= SOLVED for p in found) else FAILS)
+        return Claim(claim, ZOOLOGY_FIG2, "no attention run completed", UNSURE)
+    ours = "; ".join(f"d {p.width}: " + ", ".join(f"{p.acc.get(k, 0):.3f}" for k in PAIRS) for p in found)
+    solved = all(p.acc.get(k, 0.0) >= SOLVED for p in found for k in PAIRS)
+    return Claim(claim, ZOOLOGY_FIG2, f"{ours} (4, 8, 16 pairs)", HOLDS if solved else FAILS)
 
 
 def _state(points: dict[str, list[Point]]) -> Claim:
     claim = (
         "a fixed-state mixer needs state that grows with the pairs: more pairs cost accuracy that more state wins back"
     )
-    paper = "Zoology Fig. 2 & Based Fig. 3: gated convolutions and linear attention need width growing with the pairs"
-    fixed = {m: ps for m, ps in points.items() if m != "attention" and len(ps) >= 2 and MOST in ps[0].acc}
+    paper = (
+        "Zoology Fig. 2 at T 256, 16 pairs: gated convolutions 0.05 to 0.14 at d_model 64, 0.67 to 0.92 at 512; "
+        "Based Fig. 2: Based 0.54 at its least state, 1.0 from about 2^17 bytes (read off the plots)"
+    )
+    fixed = _fixed(points)
     if not fixed:
         return Claim(claim, paper, "no fixed-state mixer ran at two widths with the 16-pair set", UNSURE)
-    outcomes, parts = [], []
-    for mixer, ps in fixed.items():
-        small, large = ps[0], ps[-1]
-        costs = small.acc["val"] - small.acc[MOST] >= APART
-        wins = large.acc[MOST] - small.acc[MOST] >= APART
-        outcomes.append(costs and wins)
-        parts.append(
-            f"{mixer} {small.acc['val']:.2f} -> {small.acc[MOST]:.2f} at 16 pairs ({small.state:,} B), "
-            f"{large.acc[MOST]:.2f} at {large.state:,} B"
-        )
-    verdict = HOLDS if all(outcomes) else FAILS if not any(outcomes) else UNSURE
-    return Claim(claim, paper, f"{sum(outcomes)} of {len(outcomes)} mixers: " + "; ".join(parts), verdict)
+    judged = {mixer: _grows(ps) for mixer, ps in fixed.items() if any(p.learned() for p in ps)}
+    outcomes = [outcome for outcome, _ in judged.values()]
+    parts = [f"{mixer} {text}" for mixer, (_, text) in judged.items()] + _unlearned(fixed, judged)
+    return Claim(claim, paper, f"{sum(outcomes)} of {len(fixed)} mixers: " + "; ".join(parts), _of(outcomes, fixed))
+
+
+def _fixed(points: dict[str, list[Point]]) -> dict[str, list[Point]]:
+    """The fixed-state mixers the claim can read: at two widths or more, scored at 16 pairs."""
+    return {m: ps for m, ps in points.items() if m != "attention" and len(ps) >= 2 and MOST in ps[0].acc}
+
+
+def _of(outcomes: list[bool], fixed: dict[str, list[Point]]) -> str:
+    """The verdict: holds where every mixer learned the task and showed the claim, does not hold where none that
+    learned it did; inconclusive otherwise (a mixer that learned nothing says nothing about its state)."""
+    if outcomes and all(outcomes) and len(outcomes) == len(fixed):
+        return HOLDS
+    return FAILS if outcomes and not any(outcomes) else UNSURE
+
+
+def _unlearned(fixed: dict[str, list[Point]], judged: dict[str, Any]) -> list[str]:
+    """The mixers that learned nothing to judge, with their best accuracy at 4 pairs (none: [])."""
+    names = [f"{m} (best {max(p.acc['val'] for p in ps):.2f} at 4 pairs)" for m, ps in fixed.items() if m not in judged]
+    return ["learned nothing to judge: " + ", ".join(names)] if names else []
+
+
+def _grows(ps: list[Point]) -> tuple[bool, str]:
+    """One mixer's points, smallest width first: whether 16 pairs cost accuracy at the smallest state and the
+    largest won it back, and what was seen."""
+    small, large = ps[0], ps[-1]
+    costs = small.acc["val"] - small.acc[MOST] >= APART
+    wins = large.acc[MOST] - small.acc[MOST] >= APART
+    seen = (
+        f"{small.acc['val']:.2f} -> {small.acc[MOST]:.2f} at 16 pairs ({small.state:,} B), "
+        f"{large.acc[MOST]:.2f} at {large.state:,} B"
+    )
+    return costs and wins, seen
 
 
 def _delta(points: dict[str, list[Point]]) -> Claim:
     claim = "the delta rule recalls more per unit of state than gated linear attention"
-    paper = "Yang et al. 2024 (DeltaNet): on MQAR the delta rule recalls more than linear attention and GLA"
+    paper = "Yang et al. 2024 Fig. 4 (T 512, 64 pairs): DeltaNet 'performs perfectly' in the hardest setting (a plot)"
     delta, gla = points.get("deltanet", []), points.get("gla", [])
     key = MOST if all(MOST in p.acc for p in delta + gla) else "val"
     pairs = _matched(delta, gla, key)
-    if not pairs:
-        return Claim(claim, paper, "no GLA point has as much state as a DeltaNet point", UNSURE)
+    reason = _unjudged(pairs, delta + gla)
+    if reason:
+        return Claim(claim, paper, reason, UNSURE)
     more = [d.acc[key] - g.acc[key] >= APART for d, g in pairs]
     less = [g.acc[key] - d.acc[key] >= APART for d, g in pairs]
     ours = (
         "; ".join(_against(d, g, key) for d, g in pairs) + f", at {'16 pairs' if key == MOST else 'the trained pairs'}"
     )
     return Claim(claim, paper, ours, HOLDS if all(more) else FAILS if all(less) else UNSURE)
+
+
+def _unjudged(pairs: list[tuple[Point, Point]], points: list[Point]) -> str | None:
+    """Why DeltaNet and GLA cannot be compared, if they cannot: no matched state, or neither learned the task."""
+    if not pairs:
+        return "no GLA point has as much state as a DeltaNet point"
+    if not any(p.learned() for p in points):
+        return "neither DeltaNet nor GLA learned MQAR at 4 pairs: nothing to compare"
+    return None
 
 
 def _against(d: Point, g: Point, key: str) -> str:
@@ -129,25 +177,40 @@ def _matched(delta: list[Point], gla: list[Point], key: str) -> list[tuple[Point
     return pairs
 
 
-def _draw(axes: Any, mixer: str, ps: list[Point]) -> None:
-    """One mixer's points on the three panels (the third where it has the 16-pair set)."""
-    style = {"marker": "o", "label": mixer, "linestyle": "--" if mixer == "attention" else "-"}
-    axes[0].plot([p.width for p in ps], [p.acc["val"] for p in ps], **style)
-    axes[1].plot([p.state for p in ps], [p.acc["val"] for p in ps], **style)
-    if all(MOST in p.acc for p in ps):
-        axes[2].plot([p.state for p in ps], [p.acc[MOST] for p in ps], **style)
-
-
-def _plot(points: dict[str, list[Point]], path: Path) -> None:
-    fig, axes = figure.panels(3, 14, 4)
+def _plot(points: dict[str, list[Point]], every: list[Point], path: Path) -> None:
+    """Zoology's Fig. 2 as this run trains it (accuracy against width, a panel per pair count, all at the one
+    length), and Based's state panel (accuracy at 16 pairs against the state, log scale): each mixer's best rate
+    joined, its other rates faint dots."""
+    fig, axes = figure.panels(4, 17, 4)
+    colours = {mixer: f"C{i}" for i, mixer in enumerate(sorted(points))}
     for mixer, ps in sorted(points.items()):
-        _draw(axes, mixer, ps)
-    titles = ("against width (4 pairs, as trained)", "against state size (4 pairs)", "against state size (16 pairs)")
-    for ax, title, x in zip(
-        axes, titles, ("d_model", "bytes a sequence's cache keeps", "bytes a sequence's cache keeps"), strict=True
-    ):
-        ax.set(title=f"accuracy {title}", xlabel=x, xscale="log", ylim=(-0.02, 1.02), ylabel="accuracy (best rate)")
-    widths = sorted({p.width for ps in points.values() for p in ps})
-    axes[0].set_xticks(widths, [str(w) for w in widths], minor=False)
-    axes[0].minorticks_off()
+        look = {"color": colours[mixer], "marker": "o", "linestyle": "--" if mixer == "attention" else "-"}
+        for ax, (xs, ys) in zip(axes, _panels(ps), strict=True):
+            ax.plot(xs, ys, label=mixer, **look)
+    _spread(axes, colours, every)
+    _label(axes, sorted({p.width for ps in points.values() for p in ps}))
     figure.save(fig, path)
+
+
+def _spread(axes: list[Any], colours: dict[str, str], every: list[Point]) -> None:
+    """Every run of the grid, a faint dot in its mixer's colour: the spread over the learning rates."""
+    for p in (p for p in every if p.mixer in colours):
+        for ax, (xs, ys) in zip(axes, _panels([p]), strict=True):
+            ax.scatter(xs, ys, color=colours[p.mixer], alpha=0.25, s=12)
+
+
+def _label(axes: list[Any], widths: list[int]) -> None:
+    for ax, pairs in zip(axes, PAIRS.values(), strict=False):
+        ax.set(title=f"T = 64, {pairs} pairs", xlabel="d_model", xscale="log")
+        ax.set_xticks(widths, [str(w) for w in widths], minor=False)
+        ax.minorticks_off()
+    axes[3].set(title="16 pairs against state (Based)", xlabel="state, bytes (Zoology's count)", xscale="log")
+    for ax in axes:
+        ax.set(ylim=(-0.02, 1.02), ylabel="accuracy (best rate; faint: the others)")
+
+
+def _panels(ps: list[Point]) -> list[tuple[list[float], list[float]]]:
+    """Points' (x, y) on each panel: accuracy against width at 4, 8 and 16 pairs, and at 16 pairs against state."""
+    nan = float("nan")
+    by_width = [([p.width for p in ps], [p.acc.get(key, nan) for p in ps]) for key in PAIRS]
+    return [*by_width, ([p.state for p in ps], [p.acc.get(MOST, nan) for p in ps])]
