@@ -212,5 +212,5 @@ def _label(axes: list[Any], widths: list[int]) -> None:
 def _panels(ps: list[Point]) -> list[tuple[list[float], list[float]]]:
     """Points' (x, y) on each panel: accuracy against width at 4, 8 and 16 pairs, and at 16 pairs against state."""
     nan = float("nan")
-    by_width = [([p.width for p in ps], [p.acc.get(key, nan) for p in ps]) for key in PAIRS]
-    return [*by_width, ([p.state for p in ps], [p.acc.get(MOST, nan) for p in ps])]
+    by_width = [([float(p.width) for p in ps], [p.acc.get(key, nan) for p in ps]) for key in PAIRS]
+    return [*by_width, ([float(p.state) for p in ps], [p.acc.get(MOST, nan) for p in ps])]
