@@ -26,7 +26,7 @@ SMOKE = {  # each study's jobs, smoke-sized: the preset's settings with the size
         [f"model.net.n_layer={n}", "data.num_train=256", "data.num_val=64", "trainer.max_epochs=2"] for n in (2, 1)
     ],
     "diff_noise": [
-        [f"arm/diff_noise={m}", "data.num_train=256", "data.num_val=64", "trainer.max_epochs=1"]
+        [f"arm/diff_noise={m}", "data.num_train=256", "data.num_val=64", "trainer.max_steps=4"]
         for m in ("softmax", "diff")
     ],
     "lr_sensitivity": [

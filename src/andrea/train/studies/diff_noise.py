@@ -28,7 +28,7 @@ from torch import Tensor
 
 from andrea.data.tasks import IGNORE_INDEX
 from andrea.train.studies import figure
-from andrea.train.studies.base import UNSURE, Claim, Job, Study, by_setting, judged, net_of
+from andrea.train.studies.base import UNSURE, Claim, Job, Study, best_by, by_setting, judged, net_of
 
 ROWS = 256  # validation rows read
 SOLVED = 0.9  # validation accuracy counted as retrieving
@@ -59,8 +59,9 @@ class DiffNoise(Study):
         return {"answer": answer.tolist(), "noise": noise.tolist(), "head": best}
 
     def findings(self, jobs: list[Job], figure: Path) -> list[Claim]:
-        runs = by_setting(jobs, "mechanism.name", "softmax")
-        _plot(runs, figure)
+        best = best_by(jobs, lambda job: (job.setting("mechanism.name", "softmax"), job.setting("seed")))
+        runs = by_setting(list(best.values()), "mechanism.name", "softmax")
+        _plot(runs, [job for job in jobs if job not in best.values()], figure)
         return [_compare(runs, "answer", more=True), _compare(runs, "noise", more=False)]
 
 
@@ -90,7 +91,8 @@ def _head(job: Job, kind: str) -> float:
 def _outcome(soft: Job, diff: Job, kind: str, more: bool) -> tuple[bool | None, str]:
     """One seed's comparison: (diff moved its weight as claimed, or None where a precondition failed; its words)."""
     seed = f"seed {soft.setting('seed')}"
-    values = f"softmax {_head(soft, kind):.3f}, diff {_head(diff, kind):.3f}"
+    rates = f"lr {soft.setting('model.optimizer.lr')} and {diff.setting('model.optimizer.lr')}"
+    values = f"softmax {_head(soft, kind):.3f}, diff {_head(diff, kind):.3f} ({rates})"
     accuracy = {"softmax": soft.result.val_acc or 0.0, "diff": diff.result.val_acc or 0.0}
     failed = [f"{name} val acc {acc:.2f}" for name, acc in accuracy.items() if acc < SOLVED]
     if failed:
@@ -122,11 +124,12 @@ def _same_seed(soft: list[Job], diff: list[Job]) -> list[tuple[Job, Job]]:
 KINDS = (("answer", "tab:green", "answer span"), ("noise", "tab:red", "noise context"))  # what each bar shows
 
 
-def _plot(runs: dict[str, list[Job]], path: Path) -> None:
+def _plot(runs: dict[str, list[Job]], others: list[Job], path: Path) -> None:
     """Ye et al.'s Fig. 1 drawn twice: the share on the answer and on the noise context, by mechanism; ours (bars
-    the mean over seeds, dots each seed) beside the paper's Table 3 (the mean over its five depths)."""
+    the mean over seeds of each seed's best rate, black dots those, faint dots the other rates: the spread over
+    the grid) beside the paper's Table 3 (the mean over its five depths)."""
     fig, (ours_ax, paper_ax) = figure.panels(2, 10)
-    _draw_ours(ours_ax, runs)
+    _draw_ours(ours_ax, runs, by_setting(others, "mechanism.name", "softmax"))
     for offset, (kind, colour, _) in enumerate(KINDS):
         published = [sum(TABLE3[model][kind]) / len(TABLE3[model][kind]) for model in TABLE3]
         paper_ax.bar([i + 0.2 * (2 * offset - 1) for i in range(len(TABLE3))], published, width=0.4, color=colour)
@@ -136,12 +139,16 @@ def _plot(runs: dict[str, list[Job]], path: Path) -> None:
     figure.save(fig, path, grid="y")
 
 
-def _draw_ours(ax: Any, runs: dict[str, list[Job]]) -> None:
-    """The retrieval heads' shares by mechanism: a bar the mean over seeds, a dot each seed."""
+def _draw_ours(ax: Any, runs: dict[str, list[Job]], others: dict[str, list[Job]]) -> None:
+    """The retrieval heads' shares by mechanism: a bar the mean over seeds, a dot each seed, a faint dot each run
+    at another rate."""
     names = [name for name in ("softmax", "diff") if runs.get(name)]
     for offset, (kind, colour, label) in enumerate(KINDS):
         x = [i + 0.2 * (2 * offset - 1) for i in range(len(names))]
         _bars(ax, x, [[_head(job, kind) for job in runs[name]] for name in names], colour, label)
+        for xi, name in zip(x, names, strict=True):
+            spread = [_head(job, kind) for job in others.get(name, [])]
+            ax.scatter([xi + 0.08] * len(spread), spread, color="grey", alpha=0.4, s=10, zorder=3)
     ax.set_xticks(range(len(names)), [f"mechanism={n}" for n in names])
     ax.set_title("here: MQAR's queries, the retrieval head", fontsize=10)
     ax.set_ylabel("share of the row's positive weight")
