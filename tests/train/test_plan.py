@@ -11,10 +11,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from andrea.train.experiments import summaries
+from andrea.train.errors import ConfigError
 from andrea.train.plan import H100_BF16_FLOPS, STEP_FLOOR_S, UTILISATION, JobPlan, _steps
 from tests.cli.test_train import run
 
-ROW = re.compile(r"^\s*(\d+)\s+([\d,]+)\s+(\S+ GiB|\?)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)\s+(.*)$")
+ROW = re.compile(r"^\s*(\d+)\s+([\d,]+)\s+(\S+ GiB!?|\?)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)\s+(.*)$")
 
 
 def plan_rows(stdout: str) -> list[re.Match[str]]:
@@ -28,9 +29,12 @@ def test_a_job_takes_the_fewer_of_its_max_steps_and_its_epochs_batches():
     assert _steps(cfg, 20) == 100
     cfg.trainer.update({"max_steps": -1, "max_epochs": 4, "limit_train_batches": 0.5})
     assert _steps(cfg, 20) == 40
+    assert _steps(cfg, 20, accumulate=3) == 4 * 4  # 10 batches an epoch, a step every 3 (the last of one)
     cfg.trainer.max_epochs = -1
-    with pytest.raises(ValueError, match="both unlimited"):
+    with pytest.raises(ConfigError, match="set trainer.max_steps"):
         _steps(cfg, 20)
+    cfg.trainer.max_epochs = None  # Lightning's default where neither is given: 1,000 epochs
+    assert _steps(cfg, 20) == 1_000 * 10
 
 
 def test_a_small_model_is_planned_at_the_step_floor_and_a_large_one_by_its_flops():
@@ -52,6 +56,22 @@ def test_dry_run_plans_every_job_of_a_sweep_and_writes_nothing(tmp_path):
     assert len(steps) == 1 and steps.pop() % 3 == 0  # 3 epochs of the data's batches
     assert "2 jobs" in result.stdout and "min on one H100" in result.stdout
     assert list(tmp_path.iterdir()) == []  # no sweep dir, no outputs: nothing trained, nothing written
+
+
+def test_dry_run_into_a_sweep_dir_that_holds_jobs_leaves_it_as_it_was(tmp_path):
+    sweep = tmp_path / "sweep"
+    (sweep / "0").mkdir(parents=True)
+    (sweep / "summary.md").write_text("an earlier command's summary\n")
+    result = run(["model.net.d_model=16,32", f"hydra.sweep.dir={sweep}", "--dry-run"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in sweep.iterdir()) == ["0", "summary.md"]
+    assert (sweep / "summary.md").read_text() == "an earlier command's summary\n"
+
+
+def test_dry_run_refuses_a_sweeper_that_draws_its_points_as_it_goes(tmp_path):
+    result = run(["hparams_search=optuna", "--dry-run"], cwd=tmp_path)
+    assert result.returncode == 2 and "drop hparams_search=" in result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_gpu_recipe_on_a_machine_without_one_is_refused_unless_planned(tmp_path):
@@ -88,4 +108,5 @@ def test_every_gpu_recipe_plans_its_jobs_and_their_h100_minutes(name, tmp_path):
     assert all(float(row[7]) > 0 and int(row[4].replace(",", "")) > 0 for row in rows)
     total = re.search(r"about (\d+) min on one H100", result.stdout)
     assert total and int(total[1]) >= 1
+    assert f"about {total[1]} H100 min" in summaries()[name]  # the recipe's summary line gives its plan's minutes
     assert list(tmp_path.iterdir()) == []

@@ -291,5 +291,8 @@ def test_zoology_counts_state_as_zoology_does_and_judges_no_mixer_that_learned_n
     blank = [_mqar_job("gla", 32, 0.02, 0.01, 2_048), _mqar_job("gla", 64, 0.03, 0.01, 8_192)]
     claim = _state(best_points(blank))
     assert claim.verdict == "inconclusive" and "learned nothing" in claim.ours  # not "holds": nothing happened
-    delta = [_mqar_job("deltanet", 32, 0.02, 0.01, 4_096), *blank]
-    assert _delta(best_points(delta)).verdict == "inconclusive"
+    ample = [_mqar_job("deltanet", 32, 1.0, 0.99, 4_096), _mqar_job("deltanet", 64, 1.0, 0.99, 16_384)]
+    claim = _state(best_points(ample))
+    assert claim.verdict == "inconclusive" and "no limit" in claim.ours  # not "does not hold": no state was short
+    unlearned = [_mqar_job("deltanet", 32, 0.3, 0.10, 4_096), *blank]  # 0.10 against 0.01 at 16 pairs
+    assert _delta(best_points(unlearned)).verdict == "inconclusive"  # neither learned 4 pairs: no comparison

@@ -133,6 +133,8 @@ def _not_for_the_console(record: logging.LogRecord) -> bool:
 def main() -> None:
     if "--dry-run" in sys.argv[1:]:  # every job's plan (andrea.train.plan): nothing trained, nothing written
         given = [arg for arg in sys.argv[1:] if arg != "--dry-run"]
+        if any(arg.startswith("hparams_search=") for arg in given):  # Optuna draws its points as it goes
+            fail(COMMAND, "--dry-run plans a sweep whose jobs are known before it runs: drop hparams_search=", 2)
         sys.argv = [sys.argv[0], "--multirun", *given, "hydra.sweeper.dry_run=true"]
     run_app(COMMAND, train_app, help_text=help_text)
 

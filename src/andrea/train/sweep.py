@@ -201,11 +201,17 @@ def job_line(result: RunResult, number: int | str | None) -> str:
     return f"job {number} ({' '.join(result.overrides) or 'defaults'}): {done_line(result)}{verdict}"
 
 
-def _job_number(name: str) -> tuple[str, int]:
-    """A job dir's place in the report: by its name's stem, then its number (`7` before `12`; a sweep run as
-    several commands into one dir, its subdir `<mixer>-<n>`, keeps each command's jobs together)."""
-    stem = name.rstrip("0123456789")
-    return stem, int(name[len(stem) :]) if len(stem) < len(name) else -1
+def _job_number(name: str) -> tuple[tuple[int, float | str], ...]:
+    """A job dir's place in the report: its name's `-`-separated parts in turn, numbers by value (`7` before `12`;
+    a sweep run as several commands into one dir names its subdirs by their settings, `gla-64-0.001`)."""
+    return tuple(_part(part) for part in name.split("-"))
+
+
+def _part(text: str) -> tuple[int, float | str]:
+    try:
+        return 0, float(text)
+    except ValueError:
+        return 1, text
 
 
 class SweepSummary(Callback):
@@ -224,8 +230,8 @@ class SweepSummary(Callback):
         write_summary(config.hydra.sweep.dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if not Path(config.hydra.sweep.dir).is_dir():  # no job launched (a dry run): nothing to report
-            return
+        if config.hydra.sweeper.get("dry_run") or not Path(config.hydra.sweep.dir).is_dir():
+            return  # no job launched (a dry run): the sweep dir, where there is one, is left as it was
         rows = write_summary(config.hydra.sweep.dir)
         done = sum(row["status"] == "completed" for row in rows)
         report = Path(config.hydra.sweep.dir) / REPORT

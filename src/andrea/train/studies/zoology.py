@@ -9,7 +9,8 @@ the spread over the grid), read from result.json: accuracy on the validation row
 length, a recurrent layer's state, short convolutions left out (result.json's bytes less their conv_bytes).
 
 A claim about fixed-state mixers rests on the mixer having learned the task at all (at least SOLVED on the pairs
-it recalls most easily, 4): one that learned nothing says nothing about state, and its verdict is inconclusive.
+it recalls most easily, 4, at its smallest width) and on its smallest state falling short of the 16 pairs (under
+SOLVED there): one that learned nothing, or lacks nothing, says nothing about state, and is inconclusive.
 """
 
 from __future__ import annotations
@@ -98,9 +99,11 @@ def _state(points: dict[str, list[Point]]) -> Claim:
     fixed = _fixed(points)
     if not fixed:
         return Claim(claim, paper, "no fixed-state mixer ran at two widths with the 16-pair set", UNSURE)
-    judged = {mixer: _grows(ps) for mixer, ps in fixed.items() if any(p.learned() for p in ps)}
+    reasons = {mixer: _why_not(ps) for mixer, ps in fixed.items()}
+    judged = {mixer: _grows(ps) for mixer, ps in fixed.items() if reasons[mixer] is None}
     outcomes = [outcome for outcome, _ in judged.values()]
-    parts = [f"{mixer} {text}" for mixer, (_, text) in judged.items()] + _unlearned(fixed, judged)
+    parts = [f"{mixer} {text}" for mixer, (_, text) in judged.items()]
+    parts += [f"{mixer} not judged: {why}" for mixer, why in reasons.items() if why]
     return Claim(claim, paper, f"{sum(outcomes)} of {len(fixed)} mixers: " + "; ".join(parts), _of(outcomes, fixed))
 
 
@@ -117,10 +120,15 @@ def _of(outcomes: list[bool], fixed: dict[str, list[Point]]) -> str:
     return FAILS if outcomes and not any(outcomes) else UNSURE
 
 
-def _unlearned(fixed: dict[str, list[Point]], judged: dict[str, Any]) -> list[str]:
-    """The mixers that learned nothing to judge, with their best accuracy at 4 pairs (none: [])."""
-    names = [f"{m} (best {max(p.acc['val'] for p in ps):.2f} at 4 pairs)" for m, ps in fixed.items() if m not in judged]
-    return ["learned nothing to judge: " + ", ".join(names)] if names else []
+def _why_not(ps: list[Point]) -> str | None:
+    """Why a mixer's points say nothing about its state, if they do not: at its smallest width it learned nothing,
+    or it recalls the 16 pairs already (no limit for more state to lift)."""
+    small = ps[0]
+    if not small.learned():
+        return f"learned nothing at d {small.width} ({small.acc['val']:.2f} at 4 pairs)"
+    if small.acc[MOST] >= SOLVED:
+        return f"recalls 16 pairs at d {small.width} already ({small.acc[MOST]:.2f}): no limit to see"
+    return None
 
 
 def _grows(ps: list[Point]) -> tuple[bool, str]:
