@@ -10,8 +10,8 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
-from andrea.train.experiments import summaries
 from andrea.train.errors import ConfigError
+from andrea.train.experiments import summaries
 from andrea.train.plan import H100_BF16_FLOPS, STEP_FLOOR_S, UTILISATION, JobPlan, _steps
 from tests.cli.test_train import run
 

@@ -33,7 +33,8 @@ def test_a_sweep_with_a_refused_job_is_refused_naming_it():
     with pytest.raises(ConfigError) as refused:
         checked(["experiment=diff_noise", "attention=sdpa"])
     assert str(refused.value).startswith(
-        "job 3 (arm/diff_noise=diff seed=0 experiment=diff_noise attention=sdpa) is refused, so the sweep launched no "
+        "job 9 (arm/diff_noise=diff seed=0 model.optimizer.lr=0.001 experiment=diff_noise attention=sdpa) is refused, "
+        "so the sweep launched no "
         "job: attention=sdpa: attention backend 'sdpa' does not run mechanism 'diff'"
     )
 

@@ -65,17 +65,20 @@ def job_plan(cfg: DictConfig, label: str, seen: dict[str, tuple[int | None, int,
     batches, batch_tokens, seq_len = seen[data]
     accumulate = int(OmegaConf.select(cfg, "trainer.accumulate_grad_batches", default=1) or 1)
     devices = OmegaConf.select(cfg, "trainer.devices", default=1)
-    devices = devices if isinstance(devices, int) and devices > 0 else 1
     steps = _steps(cfg, batches, accumulate)
     net = getattr(parts.module, "net", parts.module)  # andrea's module holds its network as `net`; a user's may not
+    memory = None if parts.memory is None else parts.memory.total_bytes / 2**30
+    tokens = steps * accumulate * (devices if isinstance(devices, int) and devices > 0 else 1) * batch_tokens
+    parameters = sum(p.numel() for p in net.parameters())
+    return JobPlan(label, parameters, memory, steps, tokens, _flops_per_token(net, cfg, seq_len) * tokens)
+
+
+def _flops_per_token(net: nn.Module, cfg: DictConfig, seq_len: int) -> float:
+    """6 x the matrix weights (forward and backward) + 12 x T x d_model for each attention layer."""
     matrices = sum(m.weight.numel() for m in net.modules() if isinstance(m, nn.Linear))
     attention = sum(getattr(spec, "has_attention", False) for spec in getattr(net, "layer_specs", ()))
     d_model = int(OmegaConf.select(cfg, "model.net.d_model", default=0) or 0)
-    per_token = 6 * matrices + 12 * attention * seq_len * d_model
-    parameters = sum(p.numel() for p in net.parameters())
-    memory = None if parts.memory is None else parts.memory.total_bytes / 2**30
-    tokens = steps * accumulate * devices * batch_tokens
-    return JobPlan(label, parameters, memory, steps, tokens, float(per_token) * tokens)
+    return float(6 * matrices + 12 * attention * seq_len * d_model)
 
 
 def _batches(datamodule: Any) -> tuple[int | None, int, int]:
@@ -99,11 +102,7 @@ def _steps(cfg: DictConfig, batches: int | None, accumulate: int = 1) -> int:
     max_steps = -1 if max_steps is None else int(max_steps)
     max_epochs = OmegaConf.select(cfg, "trainer.max_epochs", default=None)
     max_epochs = (-1 if max_steps > 0 else 1000) if max_epochs is None else int(max_epochs)
-    limit = OmegaConf.select(cfg, "trainer.limit_train_batches", default=None)
-    if batches is not None and isinstance(limit, float) and limit <= 1.0:
-        batches = max(1, int(batches * limit))
-    elif batches is not None and isinstance(limit, int) and not isinstance(limit, bool):
-        batches = min(batches, limit)
+    batches = _limited(batches, OmegaConf.select(cfg, "trainer.limit_train_batches", default=None))
     by_epochs = max_epochs * math.ceil(batches / accumulate) if max_epochs > 0 and batches else None
     if max_steps > 0:
         return max_steps if by_epochs is None else min(max_steps, by_epochs)
@@ -115,9 +114,18 @@ def _steps(cfg: DictConfig, batches: int | None, accumulate: int = 1) -> int:
     return by_epochs
 
 
+def _limited(batches: int | None, limit: object) -> int | None:
+    """An epoch's batches under trainer.limit_train_batches: a fraction of them, or at most a count."""
+    if batches is None or limit is None or isinstance(limit, bool):
+        return batches
+    if isinstance(limit, float) and limit <= 1.0:
+        return max(1, int(batches * limit))
+    return min(batches, int(limit)) if isinstance(limit, int) else batches
+
+
 def plan_sweep(points: Sequence[Sequence[str]], compose: Callable[[list[str]], DictConfig]) -> list[JobPlan]:
     """Each job's plan: `points` its overrides, as the sweeper launches them; `compose` its config from them."""
-    seen: dict[str, tuple[int, int, int]] = {}
+    seen: dict[str, tuple[int | None, int, int]] = {}
     plans = []
     with tempfile.TemporaryDirectory() as scratch:  # a text corpus's token cache, kept out of the user's folders
         for point in points:
