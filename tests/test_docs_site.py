@@ -29,6 +29,7 @@ NOT_PYTHON = {
     "andrea.attention_masks": "an entry-point group",
     "andrea.attention_mechanisms": "an entry-point group",
     "andrea.class_default": "a config resolver (${andrea.class_default:})",
+    "andrea.longest_row": "a config resolver (${andrea.longest_row:${data}})",
     "andrea.conf": "the configs' package, and an entry-point group",
     "andrea.format": "an export's metadata key",
     "andrea.model.net": "an export's metadata key",

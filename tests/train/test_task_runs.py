@@ -57,6 +57,7 @@ def test_modular_addition_trains_on_half_of_the_pairs_and_is_scored_on_the_rest(
 def test_an_evaluation_set_longer_than_the_model_is_refused_before_anything_is_built(tmp_path):
     from andrea.train.config import ConfigError, validate
 
-    cfg = compose_train(tmp_path, ["data=mqar", "data.vocab_size=512", "data.eval_sets={long: {seq_len: 128}}"])
+    long_set = ["data.eval_sets={long: {seq_len: 128}}", "model.net.max_context=64"]  # a context set by hand
+    cfg = compose_train(tmp_path, ["data=mqar", "data.vocab_size=512", *long_set])  # (a preset's grows to 128)
     with pytest.raises(ConfigError, match=r"^data\.eval_sets\.long\.seq_len=128 exceeds model\.net\.max_context=64;"):
         validate(cfg)

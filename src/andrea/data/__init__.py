@@ -15,7 +15,9 @@ _WHERE = {
     "FuzzyRecallDataModule": "andrea.data.mad_recall",
     "MemorizationDataModule": "andrea.data.mad_copy",
     "ModularAdditionDataModule": "andrea.data.algorithmic",
+    "ModularCountingDataModule": "andrea.data.state_tracking",
     "MQARDataModule": "andrea.data.mqar",
+    "ParityDataModule": "andrea.data.state_tracking",
     "RecallDataModule": "andrea.data.mad_recall",
     "SelectiveCopyDataModule": "andrea.data.mad_copy",
     "IGNORE_INDEX": "andrea.data.tasks",
@@ -24,6 +26,7 @@ _WHERE = {
     "RepetitionDataModule": "andrea.data.tasks",
     "SyntheticTaskDataModule": "andrea.data.tasks",
     "TextDataModule": "andrea.data.text",
+    "WordProblemDataModule": "andrea.data.state_tracking",
 }
 __all__ = list(_WHERE)
 

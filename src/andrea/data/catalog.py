@@ -27,6 +27,9 @@ TASKS = {  # the synthetic tasks: what a checkpoint records of its data (CHECKPO
     "copy": "andrea.data.copying:CopyDataModule",
     "flip_flop": "andrea.data.algorithmic:FlipFlopDataModule",
     "modular_addition": "andrea.data.algorithmic:ModularAdditionDataModule",
+    "parity": "andrea.data.state_tracking:ParityDataModule",
+    "modular_counting": "andrea.data.state_tracking:ModularCountingDataModule",
+    "word_problem": "andrea.data.state_tracking:WordProblemDataModule",
 }
 DATA_MODULES = {**TASKS, "text": "andrea.data.text:TextDataModule"}
 

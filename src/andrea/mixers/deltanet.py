@@ -6,9 +6,12 @@ new value (andrea.ops.delta_rule),
 
 with q and k L2-normalised per head after the short convolution (kernel 4, SiLU; on by default; `l2_eps`: divided
 by sqrt(|u|² + eps) as flash-linear-attention's l2norm and Qwen3-Next do, instead of by |u|), β_t =
-sigmoid(W_β x_t) per head, and a per-head RMSNorm on the output. DeltaNet has no decay (α = 1); Gated DeltaNet's is
-one per head and token, log α_t = -exp(A_log) · softplus(W_α x_t + dt_bias) (A ~ U(0, 16), softplus(dt_bias) ~
-logU(1e-3, 1e-1), as Mamba-2's), with values twice the keys' width and a swish output gate (MIXERS.md).
+sigmoid(W_β x_t) per head, and a per-head RMSNorm on the output. With `allow_neg_eigval`, β_t = 2 sigmoid(W_β x_t)
+in (0, 2), so the transition's eigenvalue along k_t, 1 - β_t, reaches toward -1 (Grazzi et al., ICLR 2025: with
+eigenvalues in [0, 1] a linear RNN cannot learn parity; fla's `allow_neg_eigval`). DeltaNet has no decay
+(α = 1); Gated DeltaNet's is one per head and token, log α_t = -exp(A_log) · softplus(W_α x_t + dt_bias)
+(A ~ U(0, 16), softplus(dt_bias) ~ logU(1e-3, 1e-1), as Mamba-2's), with values twice the keys' width and a swish
+output gate (MIXERS.md).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from andrea.mixers.linear_reference import token_heads, token_output
 from andrea.mixers.mamba2 import dt_bias
 from andrea.ops import delta_rule
 from andrea.ops.gated_linear import CHUNK
+from andrea.ops.sequence import working_dtype
 
 A_MAX = 16.0
 
@@ -34,6 +38,7 @@ class DeltaNet(LinearMixer):
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
         bias: bool = False, *, n_head: int = 4, expand_v: float = 1.0, form: str = "chunked", chunk: int = CHUNK,
         conv: bool = True, gate: bool = False, norm: bool = True, norm_eps: float = 1e-5, l2_eps: float | None = None,
+        allow_neg_eigval: bool = False,
     ) -> None:  # fmt: skip
         head = d_model // n_head
         super().__init__(d_model, max_context, layer, n_layer, dropout, bias, n_head=n_head,
@@ -41,6 +46,8 @@ class DeltaNet(LinearMixer):
                          norm=norm, norm_eps=norm_eps)  # fmt: skip
         self.b_proj = nn.Linear(d_model, n_head, bias=bias)  # β = sigmoid(W_β x), per head
         self.l2_eps = l2_eps
+        self.allow_neg_eigval = allow_neg_eigval
+        self.beta_max = 2.0 if allow_neg_eigval else 1.0  # β_t = beta_max · sigmoid(W_β x_t)
 
     @property
     def weights_meaning(self) -> str:
@@ -52,13 +59,17 @@ class DeltaNet(LinearMixer):
         )
 
     def features(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        """q and k of unit length, in float32 at least (as fla's kernels normalise them): in bfloat16 a key's
+        |k|² is 1 only to 2⁻⁸, and with β near 2 (allow_neg_eigval) the transition's eigenvalue 1 - β|k|² along
+        it then passes -1, so rounding grows instead of fading."""
+        q, k = q.to(working_dtype(q)), k.to(working_dtype(k))
         if self.l2_eps is None:
             return F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         return _l2(q, self.l2_eps), _l2(k, self.l2_eps)
 
     def beta(self, x: Tensor) -> Tensor:
-        """β_t in (0, 1) per head and token: (B, H, T)."""
-        return torch.sigmoid(self.b_proj(x)).transpose(1, 2)
+        """β_t in (0, 1) per head and token, (0, 2) with `allow_neg_eigval`: (B, H, T)."""
+        return (self.beta_max * torch.sigmoid(self.b_proj(x))).transpose(1, 2)
 
     def recur(
         self, x: Tensor, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, state: Tensor | None, seg: Tensor | None
@@ -74,12 +85,13 @@ class DeltaNet(LinearMixer):
 
             S_t = α_t (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ     (S_{t-1} dropped where a document starts)
             o_t = S_tᵀ q_t / sqrt(K),   q_t, k_t of unit length, β_t = sigmoid(W_β x_t)   (DeltaNet: α_t = 1)
+            (with allow_neg_eigval: β_t = 2 sigmoid(W_β x_t))
         """
         B, H, K = x.shape[0], self.n_head, self.key_dim
         eye, S, out = torch.eye(K, dtype=x.dtype, device=x.device), x.new_zeros(B, H, K, self.value_dim), []
         for token, q_t, k_t, v in token_heads(self, x, mask):
-            q, k = _unit(q_t, self.l2_eps), _unit(k_t, self.l2_eps)
-            beta = torch.sigmoid(self.b_proj(token.x)).view(B, H, 1, 1)
+            q, k = unit(q_t, self.l2_eps), unit(k_t, self.l2_eps)
+            beta = (2.0 if self.allow_neg_eigval else 1.0) * torch.sigmoid(self.b_proj(token.x)).view(B, H, 1, 1)
             transition = self._alpha(token.x) * (eye - beta * k.unsqueeze(-1) * k.unsqueeze(-2))  # (B, H, K, K)
             S = token.carried(S)
             S = token.kept(transition @ S + beta * k.unsqueeze(-1) * v.unsqueeze(-2), S)
@@ -91,7 +103,7 @@ class DeltaNet(LinearMixer):
         return x_t.new_ones(x_t.shape[0], self.n_head, 1, 1)
 
 
-def _unit(u: Tensor, eps: float | None) -> Tensor:
+def unit(u: Tensor, eps: float | None) -> Tensor:
     """One token's q or k (B, H, K) divided by its length (at least 1e-12, as F.normalize floors it), or by
     sqrt(|u|² + eps)."""
     if eps is None:
@@ -111,10 +123,11 @@ class GatedDeltaNet(DeltaNet):
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
         bias: bool = False, *, n_head: int = 4, expand_v: float = 2.0, form: str = "chunked", chunk: int = CHUNK,
         conv: bool = True, gate: bool = True, norm: bool = True, norm_eps: float = 1e-5, l2_eps: float | None = None,
+        allow_neg_eigval: bool = False,
     ) -> None:  # fmt: skip
         super().__init__(d_model, max_context, layer, n_layer, dropout, bias, n_head=n_head, expand_v=expand_v,
                          form=form, chunk=chunk, conv=conv, gate=gate, norm=norm, norm_eps=norm_eps,
-                         l2_eps=l2_eps)  # fmt: skip
+                         l2_eps=l2_eps, allow_neg_eigval=allow_neg_eigval)  # fmt: skip
         self.a_proj = nn.Linear(d_model, n_head, bias=False)  # W_α
         self.A_log = nn.Parameter(torch.empty(n_head).uniform_(0, A_MAX).clamp_min(1e-4).log())
         self.dt_bias = dt_bias(n_head)  # as Mamba-2's

@@ -35,6 +35,7 @@ mixer_registry: Registry[nn.Module] = Registry(
         "mamba2": "andrea.mixers.mamba2:Mamba2",
         "deltanet": "andrea.mixers.deltanet:DeltaNet",
         "gated_deltanet": "andrea.mixers.deltanet:GatedDeltaNet",
+        "gated_deltaproduct": "andrea.mixers.deltaproduct:GatedDeltaProduct",
     },
 )
 PLACE = ("d_model", "max_context", "layer", "n_layer", "dropout", "bias")  # what the network gives every mixer

@@ -162,8 +162,11 @@ class LinearMixer(nn.Module):
                 streams[name], kept = conv(streams[name], None if cache is None else cache.conv.get(name), seg)
                 if cache is not None:
                     cache.conv[name] = kept
-        B, T, _ = x.shape
-        return tuple(s.view(B, T, self.n_head, -1).transpose(1, 2) for s in streams.values())
+        return tuple(self.to_heads(name, s) for name, s in streams.items())
+
+    def to_heads(self, stream: str, u: Tensor) -> Tensor:
+        """A stream's projection (B, T, H·d) into heads: (B, H, T, d)."""
+        return u.view(*u.shape[:2], self.n_head, -1).transpose(1, 2)
 
     def recur(
         self, x: Tensor, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, state: Tensor | None, seg: Tensor | None

@@ -31,12 +31,13 @@ class StateMask:
     last: Tensor | None = None  # (B,) the id of x's last token (a cache keeps it for the next call)
 
     def keys(self, k: Tensor, g: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        """k (B, H, T, K) and the log decay g (B, H, T[, K]) with the padding's keys and decays zeroed."""
+        """k (B, H, T, K) and the log decay g (B, H, T[, K]) with the padding's keys and decays zeroed; k may
+        hold n keys a token, (B, H, T·n, K) (andrea.ops.delta_rule.product)."""
         if self.keep is None:
             return k, g
         keep = self.keep[:, None, :]  # (B, 1, T)
         g = None if g is None else g * (keep if g.dim() == 3 else keep[..., None])
-        return k * keep[..., None], g
+        return k * keep.repeat_interleave(k.shape[2] // keep.shape[2], dim=2)[..., None], g
 
 
 def call_mask(mask: Mask | None, T: int, cache: Any, mixer: str) -> StateMask:

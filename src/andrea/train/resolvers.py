@@ -10,6 +10,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from andrea.data.groups import group_order
+from andrea.data.longest_row import longest_row
 from andrea.data.packages import package_data, tokenizer_vocab
 from andrea.train import config_groups, slurm_settings
 from andrea.train.class_defaults import class_default
@@ -28,6 +30,9 @@ RESOLVERS: dict[str, Callable[..., Any]] = {
     "andrea.tokenizer_vocab": tokenizer_vocab,
     "andrea.package_data": package_data,
     "andrea.add": lambda a, b: a + b,  # modular addition's vocabulary: ${andrea.add:${.p},1}
+    "andrea.max": max,  # modular counting's vocabulary: ${andrea.max:2,${.modulus}}
+    "andrea.group_order": group_order,  # the word problem's vocabulary: ${andrea.group_order:${.group}}
+    "andrea.longest_row": longest_row,  # the models' context: data.seq_len, or an eval set's longer one
     "andrea.experiments_help": help_lines,  # andrea-train --help's experiments, each with its summary
     "andrea.config_groups_help": config_groups.help_lines,  # its config groups, read once (andrea.train.config_groups)
     "andrea.class_default": class_default,  # a mixer setting's default, from its class (andrea.train.class_defaults)
