@@ -162,7 +162,7 @@ class LinearMixer(nn.Module):
                 streams[name], kept = conv(streams[name], None if cache is None else cache.conv.get(name), seg)
                 if cache is not None:
                     cache.conv[name] = kept
-        return tuple(self.to_heads(name, s) for name, s in streams.items())
+        return self.to_heads("q", streams["q"]), self.to_heads("k", streams["k"]), self.to_heads("v", streams["v"])
 
     def to_heads(self, stream: str, u: Tensor) -> Tensor:
         """A stream's projection (B, T, H·d) into heads: (B, H, T, d)."""
