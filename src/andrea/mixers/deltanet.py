@@ -47,7 +47,11 @@ class DeltaNet(LinearMixer):
         self.b_proj = nn.Linear(d_model, n_head, bias=bias)  # β = sigmoid(W_β x), per head
         self.l2_eps = l2_eps
         self.allow_neg_eigval = allow_neg_eigval
-        self.beta_max = 2.0 if allow_neg_eigval else 1.0  # β_t = beta_max · sigmoid(W_β x_t)
+
+    @property
+    def beta_max(self) -> float:
+        """β_t = beta_max · sigmoid(W_β x_t): 1, or 2 with `allow_neg_eigval`."""
+        return 2.0 if self.allow_neg_eigval else 1.0
 
     @property
     def weights_meaning(self) -> str:
@@ -91,7 +95,7 @@ class DeltaNet(LinearMixer):
         eye, S, out = torch.eye(K, dtype=x.dtype, device=x.device), x.new_zeros(B, H, K, self.value_dim), []
         for token, q_t, k_t, v in token_heads(self, x, mask):
             q, k = unit(q_t, self.l2_eps), unit(k_t, self.l2_eps)
-            beta = (2.0 if self.allow_neg_eigval else 1.0) * torch.sigmoid(self.b_proj(token.x)).view(B, H, 1, 1)
+            beta = self.beta_max * torch.sigmoid(self.b_proj(token.x)).view(B, H, 1, 1)
             transition = self._alpha(token.x) * (eye - beta * k.unsqueeze(-1) * k.unsqueeze(-2))  # (B, H, K, K)
             S = token.carried(S)
             S = token.kept(transition @ S + beta * k.unsqueeze(-1) * v.unsqueeze(-2), S)

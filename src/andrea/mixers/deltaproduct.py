@@ -44,6 +44,11 @@ class GatedDeltaProduct(GatedDeltaNet):
         if self.convs is not None:
             self.convs["k"], self.convs["v"] = ShortConv(n * H * self.key_dim), ShortConv(n * H * self.value_dim)
 
+    @property
+    def steps_per_token(self) -> int:
+        """The delta-rule steps a token takes (andrea.models.memory counts a chunk in steps)."""
+        return self.n_householder
+
     def to_heads(self, stream: str, u: Tensor) -> Tensor:
         """q (B, H, T, K) as Gated DeltaNet's; k and v, n a token: (B, H, T·n, K|V), token t's j-th at t·n + j."""
         if stream == "q":
@@ -84,7 +89,7 @@ class GatedDeltaProduct(GatedDeltaNet):
         eye, S, out = torch.eye(K, dtype=x.dtype, device=x.device), x.new_zeros(B, H, K, V), []
         for token, q_t, k_t, v_t in token_heads(self, x, mask):
             keys, values = k_t.reshape(B, n, H, K), v_t.reshape(B, n, H, V)  # the row's (n, heads, width) layout
-            betas = (2.0 if self.allow_neg_eigval else 1.0) * torch.sigmoid(self.b_proj(token.x)).view(B, n, H)
+            betas = self.beta_max * torch.sigmoid(self.b_proj(token.x)).view(B, n, H)
             S = token.carried(S)
             new = self._alpha(token.x) * S
             for j in range(n):

@@ -83,8 +83,8 @@ def training(spec: NetSpec, batch_size: int, seq_len: int, probe_rows: int = 0) 
 
 def _states(mixer: nn.Module, seq_len: int) -> int:
     """The numbers a recurrent mixer keeps for backward in one row: its state at each chunk's start and end (a
-    chunk of steps: Gated DeltaProduct runs n_householder a token)."""
-    chunk, steps = getattr(mixer, "chunk", None), seq_len * getattr(mixer, "n_householder", 1)
+    chunk of steps: a mixer that takes several a token says how many, `steps_per_token`)."""
+    chunk, steps = getattr(mixer, "chunk", None), seq_len * getattr(mixer, "steps_per_token", 1)
     chunks = -(-steps // chunk) if isinstance(chunk, int) and chunk > 0 else steps
     return (chunks + 1) * cast(TokenMixer, mixer).cache_size().per_sequence
 
