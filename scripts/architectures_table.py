@@ -24,6 +24,7 @@ PRESETS = {
     "gpt-oss": "tests/models/test_gpt_oss.py",
     "qwen3-next": "tests/models/test_qwen3_next.py",
     "falcon-h1": "tests/models/test_falcon_h1.py",
+    "kimi-linear": "tests/models/test_kimi_linear.py",
 }  # each architecture preset, and the test proving it
 CONTEXT, BYTES = 4096, 4
 
@@ -59,7 +60,11 @@ def _kind(spec: LayerSpec) -> str:
     seen = f"causal window {mask['window']}" if "window" in mask else "causal"
     seen = f"causal chunks of {mask['size']}" if "size" in mask else seen
     n_head, n_kv = settings["n_head"], settings.get("n_kv_head") or settings["n_head"]
-    return f"{spec.kind}: {seen}, {n_head} heads ({n_kv} key/value), {_position(settings)}, {_mechanism(settings)}"
+    heads = f"{n_head} heads ({n_kv} key/value)"
+    if settings.get("latent"):
+        latent = settings["latent"]
+        heads = f"{n_head} latent heads (a latent of {latent['kv_rank']}, a shared key part of {latent['rope_dim']})"
+    return f"{spec.kind}: {seen}, {heads}, {_position(settings)}, {_mechanism(settings)}"
 
 
 def _position(settings: dict) -> str:

@@ -146,7 +146,6 @@ def test_parameter_counts(latent, rope, expected):
         (dict(backend="triton"), UnsupportedAttentionError, "needs values of the queries' size, which heads=mla's"),
         (dict(mechanism="qknorm"), ValueError, "mechanism=qknorm changes queries and keys itself"),
         (dict(mechanism="diff"), ValueError, "mechanism=diff changes queries and keys itself"),
-        (dict(position="learned", latent={"kv_rank": 8, "rope_dim": 4}), ValueError, "rope_dim=4 rotates keys"),
         (dict(latent={"kv_rank": 0}), ValueError, "heads.latent.kv_rank=0 must be a positive integer"),
         (dict(latent={"kv_rank": 8, "rank": 2}), ValueError, "heads.latent.rank is not a setting of latent attention"),
         (dict(latent={"kv_rank": 8, "norm_eps": 0}), ValueError, "heads.latent.norm_eps=0 must be a finite number > 0"),

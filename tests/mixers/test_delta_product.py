@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from andrea.mixers.deltanet import DeltaNet, GatedDeltaNet
 from andrea.mixers.deltaproduct import GatedDeltaProduct
+from andrea.mixers.kda import KDA
 from andrea.ops import delta_rule as dr
 from andrea.ops.delta_rule import product
 from tests.compose import QUICK, compose_train
@@ -93,7 +94,7 @@ def test_a_householder_count_that_is_not_a_count_is_refused(tmp_path):
 
 @pytest.mark.parametrize("mask_name", ["causal", "document", "padding"])
 @pytest.mark.parametrize("form", ["parallel", "chunked", "recurrent"])
-@pytest.mark.parametrize("cls", [DeltaNet, GatedDeltaNet, GatedDeltaProduct])
+@pytest.mark.parametrize("cls", [DeltaNet, GatedDeltaNet, GatedDeltaProduct, KDA])
 def test_with_negative_eigenvalues_every_form_is_the_recurrence(cls, form, mask_name):
     """In float64, the output and every gradient of each form equal the layer's reference under each mask, and
     decoding token by token from a cache gives the same outputs."""

@@ -14,6 +14,7 @@ import torch
 from andrea.mixers.deltanet import DeltaNet, GatedDeltaNet
 from andrea.mixers.deltaproduct import GatedDeltaProduct
 from andrea.mixers.gla import GLA
+from andrea.mixers.kda import KDA
 from andrea.mixers.layers import mixer_registry
 from andrea.mixers.linear import LinearAttention
 from andrea.mixers.mamba2 import Mamba2
@@ -129,6 +130,7 @@ SETTINGS = [  # what the kit's cells (each mixer's defaults, with a convolution)
     (DeltaNet, {"conv": False, "gate": True}),
     (GatedDeltaNet, {"norm": False}),
     (GatedDeltaProduct, {"n_householder": 3, "conv": False, "l2_eps": 1e-6, "allow_neg_eigval": True}),
+    (KDA, {"conv": False, "gate": False, "norm": False, "l2_eps": 1e-6, "allow_neg_eigval": True}),
     (Mamba2, {"conv": False, "gate": False, "norm": False}),
 ]
 

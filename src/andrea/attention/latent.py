@@ -9,10 +9,13 @@ low-rank latent per token, and the KV cache holds that latent instead of every h
     k^h = [k_C^h ; k_R]                         scores q^h·k^h / sqrt(d + d_R)
 
 RoPE rotates only the decoupled d_R dimensions: rotating k_C would tie W_UK to the position and stop it from
-being absorbed. The **absorbed** form, for decoding, never expands the cache: q_C^h·k_C^h = (W_UK^hᵀ q_C^h)·c_KV,
-so every head attends with the query [W_UK^hᵀ q_C^h ; q_R^h] (r + d_R) to the one shared key [c_KV ; k_R] and
-value c_KV (multi-query attention), and its output is up-projected by W_UV^h afterwards. Per token and layer
-the cache holds r + d_R numbers, against 2·H_kv·d for MHA/GQA/MQA.
+being absorbed. Without RoPE (position none or learned) a d_R > 0 is a key part shared by the heads and left
+unturned, as Kimi Linear's latent attention (NoPE) keeps it.
+
+The **absorbed** form, for decoding, never expands the cache: q_C^h·k_C^h = (W_UK^hᵀ q_C^h)·c_KV, so every head
+attends with the query [W_UK^hᵀ q_C^h ; q_R^h] (r + d_R) to the one shared key [c_KV ; k_R] and value c_KV
+(multi-query attention), and its output is up-projected by W_UV^h afterwards. Per token and layer the cache holds
+r + d_R numbers, against 2·H_kv·d for MHA/GQA/MQA.
 """
 
 from __future__ import annotations
@@ -43,16 +46,15 @@ NORM_EPS = 1e-6  # DeepSeek-V2 and V3's rms_norm_eps
 
 
 def _rope_dim(given: int | None, head_dim: int, rope: bool) -> int:
-    """d_R: the given one, or null's (head_dim / 2 with RoPE, 0 without), checked against the position scheme."""
+    """d_R: the given one, or null's (head_dim / 2 with RoPE, 0 without), checked against the position scheme.
+    Without RoPE a given d_R is the shared key part left unturned (Kimi Linear's latent attention, NoPE)."""
     rope_dim = (head_dim // 2 if rope else 0) if given is None else given
-    if rope_dim % 2:  # Rotary would name the head_dim, which is not what is odd
+    if rope and rope_dim % 2:  # Rotary would name the head_dim, which is not what is odd
         source = f" (null: head_dim / 2 = {head_dim} / 2)" if given is None else ""
         raise ValueError(
             f"heads.latent.rope_dim={rope_dim}{source} must be even: RoPE turns its channels in pairs; "
             "give an even heads.latent.rope_dim"
         )
-    if rope_dim and not rope:
-        raise ValueError(f"heads.latent.rope_dim={rope_dim} rotates keys: it needs position=rope, or rope_dim=0")
     if rope and not rope_dim:
         raise ValueError("heads=mla with position=rope needs heads.latent.rope_dim > 0 (its decoupled RoPE key)")
     return rope_dim
@@ -89,7 +91,7 @@ class LatentAttention(nn.Module):
         self.kv_down = nn.Linear(d_model, r + d_r, bias=bias)  # W_DKV and W_KR: the latent and the rotary key
         self.kv_norm = nn.RMSNorm(r, eps=norm_eps)
         self.kv_up = nn.Linear(r, 2 * H * d, bias=False)  # W_UK then W_UV: linear, so they can be absorbed
-        self.rotary = Rotary(d_r, base=rope_base) if d_r else None
+        self.rotary = Rotary(d_r, base=rope_base) if d_r and rope else None
 
     @property
     def scale(self) -> float:

@@ -87,7 +87,7 @@ class DeltaNet(LinearMixer):
         """The delta rule as the papers write it, one token at a time from a zero state, the transition a matrix
         (andrea.mixers.linear_reference for the layer around it):
 
-            S_t = α_t (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ     (S_{t-1} dropped where a document starts)
+            S_t = (I - β_t k_t k_tᵀ) diag(α_t) S_{t-1} + β_t k_t v_tᵀ   (S_{t-1} dropped where a document starts)
             o_t = S_tᵀ q_t / sqrt(K),   q_t, k_t of unit length, β_t = sigmoid(W_β x_t)   (DeltaNet: α_t = 1)
             (with allow_neg_eigval: β_t = 2 sigmoid(W_β x_t))
         """
@@ -96,14 +96,16 @@ class DeltaNet(LinearMixer):
         for token, q_t, k_t, v in token_heads(self, x, mask):
             q, k = unit(q_t, self.l2_eps), unit(k_t, self.l2_eps)
             beta = self.beta_max * torch.sigmoid(self.b_proj(token.x)).view(B, H, 1, 1)
-            transition = self._alpha(token.x) * (eye - beta * k.unsqueeze(-1) * k.unsqueeze(-2))  # (B, H, K, K)
+            # (I - β k kᵀ) diag(α): each column scaled by its channel's decay (or the head's), (B, H, K, K)
+            transition = (eye - beta * k.unsqueeze(-1) * k.unsqueeze(-2)) * self._alpha(token.x).transpose(-2, -1)
             S = token.carried(S)
             S = token.kept(transition @ S + beta * k.unsqueeze(-1) * v.unsqueeze(-2), S)
             out.append(token_output(self, torch.einsum("bhk,bhkv->bhv", self.scale * q, S), token))
         return torch.stack(out, dim=1)
 
     def _alpha(self, x_t: Tensor) -> Tensor:
-        """One token's decay α_t (B, H, 1, 1): DeltaNet has none."""
+        """One token's decay α_t as diag(α_t) S multiplies it: (B, H, 1, 1), one a head, or (B, H, K, 1), one a key
+        channel. DeltaNet has none."""
         return x_t.new_ones(x_t.shape[0], self.n_head, 1, 1)
 
 

@@ -36,6 +36,7 @@ mixer_registry: Registry[nn.Module] = Registry(
         "deltanet": "andrea.mixers.deltanet:DeltaNet",
         "gated_deltanet": "andrea.mixers.deltanet:GatedDeltaNet",
         "gated_deltaproduct": "andrea.mixers.deltaproduct:GatedDeltaProduct",
+        "kda": "andrea.mixers.kda:KDA",
     },
 )
 PLACE = ("d_model", "max_context", "layer", "n_layer", "dropout", "bias")  # what the network gives every mixer

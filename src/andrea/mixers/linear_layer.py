@@ -8,15 +8,16 @@
 A subclass says what is its own: `features(q, k, start)`, `log_decay(x)` (None: no decay), the layer's defaults
 and its recurrence written on its own, `reference` (andrea.mixers.linear_reference). With `normalize`, o is
 divided by the same recurrence run on a column of ones (φ(q)·Σ φ(k), decayed alike), so the normaliser lives in
-the state too and generation keeps it. Hook points: hook_q, hook_k, hook_v
-as the heads see them (after the features), hook_decay (g), hook_pattern (the implied weights, when asked for),
-hook_state (the state after the call's last token: what a cache keeps, so an edit there changes what generation
-reads next), hook_gate (the output gate's swish(W_g x)), hook_z; the network lists them under
-`blocks.<layer>.attn.` (docs/lens.md).
+the state too and generation keeps it. Hook points: hook_q, hook_k, hook_v as the heads see them (after the
+features), hook_decay (g), hook_pattern (the implied weights, when asked for), hook_state (the state after the
+call's last token: what a cache keeps, so an edit there changes what generation reads next), hook_gate (the output
+gate, swish(W_g x) or the mixer's `gate_activation`), hook_z; the network lists them under `blocks.<layer>.attn.`
+(docs/lens.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import torch
@@ -49,6 +50,7 @@ class LinearMixer(nn.Module):
     forms: ClassVar[tuple[str, ...]] = gated_linear.FORMS  # mixer.form (the conformance kit runs each)
     setting_rules: ClassVar[dict[str, Rule]] = {"form": one_of(*gated_linear.FORMS)}  # andrea.mixers.settings
     signed: bool = True  # whether an implied weight can be negative (the maps' colour scale)
+    gate_activation: Callable[[Tensor], Tensor] = staticmethod(F.silu)  # swish(W_g x) (Kimi Delta Attention: sigmoid)
 
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,
@@ -66,7 +68,7 @@ class LinearMixer(nn.Module):
         self.v_proj = nn.Linear(d_model, H * V, bias=bias)
         widths = {"q": H * K, "k": H * K, "v": H * V}
         self.convs = nn.ModuleDict({s: ShortConv(w) for s, w in widths.items()}) if conv else None
-        self.gate = nn.Linear(d_model, H * V, bias=bias) if gate else None  # the output gate, swish(W_g x)
+        self.gate: nn.Module | None = nn.Linear(d_model, H * V, bias=bias) if gate else None  # the output gate
         self.norm = nn.RMSNorm(V, eps=norm_eps) if norm else None  # per head, over its V channels
         self.proj = nn.Linear(H * V, d_model, bias=bias)  # W_O
         self.dropout = nn.Dropout(dropout)
@@ -150,7 +152,7 @@ class LinearMixer(nn.Module):
         o = o.to(x.dtype) if self.norm is None else self.norm(o.to(x.dtype))
         o = o.transpose(1, 2)  # (B, T, H, V)
         if self.gate is not None:
-            o = o * self.points["hook_gate"](F.silu(self.gate(x)).view(B, T, self.n_head, self.value_dim))
+            o = o * self.points["hook_gate"](self.gate_activation(self.gate(x)).view(B, T, self.n_head, self.value_dim))
         o = self.points["hook_z"](o).reshape(B, T, -1)
         return self.dropout(self.proj(o))
 

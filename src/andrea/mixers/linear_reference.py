@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from typing import cast
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from andrea.attention.masks import Mask
@@ -64,9 +63,9 @@ def token_heads(layer: LinearMixer, x: Tensor, mask: Mask | None) -> Iterator[tu
 
 
 def token_output(layer: LinearMixer, o: Tensor, token: Token) -> Tensor:
-    """One token's o (B, H, V) -> the per-head RMSNorm, times the gate swish(W_g x_t) (each where the layer has
-    it) -> W_O -> y_t (B, D)."""
+    """One token's o (B, H, V) -> the per-head RMSNorm, times the gate swish(W_g x_t) (or the layer's
+    `gate_activation`) (each where the layer has it) -> W_O -> y_t (B, D)."""
     o = o if layer.norm is None else layer.norm(o)
     if layer.gate is not None:
-        o = o * F.silu(layer.gate(token.x)).view_as(o)
+        o = o * layer.gate_activation(layer.gate(token.x)).view_as(o)
     return layer.proj(o.flatten(1))

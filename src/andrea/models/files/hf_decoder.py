@@ -33,6 +33,21 @@ def layer_types(hf: dict[str, Any], n_layer: int, every: int, config_json: Path)
     return types
 
 
+def named_layer_types(hf: dict[str, Any], n_layer: int, kinds: dict[str, str], config_json: Path) -> list[str]:
+    """Each layer's type, config.json's layer_types, every one a key of `kinds` (a family of two mixers)."""
+    types = hf.get("layer_types")
+    if not isinstance(types, list) or len(types) != n_layer or not set(types) <= set(kinds):
+        raise HFFolderError(f"{config_json}: layer_types must name {n_layer} layers, each one of {', '.join(kinds)}")
+    return types
+
+
+def refuse_first(problems: list[tuple[bool, str]], config_json: Path) -> None:
+    """The first (failed, problem) that failed, as one line naming config.json (HFFolderError)."""
+    for failed, problem in problems:
+        if failed:
+            raise HFFolderError(f"{config_json}: {problem}")
+
+
 def narrow_heads_problem(hf: dict[str, Any], sizes: dict[str, int]) -> str | None:
     """Why a reader that builds heads d_model / n_head wide cannot read config.json's head_dim, or None (Gemma 3's
     reader reads other widths: heads.head_dim)."""

@@ -38,8 +38,15 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from andrea.models.files.hf_decoder import SIZES, decoder_config, mapped, narrow_heads_problem
-from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
+from andrea.models.files.hf_decoder import (
+    SIZES,
+    decoder_config,
+    mapped,
+    named_layer_types,
+    narrow_heads_problem,
+    refuse_first,
+)
+from andrea.models.files.hf_folder import Family, positive_ints
 
 FAMILY, MODEL_TYPE = "Qwen3-Next", "qwen3_next"
 KINDS = {"linear_attention": "linear", "full_attention": "full"}
@@ -60,7 +67,7 @@ def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
     sizes = positive_ints(hf, SIZES, config_json)
     linear = positive_ints(hf, LINEAR, config_json)
     _check_qwen3_next(hf, sizes, linear, config_json)
-    types = _types(hf, sizes["num_hidden_layers"], config_json)
+    types = named_layer_types(hf, sizes["num_hidden_layers"], KINDS, config_json)
     eps = float(hf.get("rms_norm_eps", 1e-6))
     kinds: dict[str, Any] = {}
     if "linear_attention" in types:
@@ -98,16 +105,7 @@ def _check_qwen3_next(hf: dict[str, Any], sizes: dict[str, int], linear: dict[st
         (hf.get("hidden_act", "silu") != "silu" or bool(hf.get("attention_bias")),
          "hidden_act silu and no attention_bias are Qwen3-Next as andrea builds it"),
     ]  # fmt: skip
-    for failed, problem in problems:
-        if failed:
-            raise HFFolderError(f"{config_json}: {problem}")
-
-
-def _types(hf: dict[str, Any], n_layer: int, config_json: Path) -> list[str]:
-    types = hf.get("layer_types")
-    if not isinstance(types, list) or len(types) != n_layer or not set(types) <= set(KINDS):
-        raise HFFolderError(f"{config_json}: layer_types must name {n_layer} layers, each one of {', '.join(KINDS)}")
-    return types
+    refuse_first(problems, config_json)
 
 
 def state_dict(tensors: dict[str, Tensor], n_layer: int, tied: bool, where: str) -> dict[str, Tensor]:

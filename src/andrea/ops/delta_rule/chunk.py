@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from andrea.ops.delta_rule.implied import gaps, unit_lower
+from andrea.ops.decayed import decayed
+from andrea.ops.delta_rule.implied import unit_lower
 from andrea.ops.delta_rule.inputs import initial_state, prepared
 from andrea.ops.sequence import CHUNK, chunk_padding, chunks
 
@@ -22,7 +23,7 @@ def chunked(
     T = q.shape[2]
     chunk, pad = chunk_padding(T, chunk)
     q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
-    beta, g = F.pad(beta, (0, pad)), F.pad(g, (0, pad))
+    beta, g = F.pad(beta, (0, pad)), F.pad(g, (0, 0, 0, pad))
     S, out = initial_state(q, v, state), []
     for here, (q_c, k_c, v_c, beta_c, g_c) in chunks(T + pad, chunk, seg, q, k, v, beta, g):
         o, S = one_chunk(q_c, k_c, v_c, beta_c, g_c, scale, S, here)
@@ -35,16 +36,16 @@ def one_chunk(
 ) -> tuple[Tensor, Tensor]:
     """One chunk from the state before it (andrea.ops.delta_rule's docstring); with `seg`, only document 0 reads
     S_0 and only the last document's keys are carried."""
-    G = g.cumsum(dim=2)  # (B, H, C)
-    first = G.exp().unsqueeze(-1)  # (B, H, C, 1): how much of S_0 reaches each token
+    G = g.cumsum(dim=2)  # (B, H, C, K|1)
+    first = G.exp()  # how much of S_0 reaches each token, per key channel or for the whole head
     if seg is not None:
         first = first * (seg == 0)[:, None, :, None]
-    rhs = beta.unsqueeze(-1) * (v - first * (k @ S))
+    rhs = beta.unsqueeze(-1) * (v - (k * first) @ S)
     u = torch.linalg.solve_triangular(unit_lower(k, beta, G, seg), rhs, upper=False, unitriangular=True)
-    o = scale * (first * (q @ S) + ((q @ k.transpose(-2, -1)) * gaps(G, seg, 0)) @ u)
-    last = G[:, :, -1:]  # (B, H, 1)
-    kept = k * (last - G).exp().unsqueeze(-1)
-    carry = last.exp().unsqueeze(-1)  # (B, H, 1, 1)
+    o = scale * ((q * first) @ S + decayed(q, k, G, seg, 0) @ u)
+    last = G[:, :, -1:]  # (B, H, 1, K|1)
+    kept = k * (last - G).exp()
+    carry = last.transpose(-2, -1).exp()  # (B, H, K|1, 1)
     if seg is not None:
         kept = kept * (seg == seg[:, -1:])[:, None, :, None]
         carry = carry * (seg[:, -1] == 0).view(-1, 1, 1, 1)

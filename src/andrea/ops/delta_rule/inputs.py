@@ -9,9 +9,11 @@ from andrea.ops.sequence import working_dtype
 
 
 def prepared(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Tensor | None) -> tuple[Tensor, ...]:
-    """q, k, v, β and the log decay (zeros: DeltaNet) in the working dtype (float32 at least)."""
+    """q, k, v, β and the log decay (zeros: DeltaNet) in the working dtype (float32 at least), the decay
+    (B, H, T, K) (one a key channel: Kimi Delta Attention) or (B, H, T, 1) (one a head)."""
     dtype = working_dtype(q)
     g = q.new_zeros(q.shape[:3]) if g is None else g
+    g = g if g.dim() == 4 else g.unsqueeze(-1)
     return tuple(x.to(dtype) for x in (q, k, v, beta, g))
 
 

@@ -18,10 +18,10 @@ def recurrent(
     q, k, v, beta, g = prepared(q, k, v, beta, g)
     S, out = initial_state(q, v, state), []
     for t, (q_t, k_t, v_t, beta_t, g_t) in enumerate(tokens(q, k, v, beta, g)):
-        decay = g_t.exp()  # (B, H)
+        decay = g_t.exp().unsqueeze(-1)  # (B, H, K|1, 1)
         if seg is not None:  # a new document: the state restarts
-            decay = decay * (seg[:, t] == (seg[:, t - 1] if t else 0)).view(-1, 1)
-        S = decay[..., None, None] * S
+            decay = decay * (seg[:, t] == (seg[:, t - 1] if t else 0)).view(-1, 1, 1, 1)
+        S = decay * S
         u = beta_t.unsqueeze(-1) * (v_t - torch.einsum("bhkv,bhk->bhv", S, k_t))
         S = S + k_t.unsqueeze(-1) * u.unsqueeze(-2)
         out.append(torch.einsum("bhk,bhkv->bhv", q_t * scale, S))
