@@ -9,11 +9,12 @@ from andrea.ops.gated_linear import chunk
 def chunks(monkeypatch) -> list[int]:
     """The tokens of each chunk the chunked (or parallel) form runs, in order, while the test runs."""
     seen: list[int] = []
-    one_chunk = chunk.one_chunk
+    across_chunks = chunk.across_chunks
 
     def counted(*args):
-        seen.append(args[0].shape[2])
-        return one_chunk(*args)
+        n, size = args[0].shape[2:4]  # q: (B, H, n, C, K)
+        seen.extend([size] * n)
+        return across_chunks(*args)
 
-    monkeypatch.setattr(chunk, "one_chunk", counted)
+    monkeypatch.setattr(chunk, "across_chunks", counted)
     return seen

@@ -16,8 +16,9 @@ FORMS = ("parallel", "chunked", "recurrent")  # mixer.form
 
 
 def tokens(*xs: Tensor) -> Iterator[tuple[Tensor, ...]]:
-    """The tensors' tokens (dim 2) side by side, one token each step. `unbind`, not indexing: the backward of
-    T indexed views would write T gradients the size of the whole sequence, O(T²); unbind's stacks them once."""
+    """The tensors' tokens (dim 2) side by side, one token each step (or one chunk, of chunks side by side).
+    `unbind`, not indexing: the backward of T indexed views would write T gradients the size of the whole
+    sequence, O(T²); unbind's stacks them once."""
     return zip(*(x.unbind(2) for x in xs), strict=True)
 
 
@@ -35,6 +36,13 @@ def chunks(
     documents first (`documents`). `split`, not slicing, for the reason `tokens` gives."""
     pieces = zip(*(x.split(chunk, dim=2) for x in xs), strict=True)
     return zip(documents(length, chunk, seg), pieces, strict=True)
+
+
+def side_by_side(length: int, chunk: int, seg: Tensor | None, *xs: Tensor) -> tuple[Tensor | None, tuple[Tensor, ...]]:
+    """The tensors (dim 2, `length` tokens, a multiple of `chunk`) cut into chunks side by side, (B, H, n, chunk,
+    ..), for a form that works on every chunk at once; and the chunks' documents (`documents`), (B, n, chunk)."""
+    docs = None if seg is None else torch.stack(list(documents(length, chunk, seg)), dim=1)  # type: ignore[misc]
+    return docs, tuple(x.unflatten(2, (-1, chunk)) for x in xs)
 
 
 def documents(length: int, chunk: int, seg: Tensor | None) -> Iterator[Tensor | None]:

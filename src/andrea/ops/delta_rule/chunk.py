@@ -1,6 +1,11 @@
 """The delta rule in chunks, the WY/UT form (andrea.ops.delta_rule's docstring has the equations): inside a
 chunk a triangular solve, across chunks the state, linear in T; and the parallel form, the whole sequence as one
-chunk."""
+chunk.
+
+Every chunk's own part is computed at once, the chunks side by side (flash-linear-attention's order): the solve
+gives each chunk W = (I + L)⁻¹ diag(β) diag(exp G) K and U' = (I + L)⁻¹ diag(β) V, so that from the state S before
+it U = U' - W S, and its decayed q·k. The loop across chunks then only reads and writes the state, three small
+products a chunk."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from torch import Tensor
 from andrea.ops.decayed import decayed
 from andrea.ops.delta_rule.implied import unit_lower
 from andrea.ops.delta_rule.inputs import initial_state, prepared
-from andrea.ops.sequence import CHUNK, chunk_padding, chunks
+from andrea.ops.sequence import CHUNK, chunk_padding, side_by_side, tokens
 
 
 def chunked(
@@ -22,34 +27,38 @@ def chunked(
     q, k, v, beta, g = prepared(q, k, v, beta, g)
     T = q.shape[2]
     chunk, pad = chunk_padding(T, chunk)
-    q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
-    beta, g = F.pad(beta, (0, pad)), F.pad(g, (0, 0, 0, pad))
-    S, out = initial_state(q, v, state), []
-    for here, (q_c, k_c, v_c, beta_c, g_c) in chunks(T + pad, chunk, seg, q, k, v, beta, g):
-        o, S = one_chunk(q_c, k_c, v_c, beta_c, g_c, scale, S, here)
-        out.append(o)
-    return torch.cat(out, dim=2)[:, :, :T], S
+    q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
+    docs, parts = side_by_side(T + pad, chunk, seg, q, k, v, F.pad(beta, (0, pad)), g)
+    o, S = across_chunks(*parts, scale, initial_state(q, v, state), docs)
+    return o.flatten(2, 3)[:, :, :T], S
 
 
-def one_chunk(
+def across_chunks(
     q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Tensor, scale: float, S: Tensor, seg: Tensor | None
 ) -> tuple[Tensor, Tensor]:
-    """One chunk from the state before it (andrea.ops.delta_rule's docstring); with `seg`, only document 0 reads
-    S_0 and only the last document's keys are carried."""
-    G = g.cumsum(dim=2)  # (B, H, C, K|1)
-    first = G.exp()  # how much of S_0 reaches each token, per key channel or for the whole head
+    """Chunks side by side, q, k (B, H, n, C, K), v (B, H, n, C, V), β (B, H, n, C), g (B, H, n, C, K|1), from the
+    state before the first (andrea.ops.delta_rule's docstring); with `seg` (B, n, C), each chunk's documents from
+    0: only document 0 reads the state before its chunk, and only the last document's keys are carried."""
+    G = g.cumsum(dim=3)
+    first = G.exp()  # how much of the state before a chunk reaches each token, per key channel or for the head
     if seg is not None:
-        first = first * (seg == 0)[:, None, :, None]
-    rhs = beta.unsqueeze(-1) * (v - (k * first) @ S)
-    u = torch.linalg.solve_triangular(unit_lower(k, beta, G, seg), rhs, upper=False, unitriangular=True)
-    o = scale * ((q * first) @ S + decayed(q, k, G, seg, 0) @ u)
-    last = G[:, :, -1:]  # (B, H, 1, K|1)
+        first = first * (seg == 0)[:, None, :, :, None]
+    rhs = beta.unsqueeze(-1) * torch.cat((k * first, v), dim=-1)
+    solved = torch.linalg.solve_triangular(unit_lower(k, beta, G, seg), rhs, upper=False, unitriangular=True)
+    w, u = solved.split([k.shape[-1], v.shape[-1]], dim=-1)  # U = u - w S, given the state S before the chunk
+    scores, read = decayed(q, k, G, seg, 0), q * first
+    last = G[..., -1:, :]
     kept = k * (last - G).exp()
-    carry = last.transpose(-2, -1).exp()  # (B, H, K|1, 1)
+    carry = last.transpose(-2, -1).exp()  # (B, H, n, K|1, 1)
     if seg is not None:
-        kept = kept * (seg == seg[:, -1:])[:, None, :, None]
-        carry = carry * (seg[:, -1] == 0).view(-1, 1, 1, 1)
-    return o, S * carry + kept.transpose(-2, -1) @ u
+        kept = kept * (seg == seg[..., -1:])[:, None, :, :, None]
+        carry = carry * (seg[..., -1] == 0)[:, None, :, None, None]
+    out = []
+    for u_c, w_c, read_c, scores_c, carry_c, kept_c in tokens(u, w, read, scores, carry, kept):  # chunk by chunk
+        U = u_c - w_c @ S
+        out.append(read_c @ S + scores_c @ U)
+        S = S * carry_c + kept_c.transpose(-2, -1) @ U
+    return scale * torch.stack(out, dim=2), S
 
 
 def parallel(
@@ -58,4 +67,6 @@ def parallel(
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """The whole sequence as one chunk: the implied weights times V, plus what a given state adds."""
     q, k, v, beta, g = prepared(q, k, v, beta, g)
-    return one_chunk(q, k, v, beta, g, scale, initial_state(q, v, state), seg)
+    one = (x.unsqueeze(2) for x in (q, k, v, beta, g))
+    o, S = across_chunks(*one, scale, initial_state(q, v, state), None if seg is None else seg.unsqueeze(1))
+    return o.squeeze(2), S

@@ -1,5 +1,8 @@
 """Gated linear attention in chunks (andrea.ops.gated_linear): inside a chunk of C tokens the implied weights,
-across chunks the state, O(T·C·K + T·K·V), linear in T; and the parallel form, the whole sequence as one chunk."""
+across chunks the state, O(T·C·K + T·K·V), linear in T; and the parallel form, the whole sequence as one chunk.
+
+Every chunk's own part is computed at once, the chunks side by side: its weights times V, the write it leaves in
+the state, its decay. Only the state is carried from one chunk to the next, an elementwise step a chunk."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from torch import Tensor
 
 from andrea.ops.gated_linear.implied import implied
 from andrea.ops.gated_linear.inputs import initial_state, prepared
-from andrea.ops.sequence import CHUNK, chunk_padding, chunks
+from andrea.ops.sequence import CHUNK, chunk_padding, side_by_side
 
 
 def chunked(
@@ -22,35 +25,42 @@ def chunked(
     T = q.shape[2]
     chunk, pad = chunk_padding(T, chunk)  # padded tokens: k = v = 0 and no decay leave the state as it was
     q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
-    S, out = initial_state(q, v, state), []
-    for here, (q_c, k_c, v_c, g_c) in chunks(T + pad, chunk, seg, q, k, v, g):
-        o, S = one_chunk(q_c, k_c, v_c, g_c, scale, S, here)
-        out.append(o)
-    return torch.cat(out, dim=2)[:, :, :T], S
+    docs, parts = side_by_side(T + pad, chunk, seg, q, k, v, g)
+    o, S = across_chunks(*parts, scale, initial_state(q, v, state), docs)
+    return o.flatten(2, 3)[:, :, :T], S
 
 
-def one_chunk(
+def across_chunks(
     q: Tensor, k: Tensor, v: Tensor, g: Tensor, scale: float, S: Tensor, seg: Tensor | None
 ) -> tuple[Tensor, Tensor]:
-    """One chunk from the state before it: the weights inside it times V, plus the decayed state read by the
-    queries; and the state after it. G, the cumulative log decay from the chunk's start, is <= 0. With `seg`,
-    only the queries of document 0 read the state, and only the last document's keys are carried."""
-    G = g.cumsum(dim=2)  # (B, H, C, K|1)
-    inside = implied(q, k, G, scale, seg) @ v  # (B, H, C, V)
-    read, last = q * scale * G.exp(), G[:, :, -1:]  # the state decayed to each query; the whole chunk's decay
+    """Chunks side by side, q, k (B, H, n, C, K), v (B, H, n, C, V), g (B, H, n, C, K|1), from the state before
+    the first: each chunk's weights times V, plus the decayed state before it read by its queries; and the state
+    after the last. G, the cumulative log decay from a chunk's start, is <= 0. With `seg` (B, n, C), each chunk's
+    documents from 0 (the one the state before it belongs to): only document 0's queries read that state, and
+    only the last document's keys are carried."""
+    G = g.cumsum(dim=3)
+    inside = implied(q, k, G, scale, seg) @ v  # (B, H, n, C, V)
+    read, last = q * scale * G.exp(), G[..., -1:, :]  # the state decayed to each query; each chunk's whole decay
     kept = k * (last - G).exp()  # k_j exp(G_last - G_j)
-    carry = last.transpose(-2, -1).exp()  # (B, H, K|1, 1)
+    carry = last.transpose(-2, -1).exp()  # (B, H, n, K|1, 1)
     if seg is not None:
-        read = read * (seg == 0)[:, None, :, None]
-        kept = kept * (seg == seg[:, -1:])[:, None, :, None]
-        carry = carry * (seg[:, -1] == 0).view(-1, 1, 1, 1)
-    return inside + read @ S, S * carry + kept.transpose(-2, -1) @ v
+        read = read * (seg == 0)[:, None, :, :, None]
+        kept = kept * (seg == seg[..., -1:])[:, None, :, :, None]
+        carry = carry * (seg[..., -1] == 0)[:, None, :, None, None]
+    writes = kept.transpose(-2, -1) @ v  # (B, H, n, K, V): what each chunk adds to the state
+    before = []
+    for carry_c, write_c in zip(carry.unbind(2), writes.unbind(2), strict=True):
+        before.append(S)
+        S = S * carry_c + write_c
+    return inside + read @ torch.stack(before, dim=2), S
 
 
 def parallel(
     q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None, scale: float = 1.0, state: Tensor | None = None,
     seg: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
-    """The implied weights times V, plus what a given state adds, with the final state."""
+    """The implied weights times V, plus what a given state adds, with the final state: one chunk of T."""
     q, k, v, g = prepared(q, k, v, g)
-    return one_chunk(q, k, v, g, scale, initial_state(q, v, state), seg)
+    one = (x.unsqueeze(2) for x in (q, k, v, g))
+    o, S = across_chunks(*one, scale, initial_state(q, v, state), None if seg is None else seg.unsqueeze(1))
+    return o.squeeze(2), S
