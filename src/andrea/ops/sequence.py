@@ -41,7 +41,7 @@ def chunks(
 def side_by_side(length: int, chunk: int, seg: Tensor | None, *xs: Tensor) -> tuple[Tensor | None, tuple[Tensor, ...]]:
     """The tensors (dim 2, `length` tokens, a multiple of `chunk`) cut into chunks side by side, (B, H, n, chunk,
     ..), for a form that works on every chunk at once; and the chunks' documents (`documents`), (B, n, chunk)."""
-    docs = None if seg is None else torch.stack(list(documents(length, chunk, seg)), dim=1)  # type: ignore[misc]
+    docs = None if seg is None else torch.stack([d for d in documents(length, chunk, seg) if d is not None], dim=1)
     return docs, tuple(x.unflatten(2, (-1, chunk)) for x in xs)
 
 

@@ -28,8 +28,8 @@ def chunked(
     T = q.shape[2]
     chunk, pad = chunk_padding(T, chunk)
     q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
-    docs, parts = side_by_side(T + pad, chunk, seg, q, k, v, F.pad(beta, (0, pad)), g)
-    o, S = across_chunks(*parts, scale, initial_state(q, v, state), docs)
+    docs, (q_n, k_n, v_n, beta_n, g_n) = side_by_side(T + pad, chunk, seg, q, k, v, F.pad(beta, (0, pad)), g)
+    o, S = across_chunks(q_n, k_n, v_n, beta_n, g_n, scale, initial_state(q, v, state), docs)
     return o.flatten(2, 3)[:, :, :T], S
 
 
@@ -67,6 +67,7 @@ def parallel(
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """The whole sequence as one chunk: the implied weights times V, plus what a given state adds."""
     q, k, v, beta, g = prepared(q, k, v, beta, g)
-    one = (x.unsqueeze(2) for x in (q, k, v, beta, g))
-    o, S = across_chunks(*one, scale, initial_state(q, v, state), None if seg is None else seg.unsqueeze(1))
+    q_1, k_1, v_1, beta_1, g_1 = (x.unsqueeze(2) for x in (q, k, v, beta, g))
+    docs = None if seg is None else seg.unsqueeze(1)
+    o, S = across_chunks(q_1, k_1, v_1, beta_1, g_1, scale, initial_state(q, v, state), docs)
     return o.squeeze(2), S

@@ -25,8 +25,8 @@ def chunked(
     T = q.shape[2]
     chunk, pad = chunk_padding(T, chunk)  # padded tokens: k = v = 0 and no decay leave the state as it was
     q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))
-    docs, parts = side_by_side(T + pad, chunk, seg, q, k, v, g)
-    o, S = across_chunks(*parts, scale, initial_state(q, v, state), docs)
+    docs, (q_n, k_n, v_n, g_n) = side_by_side(T + pad, chunk, seg, q, k, v, g)
+    o, S = across_chunks(q_n, k_n, v_n, g_n, scale, initial_state(q, v, state), docs)
     return o.flatten(2, 3)[:, :, :T], S
 
 
@@ -61,6 +61,7 @@ def parallel(
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """The implied weights times V, plus what a given state adds, with the final state: one chunk of T."""
     q, k, v, g = prepared(q, k, v, g)
-    one = (x.unsqueeze(2) for x in (q, k, v, g))
-    o, S = across_chunks(*one, scale, initial_state(q, v, state), None if seg is None else seg.unsqueeze(1))
+    q_1, k_1, v_1, g_1 = (x.unsqueeze(2) for x in (q, k, v, g))
+    docs = None if seg is None else seg.unsqueeze(1)
+    o, S = across_chunks(q_1, k_1, v_1, g_1, scale, initial_state(q, v, state), docs)
     return o.squeeze(2), S
