@@ -82,7 +82,7 @@ def test_help_lists_every_group(tmp_path):
         "experiment: andrea-120m, andrea-12m-shakespeare, copying, diff_noise, flip_flop, fuzzy_recall, grokking,"
         " induction, induction_bump, lookback, lr_sensitivity, mechanisms, memorization, mixers, modular_addition,"
         " mqar, noisy_recall, recall, repetition, repetition_no_attention, selective_copy, shakespeare-chars, sinks,"
-        " zoology",
+        " state_tracking, zoology",
     ):
         assert line in result.stdout
     from andrea.train.experiments import summaries

@@ -56,6 +56,25 @@ SMOKE = {  # each study's jobs, smoke-sized: the preset's settings with the size
         [f"arm/copying={arm}", "data.num_train=256", "data.num_val=64", "trainer.max_epochs=1", "study.every_n_steps=2"]
         for arm in ("attention", "mamba2_n4")
     ],
+    "state_tracking": [
+        [
+            f"data={task}",
+            f"arm/state_tracking={arm}",
+            *extra,
+            "data.num_train=256",
+            "data.batch_size=64",
+            "trainer.max_steps=3",
+            "model.scheduler.warmup_steps=1",
+            "study.every_n_steps=2",
+        ]
+        for task, arm, extra in [
+            ("parity", "deltanet", []),
+            ("parity", "deltanet_neg", []),
+            ("parity", "attention", []),
+            ("word_problem", "deltaproduct_n1", ["model.net.n_layer=1"]),
+            ("word_problem", "deltaproduct_n2", ["model.net.n_layer=1"]),
+        ]
+    ],  # fmt: skip
     "zoology": [
         [
             f"arm/zoology={m}",
@@ -296,3 +315,34 @@ def test_zoology_counts_state_as_zoology_does_and_judges_no_mixer_that_learned_n
     assert claim.verdict == "inconclusive" and "no limit" in claim.ours  # not "does not hold": no state was short
     unlearned = [_mqar_job("deltanet", 32, 0.3, 0.10, 4_096), *blank]  # 0.10 against 0.01 at 16 pairs
     assert _delta(best_points(unlearned)).verdict == "inconclusive"  # neither learned 4 pairs: no comparison
+
+
+def _tracking_job(task, mixer, neg, scaled, n=None):
+    """A state_tracking job's result as the study reads it: its scaled accuracy at 40, 80, 160 and 256 tokens."""
+    mixer_node = {"name": mixer, "allow_neg_eigval": neg} | ({"n_householder": n} if n else {})
+    final = {"task": task, "trained": 40, "scaled": dict(zip(["40", "80", "160", "256"], scaled, strict=True))}
+    study = {"name": "state_tracking", "series": [{"step": 0, "last_acc": 0.5}], "final": final}
+    return Job(RunResult("completed", 0, "run", config={"mixer": mixer_node}, study=study))
+
+
+def test_state_tracking_judges_each_pair_beyond_the_trained_length(tmp_path):
+    from andrea.train.studies.state_tracking import StateTracking
+
+    jobs = [
+        _tracking_job("parity", "deltanet", False, [0.3, 0.0, 0.0, 0.0]),
+        _tracking_job("parity", "deltanet", True, [1.0, 1.0, 0.98, 0.95]),
+        _tracking_job("parity", "attention", None, [1.0, 0.1, 0.0, 0.0]),
+        _tracking_job("modular_counting", "deltanet", False, [0.9, 0.2, 0.1, 0.0]),
+        _tracking_job("modular_counting", "deltanet", True, [1.0, 0.9, 0.8, 0.7]),  # 0.8 beyond: not solved
+        _tracking_job("word_problem", "gated_deltaproduct", True, [0.4, 0.1, 0.0, 0.0], n=1),
+        _tracking_job("word_problem", "gated_deltaproduct", True, [1.0, 1.0, 1.0, 0.99], n=2),
+    ]
+    parity, counting, householder, control = StateTracking().findings(jobs, tmp_path / "tracking.png")
+    assert (parity.verdict, counting.verdict, householder.verdict, control.verdict) == (
+        "holds", "does not hold", "holds", "holds")  # fmt: skip
+    assert "deltanet [-1, 1] 1.00 at the trained length, 0.98 beyond" in parity.ours
+    assert (tmp_path / "tracking.png").stat().st_size > 10_000
+    unlearned = _tracking_job("parity", "attention", None, [0.2, 0.0, 0.0, 0.0])
+    control = StateTracking().findings([*jobs[:2], unlearned], tmp_path / "tracking.png")[3]
+    assert control.verdict == "inconclusive" and "does not learn the trained length" in control.ours
+    assert StateTracking().findings(jobs[:1], tmp_path / "tracking.png")[0].verdict == "inconclusive"

@@ -14,10 +14,11 @@ from andrea.train.studies.grokking import Grokking
 from andrea.train.studies.induction_bump import InductionBump
 from andrea.train.studies.lr_sensitivity import LRSensitivity
 from andrea.train.studies.sinks import Sinks
+from andrea.train.studies.state_tracking import StateTracking
 from andrea.train.studies.zoology import Zoology
 
 STUDIES: dict[str, type[Study]] = {  # in docs/reproductions.md's order
-    cls.name: cls for cls in (Zoology, InductionBump, LRSensitivity, Sinks, Grokking, DiffNoise, Copying)
+    cls.name: cls for cls in (Zoology, InductionBump, LRSensitivity, Sinks, Grokking, DiffNoise, Copying, StateTracking)
 }
 
 
