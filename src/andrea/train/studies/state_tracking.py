@@ -26,6 +26,7 @@ SCALES = (1.0, 2.0, 4.0, 6.4)  # the lengths measured, as multiples of the train
 SOLVED = 0.9  # scaled accuracy counted as tracking the state (Grazzi et al.'s solved runs: 0.97 to 1.00)
 FAILED = 0.5  # scaled accuracy below which a model is counted as not tracking it (theirs: 0.00 to 0.31)
 TASKS = {"parity": "parity", "modular_counting": "counting mod 3", "word_problem": "S3"}
+STYLES = ("-", "--", ":")  # the learning panel's line a task
 
 
 @dataclass
@@ -128,7 +129,8 @@ def _control(arms: dict[tuple[str, str], Job]) -> Claim:
 
 def _plot(jobs: list[Job], path: Path) -> None:
     """Scaled accuracy of the last label against the row's length, one panel a task, one line a model, the
-    trained length marked; beside them, the last label's accuracy at the trained length over training."""
+    trained length marked; beside them, the last label's accuracy at the trained length over training (a model's
+    colour, a task's line style)."""
     tasks = [task for task in TASKS if any(_task(job) == task for job in jobs)]
     fig, axes = figure.panels(len(tasks) + 1, 5 * (len(tasks) + 1), 4)
     colours: dict[str, str] = {}
@@ -138,7 +140,8 @@ def _plot(jobs: list[Job], path: Path) -> None:
             lengths = sorted(job.final["scaled"], key=int)
             ax.plot([int(n) for n in lengths], [job.final["scaled"][n] for n in lengths], marker="o",
                     color=colour, label=arm_of(job))  # fmt: skip
-            axes[-1].plot(*job.curve("last_acc"), color=colour, label=f"{arm_of(job)} ({TASKS[task]})")
+            axes[-1].plot(*job.curve("last_acc"), color=colour, linestyle=STYLES[tasks.index(task)],
+                          label=f"{arm_of(job)} ({TASKS[task]})")  # fmt: skip
         ax.axvline(next(job.final["trained"] for job in jobs if _task(job) == task), color="grey", linestyle=":")
         ax.set(title=TASKS[task], xlabel="row length (dotted: trained)", ylabel="scaled accuracy, last label",
                ylim=(-0.1, 1.05))  # fmt: skip
