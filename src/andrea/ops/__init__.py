@@ -10,5 +10,9 @@ fast ones (as flash-linear-attention lays out its ops):
     <op>/inputs.py     what every form starts from (the working dtype, the initial state)
     sequence.py        what every form walks a sequence with: tokens one at a time, chunks, their documents
 
+The ops: gated_linear (linear attention, retention, GLA, Mamba-2), delta_rule (DeltaNet, Gated DeltaNet, Gated
+DeltaProduct, KDA), dplr (the diagonal-plus-low-rank transition RWKV-7 writes; its mixer is to come); decayed.py
+the decayed scores every chunk of a decaying recurrence computes.
+
 A new form of an op is a file beside these and a name in its `run` (and FORMS). Attention's forms are its
 backends (andrea.attention.backends, `naive` the reference); the layers around the ops are andrea.mixers."""

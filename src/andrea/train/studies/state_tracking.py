@@ -135,15 +135,20 @@ def _plot(jobs: list[Job], path: Path) -> None:
     fig, axes = figure.panels(len(tasks) + 1, 5 * (len(tasks) + 1), 4)
     colours: dict[str, str] = {}
     for ax, task in zip(axes, tasks, strict=False):
-        for job in (job for job in jobs if _task(job) == task):
-            colour = colours.setdefault(arm_of(job), f"C{len(colours)}")
-            lengths = sorted(job.final["scaled"], key=int)
-            ax.plot([int(n) for n in lengths], [job.final["scaled"][n] for n in lengths], marker="o",
-                    color=colour, label=arm_of(job))  # fmt: skip
-            axes[-1].plot(*job.curve("last_acc"), color=colour, linestyle=STYLES[tasks.index(task)],
-                          label=f"{arm_of(job)} ({TASKS[task]})")  # fmt: skip
-        ax.axvline(next(job.final["trained"] for job in jobs if _task(job) == task), color="grey", linestyle=":")
-        ax.set(title=TASKS[task], xlabel="row length (dotted: trained)", ylabel="scaled accuracy, last label",
-               ylim=(-0.1, 1.05))  # fmt: skip
+        _draw_task(ax, axes[-1], [job for job in jobs if _task(job) == task], colours, STYLES[tasks.index(task)])
     axes[-1].set(title="learning, at the trained length", xlabel="step", ylabel="accuracy, last label")
     figure.save(fig, path)
+
+
+def _draw_task(ax: Any, learning: Any, jobs: list[Job], colours: dict[str, str], style: str) -> None:
+    """One task's panel (each model's scaled accuracy by length) and its models' curves on the learning panel."""
+    for job in jobs:
+        colour = colours.setdefault(arm_of(job), f"C{len(colours)}")
+        lengths = sorted(job.final["scaled"], key=int)
+        ax.plot([int(n) for n in lengths], [job.final["scaled"][n] for n in lengths], marker="o", color=colour,
+                label=arm_of(job))  # fmt: skip
+        learning.plot(*job.curve("last_acc"), color=colour, linestyle=style,
+                      label=f"{arm_of(job)} ({TASKS[_task(job)]})")  # fmt: skip
+    ax.axvline(jobs[0].final["trained"], color="grey", linestyle=":")
+    ax.set(title=TASKS[_task(jobs[0])], xlabel="row length (dotted: trained)", ylabel="scaled accuracy, last label",
+           ylim=(-0.1, 1.05))  # fmt: skip
