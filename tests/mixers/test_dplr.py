@@ -52,3 +52,11 @@ def test_a_new_document_restarts_the_state(form):
             q_d, k_d, v_d, a_d, b_d, g_d = (x[row : row + 1, :, part] for x in (q, k, v, a, b, g))
             alone, _ = dplr.recurrent(q_d, k_d, v_d, a_d, b_d, g_d, 0.3)
             torch.testing.assert_close(o[row : row + 1, :, part], alone, rtol=1e-10, atol=1e-10)
+
+
+def test_a_decay_the_chunks_cannot_take_is_refused_in_one_line():
+    q, k, v, a, b, g = _inputs()
+    g[0, 0, 3, 0] = -30.0
+    with pytest.raises(ValueError, match=r"log decay of -30 a token is below -20.*use form=recurrent"):
+        dplr.run("chunked", q, k, v, a, b, g, 0.3, None)
+    assert torch.isfinite(dplr.recurrent(q, k, v, a, b, g, 0.3)[0]).all()

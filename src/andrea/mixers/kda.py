@@ -6,10 +6,11 @@ DeltaNet whose decay is one per key channel instead of one per head,
 
 with q, k and v through the short convolution and SiLU, q and k of unit length, β_t = sigmoid(W_β x_t) per head
 (in (0, 2) with `allow_neg_eigval`), and the output a per-head RMSNorm times a sigmoid gate of a low-rank
-projection, sigmoid(W_g↑ W_g↓ x_t) (both low ranks the head's width, as the published layer and transformers'
-KimiLinearDeltaAttention). A_log ~ log U(1, 16) and softplus(dt_bias) ~ logU(1e-3, 1e-1), as fla initialises them.
-The recurrence is the delta rule with a decay per channel (andrea.ops.delta_rule); its chunks' decayed products go
-through sub-chunks (andrea.ops.decayed), as GLA's do.
+projection, sigmoid(W_g↑ W_g↓ x_t) (the decay's low rank the key head's width, the gate's the value head's: one
+width in the published layer and transformers' KimiLinearDeltaAttention, whose keys and values are as wide).
+A_log ~ log U(1, 16) and softplus(dt_bias) ~ logU(1e-3, 1e-1), as fla initialises them. The recurrence is the
+delta rule with a decay per channel (andrea.ops.delta_rule); its chunks' decayed products are andrea.ops.decayed's,
+as GLA's are.
 """
 
 from __future__ import annotations

@@ -29,15 +29,6 @@ def chunk_padding(length: int, chunk: int) -> tuple[int, int]:
     return chunk, -length % chunk
 
 
-def chunks(
-    length: int, chunk: int, seg: Tensor | None, *xs: Tensor
-) -> Iterator[tuple[Tensor | None, tuple[Tensor, ...]]]:
-    """The tensors (dim 2, `length` tokens, a multiple of `chunk`) in chunks side by side, each chunk's tokens'
-    documents first (`documents`). `split`, not slicing, for the reason `tokens` gives."""
-    pieces = zip(*(x.split(chunk, dim=2) for x in xs), strict=True)
-    return zip(documents(length, chunk, seg), pieces, strict=True)
-
-
 def side_by_side(length: int, chunk: int, seg: Tensor | None, *xs: Tensor) -> tuple[Tensor | None, tuple[Tensor, ...]]:
     """The tensors (dim 2, `length` tokens, a multiple of `chunk`) cut into chunks side by side, (B, H, n, chunk,
     ..), for a form that works on every chunk at once; and the chunks' documents (`documents`), (B, n, chunk)."""

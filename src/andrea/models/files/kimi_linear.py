@@ -164,7 +164,10 @@ def _latent_heads(tensors: dict[str, Tensor], theirs: str) -> int:
         raise HFFolderError(f"{theirs}: neither q_proj nor q_b_proj is in the folder")
     latent = tensors[f"{theirs}kv_a_proj_with_mqa.weight"].shape[0]  # r + d_R
     rope_dim = latent - tensors[f"{theirs}kv_a_layernorm.weight"].shape[0]
-    return (queries.shape[0] - tensors[f"{theirs}o_proj.weight"].shape[1]) // rope_dim
+    heads, left = divmod(queries.shape[0] - tensors[f"{theirs}o_proj.weight"].shape[1], rope_dim)
+    if left or heads <= 0:
+        raise HFFolderError(f"{theirs}: the latent attention's tensors do not agree on a number of heads")
+    return heads
 
 
 READER = Family(FAMILY, MODEL_TYPE, net_config, state_dict)

@@ -1,21 +1,23 @@
-"""The delta rule, the recurrence under DeltaNet and Gated DeltaNet (MIXERS.md): the state is corrected toward
-each new value instead of added to,
+"""The delta rule, the recurrence under DeltaNet, Gated DeltaNet, Gated DeltaProduct and KDA (MIXERS.md): the
+state is corrected toward each new value instead of added to,
 
-    S_t = α_t (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ      S (K, V) per head; β_t in (0, 1); α_t = exp(g_t) <= 1
-    o_t = S_tᵀ (scale · q_t)                                 (DeltaNet: no decay, g = 0)
+    S_t = (I - β_t k_t k_tᵀ) diag(α_t) S_{t-1} + β_t k_t v_tᵀ   S (K, V) per head; β_t in (0, 1) (or (0, 2));
+    o_t = S_tᵀ (scale · q_t)                                    α_t = exp(g_t) <= 1, one a head or a key channel
+                                                                (DeltaNet: no decay, g = 0)
 
-that is u_t = β_t (v_t - (α_t S_{t-1})ᵀ k_t), the part of v_t the state does not yet predict, and
-S_t = α_t S_{t-1} + k_t u_tᵀ. In three forms that compute one function, one file each (andrea.ops.gated_linear's
-shapes and conventions: q, k (B, H, T, K), v (B, H, T, V), β and g (B, H, T), the state (B, H, K, V), `seg`
-packed documents):
+that is u_t = β_t (v_t - (diag(α_t) S_{t-1})ᵀ k_t), the part of v_t the state does not yet predict, and
+S_t = diag(α_t) S_{t-1} + k_t u_tᵀ. In three forms that compute one function, one file each (andrea.ops.gated_linear's
+shapes and conventions: q, k (B, H, T, K), v (B, H, T, V), β (B, H, T), g (B, H, T) or (B, H, T, K), the state
+(B, H, K, V), `seg` packed documents; D(A, B) the decayed scores of andrea.ops.decayed, Σ_c a_ic b_jc
+exp(G_ic - G_jc) for j at or before i, D₋ strictly before):
 
     recurrent   token by token: the reference, and what generation runs
-    chunked     chunks of C tokens (the WY/UT form): inside one, with G the cumulative log decay from its start,
-                Γ_ij = exp(G_i - G_j) and L = strict_tril(diag(β) (K Kᵀ ⊙ Γ)),
-                U = (I + L)⁻¹ diag(β) (V - diag(exp G) K S_0)       (a triangular solve, no inverse formed)
-                O = scale (diag(exp G) Q S_0 + tril(Q Kᵀ ⊙ Γ) U),  S_C = exp(G_C) S_0 + Kᵀ diag(exp(G_C - G)) U
-    parallel    one chunk of T tokens: the implied weights A = scale tril(Q Kᵀ ⊙ Γ)(I + L)⁻¹ diag(β) times V,
-                signed (the maps say so; `weights`)
+    chunked     chunks of C tokens (the WY/UT form), side by side: inside one, with G the cumulative log decay
+                from its start and L = diag(β) D₋(K, K),
+                U = (I + L)⁻¹ diag(β) (V - (K ⊙ exp G) S_0)         (a triangular solve, no inverse formed)
+                O = scale ((Q ⊙ exp G) S_0 + D(Q, K) U),  S_C = exp(G_C) S_0 + (K ⊙ exp(G_C - G))ᵀ U
+    parallel    one chunk of T tokens: the implied weights A = scale D(Q, K)(I + L)⁻¹ diag(β) times V, signed
+                (the maps say so; `weights`)
 
 Decays stay in log space, and the working dtype is float32 at least, outside any autocast.
 """

@@ -5,7 +5,7 @@
     o_t = S_tᵀ (scale · q_t)
 
 so the transition is diag(w_t) + b_t a_tᵀ, and its low-rank part reads the state before the decay (RWKV-7: a_t =
--κ̂_t, b_t = κ̂_t ⊙ a_t, the delta rule's removal along a normalised key with an in-context rate). The forms, one
+-κ̂_t, b_t = κ̂_t ⊙ η_t, the delta rule's removal along a normalised key at an in-context rate η_t). The forms, one
 file each (andrea.ops.delta_rule's shapes; a, b (B, H, T, K)):
 
     recurrent   token by token: the reference, and what generation runs
@@ -16,7 +16,9 @@ file each (andrea.ops.delta_rule's shapes; a, b (B, H, T, K)):
                 D the decayed scores (andrea.ops.decayed), D₋ strictly below the diagonal
     parallel    one chunk of T tokens: the implied weights scale (D(Q, K) + D(Q, B)(I - L)⁻¹ D₋(A', K)) times V
 
-a' multiplies a by exp(-g_t): RWKV-7's log decay is at least -exp(-1/2), so the factor stays under 2.
+a' multiplies a by exp(-g_t): RWKV-7's log decay is at least -exp(-1/2), so the factor stays under 2. A log decay
+below -MIN_LOG_DECAY a token, where that factor would pass e^20, is refused by the chunked and parallel forms in one
+line (the recurrent form takes any).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from andrea.ops.decayed import decayed
-from andrea.ops.dplr.inputs import initial_state, prepared
+from andrea.ops.dplr.inputs import checked_decay, initial_state, prepared
 from andrea.ops.sequence import CHUNK, chunk_padding, side_by_side, tokens
 
 
@@ -33,7 +33,7 @@ def across_chunks(
     """Chunks side by side, q, k, a, b, g (B, H, n, C, K), v (B, H, n, C, V), from the state before the first; with
     `seg` (B, n, C), each chunk's documents from 0: only document 0 reads the state before its chunk, and only the
     last document's keys are carried."""
-    G = g.cumsum(dim=3)
+    G = checked_decay(g).cumsum(dim=3)
     first = G.exp()
     if seg is not None:
         first = first * (seg == 0)[:, None, :, :, None]

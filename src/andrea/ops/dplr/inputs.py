@@ -14,6 +14,20 @@ def prepared(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, g: Tensor) -
     return tuple(x.to(dtype) for x in (q, k, v, a, b, g))
 
 
+MIN_LOG_DECAY = 20.0  # the most log decay a token the chunked and parallel forms take (a' = a exp(-g) <= e^20 |a|)
+
+
+def checked_decay(g: Tensor) -> Tensor:
+    """g itself, or ValueError where a token's log decay is below -MIN_LOG_DECAY: the chunked and parallel forms
+    scale a by exp(-g) (andrea.ops.dplr's docstring), which would overflow float32 past e^88."""
+    if g.numel() and float(g.min()) < -MIN_LOG_DECAY:
+        raise ValueError(
+            f"andrea.ops.dplr: a log decay of {float(g.min()):.3g} a token is below -{MIN_LOG_DECAY:g}, which the "
+            "chunked and parallel forms do not take; use form=recurrent, or bound the decay (RWKV-7's is >= -0.61)"
+        )
+    return g
+
+
 def initial_state(q: Tensor, v: Tensor, state: Tensor | None) -> Tensor:
     """The given state in q's dtype, or zeros: (B, H, K, V)."""
     B, H, _, K = q.shape

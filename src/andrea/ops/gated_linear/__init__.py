@@ -17,7 +17,8 @@ belongs to; where it changes the state restarts from zero (S_{t-1} is dropped), 
 another's tokens (andrea.mixers.state_masks).
 
 Decays stay in log space and their cumulative sums, like the state, are computed in float32 at least (float64
-stays float64): a product of many decays is never formed outside an exponent of a difference that is at most 0.
+stays float64): a product of many decays is only formed as an exponent of a difference, at most 0, or at most
+andrea.ops.decayed's SPAN about a reference token.
 """
 
 from __future__ import annotations

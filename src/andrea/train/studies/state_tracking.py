@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from andrea.train.studies import figure
-from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, logits
+from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, logits, net_of
 
 ROWS = 512  # rows each measurement reads
 SCALES = (1.0, 2.0, 4.0, 6.4)  # the lengths measured, as multiples of the trained one (40: 40, 80, 160, 256)
@@ -40,7 +40,8 @@ class StateTracking(Study):
 
     def final(self, module: torch.nn.Module, data: Any) -> dict[str, Any]:
         chance = 1.0 / data.vocab_size  # the labels are the states, one id each
-        lengths = [round(scale * data.seq_len) for scale in SCALES]
+        longest = net_of(module).max_context
+        lengths = [n for n in (round(scale * data.seq_len) for scale in SCALES) if n <= longest]  # what it holds
         scaled = {str(n): (_last_accuracy(module, data, n) - chance) / (1.0 - chance) for n in lengths}
         return {"task": data.name, "trained": data.seq_len, "scaled": scaled}
 
