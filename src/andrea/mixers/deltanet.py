@@ -55,8 +55,9 @@ class DeltaNet(LinearMixer):
 
     @property
     def weights_meaning(self) -> str:
-        """The delta rule's implied weights, scale tril(Q Kᵀ ⊙ Γ)(I + L)⁻¹ diag(β): not q·k alone, since each write
-        takes back what the earlier keys stored along its key; Γ the decay, Gated DeltaNet's (DeltaNet has none)."""
+        """The delta rule's implied weights, scale D(Q, K)(I + L)⁻¹ diag(β) (andrea.ops.delta_rule): not q·k alone,
+        since each write takes back what the earlier keys stored along its key; D the decayed scores (DeltaNet has
+        no decay, Gated DeltaNet one a head, KDA one a key channel)."""
         return (
             f"implied weights of the delta rule: {self.scores_meaning}, each write β-scaled and less what earlier "
             "keys stored there; each earlier token's share of the output (rows need not sum to 1)"
