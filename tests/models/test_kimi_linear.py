@@ -96,6 +96,27 @@ def test_experts_and_other_widths_are_refused_in_one_line(kimi, tmp_path):
         load_kimi_linear(tmp_path)
 
 
+def test_a_config_json_in_the_published_layout_reads_as_the_same_model(kimi, tmp_path):
+    """The released checkpoints' config.json: the linear layers' settings in linear_attn_config (1-indexed layers),
+    the MLPs' kinds as first_k_dense_replace, max_position_embeddings; read as transformers' config reads it."""
+    hf, net, _, folder = kimi
+    config = json.loads((folder / "config.json").read_text())
+    for key in ("linear_num_heads", "linear_head_dim", "linear_conv_kernel_dim", "layer_types", "mlp_layer_types"):
+        config.pop(key)
+    config["max_position_embeddings"] = config.pop("model_max_length")
+    config["linear_attn_config"] = {"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4,
+                                    "kda_layers": [1, 2, 3], "full_attn_layers": [4]}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config | {"first_k_dense_replace": 4}))
+    (tmp_path / "model.safetensors").symlink_to(folder / "model.safetensors")
+    again, _ = load_kimi_linear(tmp_path)
+    ids = torch.randint(0, VOCAB, (1, 12), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        torch.testing.assert_close(again(ids)[0], net(ids)[0], rtol=0, atol=0)
+    (tmp_path / "config.json").write_text(json.dumps(config | {"first_k_dense_replace": 1}))
+    with pytest.raises(HFFolderError, match=r"mlp_layer_types=\['dense', 'sparse'.*dense layers only"):
+        load_kimi_linear(tmp_path)
+
+
 @pytest.mark.slow  # reason: a training run (the parts of the preset are those the parity tests above prove)
 def test_the_preset_trains_and_generates_with_its_caches(tmp_path):
     result, alike = preset_trained(tmp_path, "kimi-linear")

@@ -28,9 +28,11 @@ Tensors, name by name, as the published checkpoint names them (<i>: a layer; kv_
     self_attn.kv_b_proj     (per head: key, value rows)  -> attention.latent.kv_up (every key's rows, then values')
     self_attn.o_proj                                     -> attention.proj
 
-A mixture-of-experts layer (a "sparse" one in `mlp_layer_types`), heads of another width than hidden_size / heads,
-grouped latent heads or a short convolution other than 4 taps are refused in one line: andrea builds none of them
-so far.
+config.json is read in either layout transformers reads (`published`): the settings at the top level, as
+transformers saves them, or in `linear_attn_config` with `first_k_dense_replace`, as the released checkpoints have
+them. A mixture-of-experts layer (a "sparse" one in `mlp_layer_types`), heads of another width than hidden_size /
+heads, grouped latent heads or a short convolution other than 4 taps are refused in one line: andrea builds none of
+them so far.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ MLA_LAYER = [("latent.q_up", "q_proj"), ("latent.q_down", "q_a_proj"), ("latent.
 
 def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
     """Kimi Linear's config.json (a mapping) -> an andrea net config, or HFFolderError naming the key."""
+    hf = published(hf)
     sizes = positive_ints(hf, SIZES_KIMI, config_json)
     sizes["max_position_embeddings"] = positive_ints(hf, ("model_max_length",), config_json)["model_max_length"]
     linear = positive_ints(hf, LINEAR, config_json)
@@ -80,6 +83,41 @@ def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
     config = decoder_config(hf, sizes, [KINDS[t] for t in types], kinds, {"name": "softmax"}, activation="swiglu",
                             norm="rmsnorm", norm_place="pre", tie_embeddings=tied)  # fmt: skip
     return config | {"position": "none"}
+
+
+def published(hf: dict[str, Any]) -> dict[str, Any]:
+    """config.json as transformers' KimiLinearConfig reads it: the published checkpoints keep the linear layers'
+    settings in `linear_attn_config` (heads, head_dim, short_conv_kernel_size, and the 1-indexed kda_layers and
+    full_attn_layers), the MLPs' kinds as `first_k_dense_replace` (dense before it, experts after) and the context as
+    max_position_embeddings; a key given at the top level stays as given."""
+    linear = hf.get("linear_attn_config")
+    linear = linear if isinstance(linear, dict) else {}
+    settings = {ours: linear[theirs] for ours, theirs in LINEAR_CONFIG.items() if theirs in linear}
+    n_layer = hf.get("num_hidden_layers")
+    layers = _kinds_by_layer(linear, n_layer) | _mlps_by_layer(hf, n_layer)
+    context = {"model_max_length": hf["max_position_embeddings"]} if "max_position_embeddings" in hf else {}
+    return settings | layers | context | hf
+
+
+LINEAR_CONFIG = {"linear_num_heads": "num_heads", "linear_head_dim": "head_dim",
+                 "linear_conv_kernel_dim": "short_conv_kernel_size"}  # fmt: skip  # ours <- linear_attn_config's
+
+
+def _kinds_by_layer(linear: dict[str, Any], n_layer: Any) -> dict[str, Any]:
+    """layer_types from linear_attn_config's 1-indexed kda_layers and full_attn_layers, where it has them."""
+    if not isinstance(n_layer, int) or not {"kda_layers", "full_attn_layers"} <= set(linear):
+        return {}
+    kinds = {i: "linear_attention" for i in linear["kda_layers"]} | {i: "full_attention" for i in
+                                                                     linear["full_attn_layers"]}  # fmt: skip
+    return {"layer_types": [kinds.get(i + 1) for i in range(n_layer)]}
+
+
+def _mlps_by_layer(hf: dict[str, Any], n_layer: Any) -> dict[str, Any]:
+    """mlp_layer_types from first_k_dense_replace (transformers' default 1: every layer after the first experts)."""
+    dense = hf.get("first_k_dense_replace", 1)
+    if not isinstance(n_layer, int) or not isinstance(dense, int):
+        return {}
+    return {"mlp_layer_types": ["dense" if i < dense else "sparse" for i in range(n_layer)]}
 
 
 def _check_kimi_linear(
