@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from andrea.train.studies import figure
-from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, logits, net_of
+from andrea.train.studies.base import FAILS, HOLDS, UNSURE, Claim, Job, Study, best_by, logits, net_of
 
 ROWS = 512  # rows each measurement reads
 SCALES = (1.0, 2.0, 4.0, 6.4)  # the lengths measured, as multiples of the trained one (40: 40, 80, 160, 256)
@@ -48,7 +48,7 @@ class StateTracking(Study):
     def findings(self, jobs: list[Job], figure: Path) -> list[Claim]:
         done = [job for job in jobs if job.final]
         _plot(done, figure)
-        arms = {(_task(job), arm_of(job)): job for job in done}
+        arms = best_by(done, lambda job: (_task(job), arm_of(job)))  # a model's best run where a task has several
         return [
             _neg_eigval(arms, "parity", "accuracy 1.000 against 0.017"),
             _neg_eigval(
