@@ -97,3 +97,24 @@ def _sub_chunked(a: Tensor, b: Tensor, G: Tensor, size: int) -> Tensor:
         after = a.new_zeros(*lead, size, P - start - size)
         rows.append(torch.cat((queries @ keys.transpose(-2, -1), own_i, after), dim=-1))
     return torch.cat(rows, dim=-2)[..., :C, :C]
+
+
+def across(G: Tensor, seg: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """What the decay carries across chunks side by side, from G (B, H, n, C, K|1), the cumulative log decay from
+    each chunk's start, and the chunks' documents `seg` (B, n, C), each from 0 (the one the state before the chunk
+    belongs to): (first, kept, carry)
+
+        first  exp(G) (B, H, n, C, K|1): how much of the state before the chunk reaches each token; 0 outside
+               document 0
+        kept   exp(G_last - G) (B, H, n, C, K|1): how much of each token's write reaches the state after it; 0
+               outside the chunk's last document
+        carry  exp(G_last)ᵀ (B, H, n, K|1, 1): how much of the state before reaches the state after; 0 where a
+               document starts inside the chunk
+    """
+    last = G[..., -1:, :]
+    first, kept, carry = G.exp(), (last - G).exp(), last.transpose(-2, -1).exp()
+    if seg is not None:
+        first = first * (seg == 0)[:, None, :, :, None]
+        kept = kept * (seg == seg[..., -1:])[:, None, :, :, None]
+        carry = carry * (seg[..., -1] == 0)[:, None, :, None, None]
+    return first, kept, carry

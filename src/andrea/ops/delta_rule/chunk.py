@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from andrea.ops.decayed import decayed
+from andrea.ops.decayed import across, decayed
 from andrea.ops.delta_rule.implied import unit_lower
 from andrea.ops.delta_rule.inputs import initial_state, prepared
 from andrea.ops.sequence import CHUNK, chunk_padding, side_by_side, tokens
@@ -40,19 +40,11 @@ def across_chunks(
     state before the first (andrea.ops.delta_rule's docstring); with `seg` (B, n, C), each chunk's documents from
     0: only document 0 reads the state before its chunk, and only the last document's keys are carried."""
     G = g.cumsum(dim=3)
-    first = G.exp()  # how much of the state before a chunk reaches each token, per key channel or for the head
-    if seg is not None:
-        first = first * (seg == 0)[:, None, :, :, None]
+    first, kept, carry = across(G, seg)
     rhs = beta.unsqueeze(-1) * torch.cat((k * first, v), dim=-1)
     solved = torch.linalg.solve_triangular(unit_lower(k, beta, G, seg), rhs, upper=False, unitriangular=True)
     w, u = solved.split([k.shape[-1], v.shape[-1]], dim=-1)  # U = u - w S, given the state S before the chunk
-    scores, read = decayed(q, k, G, seg, 0), q * first
-    last = G[..., -1:, :]
-    kept = k * (last - G).exp()
-    carry = last.transpose(-2, -1).exp()  # (B, H, n, K|1, 1)
-    if seg is not None:
-        kept = kept * (seg == seg[..., -1:])[:, None, :, :, None]
-        carry = carry * (seg[..., -1] == 0)[:, None, :, None, None]
+    scores, read, kept = decayed(q, k, G, seg, 0), q * first, k * kept
     out = []
     for u_c, w_c, read_c, scores_c, carry_c, kept_c in tokens(u, w, read, scores, carry, kept):  # chunk by chunk
         U = u_c - w_c @ S

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from andrea.ops.decayed import decayed
+from andrea.ops.decayed import across, decayed
 from andrea.ops.dplr.inputs import checked_decay, initial_state, prepared
 from andrea.ops.sequence import CHUNK, chunk_padding, side_by_side, tokens
 
@@ -34,9 +34,7 @@ def across_chunks(
     `seg` (B, n, C), each chunk's documents from 0: only document 0 reads the state before its chunk, and only the
     last document's keys are carried."""
     G = checked_decay(g).cumsum(dim=3)
-    first = G.exp()
-    if seg is not None:
-        first = first * (seg == 0)[:, None, :, :, None]
+    first, kept, carry = across(G, seg)
     a_before = a * (-g).exp()  # a'_t: exp(G_{t-1} - G_j) = exp(G_t - G_j) exp(-g_t)
     lower = torch.eye(q.shape[3], dtype=q.dtype, device=q.device) - decayed(a_before, b, G, seg, -1)
     rhs = torch.cat((a_before * first, decayed(a_before, k, G, seg, -1) @ v), dim=-1)
@@ -44,14 +42,8 @@ def across_chunks(
     w, u = solved.split([k.shape[-1], v.shape[-1]], dim=-1)  # U = u + w S, given the state S before the chunk
     inside = decayed(q, k, G, seg, 0) @ v
     through, read = decayed(q, b, G, seg, 0), q * first
-    last = G[..., -1:, :]
-    kept_k, kept_b = k * (last - G).exp(), b * (last - G).exp()
-    carry = last.transpose(-2, -1).exp()  # (B, H, n, K, 1)
-    if seg is not None:
-        same = (seg == seg[..., -1:])[:, None, :, :, None]
-        kept_k, kept_b = kept_k * same, kept_b * same
-        carry = carry * (seg[..., -1] == 0)[:, None, :, None, None]
-    writes = kept_k.transpose(-2, -1) @ v  # what each chunk's keys add to the state, (B, H, n, K, V)
+    kept_b = b * kept
+    writes = (k * kept).transpose(-2, -1) @ v  # what each chunk's keys add to the state, (B, H, n, K, V)
     out = []
     for u_c, w_c, read_c, inside_c, through_c, carry_c, kept_c, write_c in tokens(
         u, w, read, inside, through, carry, kept_b, writes

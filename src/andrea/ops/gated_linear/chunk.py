@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from andrea.ops.decayed import across
 from andrea.ops.gated_linear.implied import implied
 from andrea.ops.gated_linear.inputs import initial_state, prepared
 from andrea.ops.sequence import CHUNK, chunk_padding, side_by_side
@@ -40,14 +41,9 @@ def across_chunks(
     only the last document's keys are carried."""
     G = g.cumsum(dim=3)
     inside = implied(q, k, G, scale, seg) @ v  # (B, H, n, C, V)
-    read, last = q * scale * G.exp(), G[..., -1:, :]  # the state decayed to each query; each chunk's whole decay
-    kept = k * (last - G).exp()  # k_j exp(G_last - G_j)
-    carry = last.transpose(-2, -1).exp()  # (B, H, n, K|1, 1)
-    if seg is not None:
-        read = read * (seg == 0)[:, None, :, :, None]
-        kept = kept * (seg == seg[..., -1:])[:, None, :, :, None]
-        carry = carry * (seg[..., -1] == 0)[:, None, :, None, None]
-    writes = kept.transpose(-2, -1) @ v  # (B, H, n, K, V): what each chunk adds to the state
+    first, kept, carry = across(G, seg)
+    read = q * scale * first  # the state decayed to each query
+    writes = (k * kept).transpose(-2, -1) @ v  # (B, H, n, K, V): what each chunk adds to the state
     before = []
     for carry_c, write_c in zip(carry.unbind(2), writes.unbind(2), strict=True):
         before.append(S)
