@@ -96,24 +96,31 @@ def _said(job: Job) -> str:
 
 
 def _neg_eigval(arms: dict[tuple[str, str], Job], task: str, paper_figures: str) -> Claim:
-    claim = f"DeltaNet with eigenvalues in [0, 1] fails {TASKS[task]} beyond the training length; in [-1, 1] solves it"
-    paper = f"Grazzi et al. (2 layers of 128, trained on 3-40 tokens, tested on 40-256): scaled {paper_figures}"
-    plain, neg = arms.get((task, "deltanet [0, 1]")), arms.get((task, "deltanet [-1, 1]"))
-    if plain is None or neg is None:
-        return Claim(claim, paper, "a DeltaNet run of the task did not complete", UNSURE)
-    ours = f"scaled accuracy: {_said(neg)}; {_said(plain)}"
-    return Claim(claim, paper, ours, HOLDS if beyond(neg) >= SOLVED and beyond(plain) < FAILED else FAILS)
+    return _one_solves(
+        f"DeltaNet with eigenvalues in [0, 1] fails {TASKS[task]} beyond the training length; in [-1, 1] solves it",
+        f"Grazzi et al. (2 layers of 128, trained on 3-40 tokens, tested on 40-256): scaled {paper_figures}",
+        arms.get((task, "deltanet [-1, 1]")),
+        arms.get((task, "deltanet [0, 1]")),
+        "a DeltaNet run of the task",
+    )
 
 
 def _householder(arms: dict[tuple[str, str], Job]) -> Claim:
-    claim = "one layer of Gated DeltaProduct tracks S3 with 2 Householder steps a token, not with 1"
-    paper = "Siems et al. (1 layer, [-1, 1]): S3 needs n=2; n=1 is not expected to converge"
-    one = arms.get(("word_problem", "gated_deltaproduct [-1, 1], n=1"))
-    two = arms.get(("word_problem", "gated_deltaproduct [-1, 1], n=2"))
-    if one is None or two is None:
-        return Claim(claim, paper, "a Gated DeltaProduct run of S3 did not complete", UNSURE)
-    ours = f"scaled accuracy: {_said(two)}; {_said(one)}"
-    return Claim(claim, paper, ours, HOLDS if beyond(two) >= SOLVED and beyond(one) < FAILED else FAILS)
+    return _one_solves(
+        "one layer of Gated DeltaProduct tracks S3 with 2 Householder steps a token, not with 1",
+        "Siems et al. (1 layer, [-1, 1]): S3 needs n=2; n=1 is not expected to converge",
+        arms.get(("word_problem", "gated_deltaproduct [-1, 1], n=2")),
+        arms.get(("word_problem", "gated_deltaproduct [-1, 1], n=1")),
+        "a Gated DeltaProduct run of S3",
+    )
+
+
+def _one_solves(claim: str, paper: str, solver: Job | None, other: Job | None, runs: str) -> Claim:
+    """A claim that one model solves a task beyond the training length and the other fails it."""
+    if solver is None or other is None:
+        return Claim(claim, paper, f"{runs} did not complete", UNSURE)
+    ours = f"scaled accuracy: {_said(solver)}; {_said(other)}"
+    return Claim(claim, paper, ours, HOLDS if beyond(solver) >= SOLVED and beyond(other) < FAILED else FAILS)
 
 
 def _control(arms: dict[tuple[str, str], Job]) -> Claim:
