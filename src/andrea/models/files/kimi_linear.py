@@ -42,12 +42,18 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from andrea.models.files.hf_decoder import SIZES, decoder_config, mapped, named_layer_types, refuse_first
+from andrea.models.files.hf_decoder import (
+    SIZES,
+    decoder_config,
+    decoder_names,
+    mapped,
+    named_layer_types,
+    refuse_first,
+)
 from andrea.models.files.hf_folder import Family, HFFolderError, positive_ints
 
 FAMILY, MODEL_TYPE = "Kimi Linear", "kimi_linear"
 KINDS = {"linear_attention": "linear", "full_attention": "full"}
-SIZES_KIMI = tuple(size for size in SIZES if size != "max_position_embeddings")  # config.json says model_max_length
 LINEAR = ("linear_num_heads", "linear_head_dim", "linear_conv_kernel_dim")
 LATENT = ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim")
 LAYER = [("ln_1", "input_layernorm"), ("ln_2", "post_attention_layernorm")]
@@ -64,8 +70,7 @@ MLA_LAYER = [("latent.q_up", "q_proj"), ("latent.q_down", "q_a_proj"), ("latent.
 def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
     """Kimi Linear's config.json (a mapping) -> an andrea net config, or HFFolderError naming the key."""
     hf = published(hf)
-    sizes = positive_ints(hf, SIZES_KIMI, config_json)
-    sizes["max_position_embeddings"] = positive_ints(hf, ("model_max_length",), config_json)["model_max_length"]
+    sizes = positive_ints(hf, SIZES, config_json)
     linear = positive_ints(hf, LINEAR, config_json)
     latent = positive_ints(hf, LATENT, config_json)
     _check_kimi_linear(hf, sizes, linear, latent, config_json)
@@ -88,14 +93,15 @@ def net_config(hf: dict[str, Any], config_json: Path) -> dict[str, Any]:
 def published(hf: dict[str, Any]) -> dict[str, Any]:
     """config.json as transformers' KimiLinearConfig reads it: the published checkpoints keep the linear layers'
     settings in `linear_attn_config` (heads, head_dim, short_conv_kernel_size, and the 1-indexed kda_layers and
-    full_attn_layers), the MLPs' kinds as `first_k_dense_replace` (dense before it, experts after) and the context as
-    max_position_embeddings; a key given at the top level stays as given."""
+    full_attn_layers) and the MLPs' kinds as `first_k_dense_replace` (dense before it, experts after); transformers
+    saves the context as model_max_length, the released ones as max_position_embeddings, the name read here. A key
+    given at the top level stays as given."""
     linear = hf.get("linear_attn_config")
     linear = linear if isinstance(linear, dict) else {}
     settings = {ours: linear[theirs] for ours, theirs in LINEAR_CONFIG.items() if theirs in linear}
     n_layer = hf.get("num_hidden_layers")
     layers = _kinds_by_layer(linear, n_layer) | _mlps_by_layer(hf, n_layer)
-    context = {"model_max_length": hf["max_position_embeddings"]} if "max_position_embeddings" in hf else {}
+    context = {"max_position_embeddings": hf["model_max_length"]} if "model_max_length" in hf else {}
     return settings | layers | context | hf
 
 
@@ -162,11 +168,9 @@ SPLIT = ("self_attn.A_log", "kv_b_proj.weight")  # the tensors `_split_layer` re
 
 def _names(tensors: dict[str, Tensor], n_layer: int, tied: bool) -> dict[str, str]:
     """The tensors read as they are: Kimi Linear's name -> andrea's, each layer by its kind."""
-    names = {"model.embed_tokens.weight": "embed.token.weight", "model.norm.weight": "ln_f.weight"}
-    names |= {} if tied else {"lm_head.weight": "lm_head.weight"}
+    names = decoder_names(n_layer, tied, LAYER)
     for i in range(n_layer):
         theirs, ours = f"model.layers.{i}.", f"blocks.{i}."
-        names |= {f"{theirs}{t}.weight": f"{ours}{o}.weight" for o, t in LAYER}
         mlp = "mlp" if f"{theirs}mlp.up_proj.weight" in tensors else "block_sparse_moe"
         names |= {f"{theirs}{mlp}.{t}.weight": f"{ours}{o}.weight" for o, t in MLP}
         names |= _mixer_names(tensors, f"{theirs}self_attn.", f"{ours}attention.")

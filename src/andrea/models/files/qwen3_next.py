@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from andrea.models.files.hf_decoder import (
     SIZES,
     decoder_config,
+    decoder_names,
     mapped,
     named_layer_types,
     narrow_heads_problem,
@@ -134,12 +135,10 @@ def _state(tensors: dict[str, Tensor], n_layer: int, tied: bool, where: str, gra
 
 def _names(tensors: dict[str, Tensor], n_layer: int, tied: bool) -> dict[str, str]:
     """The tensors read as they are: Qwen3-Next's name -> andrea's, each layer by its kind."""
-    names = {"model.embed_tokens.weight": "embed.token.weight", "model.norm.weight": "ln_f.weight"}
-    names |= {} if tied else {"lm_head.weight": "lm_head.weight"}
+    names = decoder_names(n_layer, tied, LAYER)
     for i in range(n_layer):
         theirs, ours = f"model.layers.{i}.", f"blocks.{i}."
         kind = LINEAR_LAYER if f"{theirs}linear_attn.A_log" in tensors else FULL_LAYER
-        names |= {f"{theirs}{t}.weight": f"{ours}{o}.weight" for o, t in LAYER}
         names |= {f"{theirs}{t}": f"{ours}{o}" for o, t in kind}
     return names
 
