@@ -19,6 +19,7 @@ from andrea.mixers.layers import mixer_registry
 from andrea.mixers.linear import LinearAttention
 from andrea.mixers.mamba2 import Mamba2
 from andrea.mixers.retention import Retention
+from andrea.mixers.rwkv7 import RWKV7
 from andrea.ops.gated_linear import FORMS
 from andrea.testing import mixer_checks
 from tests.attention.helpers import files_plugin
@@ -132,6 +133,7 @@ SETTINGS = [  # what the kit's cells (each mixer's defaults, with a convolution)
     (GatedDeltaProduct, {"n_householder": 3, "conv": False, "l2_eps": 1e-6, "allow_neg_eigval": True}),
     (KDA, {"conv": False, "gate": False, "norm": False, "l2_eps": 1e-6, "allow_neg_eigval": True}),
     (Mamba2, {"conv": False, "gate": False, "norm": False}),
+    (RWKV7, {"gate": False, "norm": False}),
 ]
 
 

@@ -37,6 +37,7 @@ mixer_registry: Registry[nn.Module] = Registry(
         "gated_deltanet": "andrea.mixers.deltanet:GatedDeltaNet",
         "gated_deltaproduct": "andrea.mixers.deltaproduct:GatedDeltaProduct",
         "kda": "andrea.mixers.kda:KDA",
+        "rwkv7": "andrea.mixers.rwkv7:RWKV7",
     },
 )
 PLACE = ("d_model", "max_context", "layer", "n_layer", "dropout", "bias")  # what the network gives every mixer

@@ -20,9 +20,10 @@ MIN_LOG_DECAY = 20.0  # the most log decay a token the chunked and parallel form
 def checked_decay(g: Tensor) -> Tensor:
     """g itself, or ValueError where a token's log decay is below -MIN_LOG_DECAY: the chunked and parallel forms
     scale a by exp(-g) (andrea.ops.dplr's docstring), which would overflow float32 past e^88."""
-    if g.numel() and float(g.min()) < -MIN_LOG_DECAY:
+    lowest = float(g.detach().min()) if g.numel() else 0.0
+    if lowest < -MIN_LOG_DECAY:
         raise ValueError(
-            f"andrea.ops.dplr: a log decay of {float(g.min()):.3g} a token is below -{MIN_LOG_DECAY:g}, which the "
+            f"andrea.ops.dplr: a log decay of {lowest:.3g} a token is below -{MIN_LOG_DECAY:g}, which the "
             "chunked and parallel forms do not take; use form=recurrent, or bound the decay (RWKV-7's is >= -0.61)"
         )
     return g
