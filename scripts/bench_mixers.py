@@ -1,6 +1,6 @@
 """What each token mixer costs as T grows, beside softmax attention on sdpa: a table and a plot.
 
-    python scripts/bench_mixers.py                                   # about 3 min on 2 CPU threads
+    python scripts/bench_mixers.py                                   # about 5 min on 2 CPU threads
     python scripts/bench_mixers.py --seq-lens 256 1024 --repeats 1 --plot /tmp/mixers.png
 
 One layer, B=1, d_model=256 in 4 heads (each mixer with its published defaults, n_head=4), float32 on CPU:
