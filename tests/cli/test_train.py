@@ -79,10 +79,7 @@ def test_help_lists_every_group(tmp_path):
         " llama4, olmo3, qwen3-next, toy",
         "logger: csv, many_loggers, none, tensorboard, wandb",
         "trainer: cpu, ddp, ddp_cpu, default, fsdp, gpu",
-        "experiment: andrea-120m, andrea-12m-shakespeare, copying, diff_noise, flip_flop, fuzzy_recall, grokking,"
-        " induction, induction_bump, lookback, lr_sensitivity, mechanisms, memorization, mixers, modular_addition,"
-        " mqar, noisy_recall, recall, repetition, repetition_no_attention, selective_copy, shakespeare-chars, sinks,"
-        " state_tracking, zoology",
+        "experiment: " + ", ".join(group_options("experiment")),
     ):
         assert line in result.stdout
     from andrea.train.experiments import summaries

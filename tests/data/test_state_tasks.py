@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from andrea.data.algorithmic import READ, WRITE, ZERO, FlipFlopDataModule, ModularAdditionDataModule
-from andrea.data.mad_copy import MemorizationDataModule, SelectiveCopyDataModule
+from andrea.data.mad_copy import CopyingDataModule, MemorizationDataModule, SelectiveCopyDataModule
 from andrea.data.mqar import MQARDataModule
 from andrea.data.tasks import IGNORE_INDEX
 
@@ -24,6 +24,17 @@ def test_selective_copy_labels_the_content_tokens_in_order_after_the_copy_token(
     where = (ids[:, :239] != 14).nonzero()[:, 1].view(256, 16)  # each content token's position
     blanks_before = torch.diff(where, dim=1, prepend=torch.full((256, 1), -1)) - 1
     assert ((blanks_before.float().mean(dim=0) - 223 / 16).abs() < 2).all()  # each before a token drawn uniformly
+
+
+def test_copying_puts_the_content_first_and_labels_it_in_order_after_the_copy_token():
+    """mad-lab's generate_copying_instance (not selective): the content, every blank after it, the copy token."""
+    ids, labels = rows(CopyingDataModule(vocab_size=16, seq_len=256, num_tokens_to_copy=16))
+    assert ids.shape == (256, 256) and (ids[:, :16] < 14).all() and (ids[:, 16:239] == 14).all()
+    assert (ids[:, 239] == 15).all() and (ids[:, 240:] == 14).all()
+    assert torch.equal(labels[:, 240:], ids[:, :16]) and (labels[:, :240] == IGNORE_INDEX).all()
+    assert len(ids[:, :16].unique()) == 14  # drawn from every content token
+    with pytest.raises(ValueError, match=r"data.num_tokens_to_copy=16, data.seq_len=32.*copying needs seq_len >"):
+        CopyingDataModule(vocab_size=16, seq_len=32, num_tokens_to_copy=16)
 
 
 def test_memorization_one_table_for_every_row_and_split():

@@ -35,6 +35,14 @@ def test_each_task_trains_with_attention_and_prints_its_accuracy(task, tmp_path,
         assert all(0 <= scores["acc"] <= 1 and "acc_macro" in scores for scores in result.eval_sets.values())
 
 
+def test_mad_s_copying_trains_from_its_data_group(tmp_path):
+    """data=copying has no preset: the group with CPU-sized rows, as experiment=selective_copy sizes its task."""
+    rows = ["data.seq_len=64", "data.num_tokens_to_copy=8", "data.num_train=256", "data.num_val=64"]
+    result = train(compose_train(tmp_path, ["data=copying", *rows, *SHORT]))
+    HydraConfig.instance().cfg = None
+    assert result.status == "completed" and result.val_acc is not None and 0 <= result.val_acc <= 1
+
+
 def test_a_result_records_what_it_ran_on(tmp_path):
     """The commit andrea is checked out at (this repository's HEAD), the versions, threads and seed."""
     root = Path(__file__).parents[2]

@@ -10,7 +10,9 @@ from importlib import import_module
 from typing import Any
 
 _WHERE = {
+    "CompressionDataModule": "andrea.data.mad_compression",
     "CopyDataModule": "andrea.data.copying",
+    "CopyingDataModule": "andrea.data.mad_copy",
     "FlipFlopDataModule": "andrea.data.algorithmic",
     "FuzzyRecallDataModule": "andrea.data.mad_recall",
     "MemorizationDataModule": "andrea.data.mad_copy",

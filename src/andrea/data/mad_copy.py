@@ -1,5 +1,10 @@
-"""MAD's selective copying and memorization (Poli et al. 2024; docs/spec.md), as athms/mad-lab generates them:
+"""MAD's copying, selective copying and memorization (Poli et al. 2024; docs/spec.md), as athms/mad-lab generates
+them:
 
+- copying: `num_tokens_to_copy` content tokens (drawn with replacement from all but the last two tokens), then
+  blanks (the second-to-last token) to fill the row, the copy token (the last) and as many blanks as there are
+  tokens to copy; the labels at those last positions are the content tokens, in order (mad-lab's
+  generate_copying_instance, not selective).
 - selective_copy: `num_tokens_to_copy` content tokens (drawn with replacement from all but the last two tokens)
   with blanks (the second-to-last token) scattered among them, each blank put before a content token drawn
   uniformly (so the last content token is always last before the copy token), then the copy token (the last)
@@ -29,7 +34,7 @@ class SelectiveCopyDataModule(SyntheticTaskDataModule):
         if not isinstance(n, int) or n < 1 or self.seq_len <= 2 * n + 1 or self.vocab_size < 3:
             raise ValueError(
                 f"data.num_tokens_to_copy={n}, data.seq_len={self.seq_len}, data.vocab_size={self.vocab_size}: "
-                "selective copying needs seq_len > 2 * num_tokens_to_copy + 1 and a vocabulary of 3 tokens or more"
+                f"{self.name} needs seq_len > 2 * num_tokens_to_copy + 1 and a vocabulary of 3 tokens or more"
             )
         self.num_tokens_to_copy = n
 
@@ -41,6 +46,20 @@ class SelectiveCopyDataModule(SyntheticTaskDataModule):
         counts = torch.zeros(n, copies, dtype=torch.long).scatter_add_(1, before, torch.ones_like(before))
         where = (counts + 1).cumsum(dim=1) - 1  # each content token's position
         ids = torch.full((n, self.seq_len), blank, dtype=torch.long).scatter_(1, where, content)
+        ids[:, self.seq_len - copies - 1] = copy
+        labels = torch.full_like(ids, IGNORE_INDEX)
+        labels[:, -copies:] = content
+        return ids, labels
+
+
+class CopyingDataModule(SelectiveCopyDataModule):
+    name = "copying"
+
+    def make_rows(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        copies, copy, blank = self.num_tokens_to_copy, self.vocab_size - 1, self.vocab_size - 2
+        content = torch.randint(self.vocab_size - 2, (n, copies), generator=generator)
+        ids = torch.full((n, self.seq_len), blank, dtype=torch.long)
+        ids[:, :copies] = content
         ids[:, self.seq_len - copies - 1] = copy
         labels = torch.full_like(ids, IGNORE_INDEX)
         labels[:, -copies:] = content

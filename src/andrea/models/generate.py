@@ -80,6 +80,11 @@ def stream(
     last `window`, past the model's context. A cache the model cannot serve is refused here, when called, not at
     the first step."""
     net, sampling = network(model), (temperature, top_k, top_p, generator)
+    if getattr(net, "readout", None) is not None:  # andrea.models.pooled_readout
+        raise ValueError(
+            "model.net.readout=pooled_last decodes every position from the last one: it has no next token to "
+            "sample; sample a model trained with model.net.readout=next_token"
+        )
     if window is not None:
         if idx.shape[1] > window + keep_first:
             raise ValueError(

@@ -19,8 +19,9 @@ into the residual stream scaled by 1/sqrt(2 · n_layer); `init_std` sets the 0.0
 The parts of the field's other architectures are settings, each defaulting to GPT-2's: the norm (`norm`:
 layernorm, rmsnorm, gemma_rmsnorm or none, with `norm_eps`; andrea.models.norms) and where it sits (`norm_place`:
 pre, post or both; Block), a gated MLP (`activation`: swiglu, geglu) of any width (`d_mlp`; andrea.models.mlp),
-an untied LM head (`tie_embeddings`), embeddings scaled by sqrt(d_model) (`embed_scale`, Gemma) and a final
-soft-cap of the logits (`logit_softcap`, Gemma 2).
+an untied LM head (`tie_embeddings`), embeddings scaled by sqrt(d_model) (`embed_scale`, Gemma), a final
+soft-cap of the logits (`logit_softcap`, Gemma 2), and MAD's autoencoder readout for its compression task
+(`readout=pooled_last`: every position decoded from the last one's code; andrea.models.pooled_readout).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from andrea.models.embedding import Embeddings
 from andrea.models.mlp import MLP
 from andrea.models.network import attention_layers
 from andrea.models.norms import make_norm
+from andrea.models.pooled_readout import PooledReadout
 from andrea.models.settings import NET
 from andrea.utils.rules import enforce
 
@@ -127,13 +129,15 @@ class GPT(nn.Module):
         embed_scale: bool = False,
         logit_softcap: float | None = None,
         init_std: float | None = 0.02,
+        readout: str = "next_token",
     ) -> None:
         super().__init__()
         settings: dict[str, Any] = dict(vocab_size=vocab_size, max_context=max_context, n_layer=n_layer)
         settings |= dict(d_model=d_model, mlp_ratio=mlp_ratio, dropout=dropout, position=position)
         parts = dict(bias=bias, activation=activation, d_mlp=d_mlp, norm=norm, norm_eps=norm_eps)
         parts |= dict(norm_place=norm_place, tie_embeddings=tie_embeddings, embed_scale=embed_scale)
-        enforce(NET, settings | parts | dict(logit_softcap=logit_softcap, init_std=init_std), "model.net.")
+        enforce(NET, settings | parts | dict(logit_softcap=logit_softcap, init_std=init_std, readout=readout),
+                "model.net.")  # fmt: skip
         attention = {"n_head": 12, **(attention or {}), "position": position}  # GPT-2 small's 12 heads by default
         place = dict(d_model=d_model, max_context=max_context, dropout=dropout, bias=bias)
         # one description per layer, read from here on
@@ -148,6 +152,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             Block(layer, MLP(d_model, width, dropout, bias, activation), make, norm_place) for layer in mixers
         )
+        self.readout = PooledReadout(d_model, max_context, make) if readout == "pooled_last" else None
         self.ln_f = make()  # its points: ln_final.hook_scale, ln_final.hook_normalized
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         if tie_embeddings:
@@ -202,6 +207,11 @@ class GPT(nn.Module):
         """idx (B, T) -> logits (B, T, V) and, when asked, one (B, H, T, S) weight tensor per layer.
 
         With a `cache`, idx holds only the tokens not yet seen (S - T of them are cached)."""
+        if cache is not None and self.readout is not None:
+            raise ValueError(
+                "model.net.readout=pooled_last decodes every position from the last one: it has no next token to "
+                "generate from a cache; sample a model with model.net.readout=next_token"
+            )
         start = 0 if cache is None else cache[0].next_position
         x = self.embed(idx, start)  # (B, T, D)
         if self.embed_scale:  # Gemma: sqrt(d_model), rounded to the embedding's dtype as Gemma's code does
@@ -212,6 +222,8 @@ class GPT(nn.Module):
             x, w = block(x, return_weights, None if cache is None else cache[i])
             if w is not None:
                 weights.append(w)
+        if self.readout is not None:  # MAD's autoencoder: every position rebuilt from the last one's code
+            x = self.readout(x)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         if self.logit_softcap is not None:  # Gemma 2's final soft-cap: c · tanh(logits / c)
             logits = self.logit_softcap * torch.tanh(logits / self.logit_softcap)
@@ -222,4 +234,6 @@ class GPT(nn.Module):
         points = dict(self.embed.hook_points())
         for i, block in enumerate(self._blocks()):
             points |= prefixed(block.hook_points(), f"blocks.{i}.")
+        if self.readout is not None:
+            points["readout.hook_code"] = self.readout.hook_code
         return points | prefixed(cast(Any, self.ln_f).hook_points(), "ln_final.")

@@ -14,11 +14,14 @@ model-file schema checks a file's fields with it.
     tie_embeddings, embed_scale    true or false: the LM head is the embedding; embeddings times sqrt(d_model)
     logit_softcap                  null, or c > 0: logits c · tanh(logits / c)
     init_std     the weights' initial standard deviation, a number > 0; null: 1/sqrt(d_model) (GPT only)
+    readout      next_token (the LM head at every position) or pooled_last (MAD's autoencoder: every position
+                 decoded from the last one's code; andrea.models.pooled_readout) (GPT only)
 """
 
 from __future__ import annotations
 
 from andrea.attention.positions import POSITIONS
+from andrea.models.pooled_readout import READOUTS
 from andrea.utils.rules import BOOLEAN, POSITIVE, Rule, number, one_of, optional
 
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swiglu", "geglu")
@@ -40,4 +43,5 @@ NET: dict[str, Rule] = {
     "embed_scale": BOOLEAN,
     "logit_softcap": optional(number(0.0, None, low_open=True)),
     "init_std": optional(number(0.0, None, low_open=True)),
+    "readout": one_of(*READOUTS),
 }

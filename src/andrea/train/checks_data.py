@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from andrea.data.catalog import TARGETS
 from andrea.models import memory
 from andrea.train.errors import ConfigError
 
@@ -41,12 +42,30 @@ def check_data(cfg: DictConfig) -> None:
                 f"data.eval_sets.{name}.seq_len={longer} exceeds model.net.max_context={max_context}; raise "
                 "model.net.max_context to the longest set (positions past the training length stay untrained)"
             )
+    _check_readout(cfg)
     rows_key = "data.num_train" if _get(cfg, "data.num_train") is not None else "data.samples_per_epoch"
     rows, batch = ints(cfg, rows_key, "data.batch_size")
     if _below(rows, batch):
         raise ConfigError(
             f"{rows_key}={rows} is smaller than data.batch_size={batch}: not one full batch to train on; "
             "lower the batch size or make more rows"
+        )
+
+
+READOUTS = {"compression": "pooled_last"}  # the tasks that need a readout other than the next token's
+
+
+def _check_readout(cfg: DictConfig) -> None:
+    """MAD's compression needs MAD's autoencoder readout: a next-token readout sees each token it is asked for."""
+    target = _get(cfg, "data._target_")
+    readout = _get(cfg, "model.net.readout", "next_token")
+    task = TARGETS.get(target) if isinstance(target, str) else None
+    needed = READOUTS.get(task or "")
+    if needed is not None and readout != needed:
+        raise ConfigError(
+            f"data={task} needs model.net.readout={needed} (MAD's autoencoder: every position decoded from "
+            f"the last one), not {readout}: a next-token readout sees the token it is asked for; use "
+            f"experiment={task} or add model.net.readout={needed}"
         )
 
 

@@ -115,7 +115,7 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     from andrea.train.sweep_groups import seed_groups, write_groups
     from andrea.train.sweep_report import CURVES, busy_note, differing_overrides, heads_cell, plot_curves, write_html
     from andrea.train.sweep_roles import write_roles
-    from andrea.train.sweep_saved import best_over, study_section
+    from andrea.train.sweep_saved import best_over, mad_section, study_section
 
     sweep_dir = Path(sweep_dir)
     paths = sorted(sweep_dir.glob(f"*/{RESULT_FILE}"), key=lambda p: _job_number(p.parent.name))
@@ -135,7 +135,7 @@ def write_summary(sweep_dir: str | Path) -> list[dict]:
     groups = seed_groups(results, best_over(sweep_dir))
     grouped = write_groups(sweep_dir, groups) if groups else []
     write_roles(sweep_dir, results, labels, groups)
-    found = study_section(sweep_dir, results)
+    found = study_section(sweep_dir, results) + mad_section(sweep_dir, results)
     # the log: in the run dir's cell; what the jobs ran on and the busy ones: above the table (sweep_report._ran_on)
     shown = [c for c in COLUMNS if c not in ("overrides", "error", "log", "environment", "load")] + ["error"]
     write_html(sweep_dir / REPORT, rows, shown, grouped, found)

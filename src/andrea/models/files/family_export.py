@@ -28,7 +28,7 @@ from andrea.models.gpt import GPT
 from andrea.utils.files import staged
 
 GPT_FIELDS = ("vocab_size", "max_context", "n_layer", "d_model", "position", "activation", "norm", "norm_place",
-              "tie_embeddings", "embed_scale", "logit_softcap", "bias")  # fmt: skip
+              "tie_embeddings", "embed_scale", "logit_softcap", "bias", "readout")  # fmt: skip
 DEFAULTS = {name: p.default for name, p in inspect.signature(GPT).parameters.items()}  # what a config leaves out
 LAYER_FIELDS = ("n_head", "kv_heads", "head_dim", "position", "rope_base", "rope_fraction", "rope_yarn",
                 "rope_interleaved", "temperature", "mechanism", "latent")  # fmt: skip

@@ -62,6 +62,7 @@ def _parts(config: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
         "the LM head": ("tied" if config.get("tie_embeddings", True) else "untied", "tied"),
         "embed_scale": (bool(config.get("embed_scale")), False),
         "logit_softcap": (config.get("logit_softcap"), None),
+        "readout": (config.get("readout", "next_token"), "next_token"),
     }
 
 
