@@ -124,19 +124,37 @@ def test_the_token_shift_restarts_where_fla_s_does_at_packed_documents():
     assert torch.equal(torch.cat((first, second), dim=1), previous)
 
 
-def test_the_published_initialisation():
-    """Mixes in [0, 1), decays in (e^{-e^{-1/2}}, 1) spread over the channels, the learning rate's and keys'
-    scales as fla's RWKV7Attention sets them, and the GroupNorm's eps head_dim x 1e-5."""
-    layer = RWKV7(64, 32, layer=1, n_layer=4, n_head=4)
-    for s in "rwkvag":
-        mix = getattr(layer, f"x_{s}")
-        assert mix[0] == 1 and ((mix >= 0) & (mix <= 1)).all() and (mix.diff() <= 0).all()
-    log_w = -0.6065306597126334 * torch.sigmoid(layer.w_lora(torch.zeros(64)))
-    assert (log_w < 0).all() and log_w.max() > -0.01 and log_w.min() < -0.5
-    assert torch.allclose(layer.k_a, torch.full((64,), 1.02)) and torch.allclose(layer.r_k, torch.full((64,), -0.04))
-    assert layer.norm is not None and layer.norm.eps == pytest.approx(16e-5)
-    assert torch.allclose(layer.norm.weight, torch.full((64,), 0.5**0.7))
-    assert layer.w_lora.down.shape == (64, 32) and not layer.w_lora.down.any()
+def _fla_init(layer_idx: int, n_layer: int, hidden: int, head_dim: int) -> dict[str, torch.Tensor]:
+    """fla's RWKV7Attention._initialize_weights, its loops as written there, for the tensors it sets by depth."""
+    ratio_0_to_1 = layer_idx / (n_layer - 1)
+    ratio_1_to_almost0 = 1.0 - (layer_idx / n_layer)
+    ddd, www = torch.ones(hidden), torch.zeros(hidden)
+    zigzag, linear = torch.zeros(hidden), torch.zeros(hidden)
+    for n in range(hidden):
+        linear[n] = n / (hidden - 1) - 0.5
+        zigzag[n] = ((n % head_dim) - ((head_dim - 1) / 2)) / ((head_dim - 1) / 2)
+        zigzag[n] = zigzag[n] * abs(zigzag[n])
+        www[n] = -6 + 6 * (n / (hidden - 1)) ** (1 + 1 * ratio_0_to_1**0.3)
+        ddd[n] = n / hidden
+    powers = {"r": 0.2, "w": 0.9, "k": 0.7, "v": 0.7, "a": 0.9, "g": 0.2}
+    mixes = {f"x_{s}": 1.0 - torch.pow(ddd, p * ratio_1_to_almost0) for s, p in powers.items()}
+    return mixes | {"w_lora.bias": www + 0.5 + zigzag * 2.5, "a_lora.bias": -0.19 + zigzag * 0.3 + linear * 0.4,
+                    "k_k": 0.71 - linear * 0.1, "k_a": torch.full((hidden,), 1.02), "r_k": torch.full((hidden,), -0.04),
+                    "norm.weight": torch.full((hidden,), ((layer_idx + 1) / n_layer) ** 0.7)}  # fmt: skip
+
+
+@pytest.mark.parametrize("layer", [0, 1, 3])
+def test_the_published_initialisation(layer):
+    """Every tensor fla's RWKV7Attention sets by the layer's depth, as it sets it; the low-rank down projections
+    zero, the up ones orthogonal times 0.1; the GroupNorm's eps head_dim x 1e-5."""
+    mixer = RWKV7(64, 32, layer=layer, n_layer=4, n_head=4)
+    params = dict(mixer.named_parameters())
+    for name, want in _fla_init(layer, 4, 64, 16).items():
+        torch.testing.assert_close(params[name], want, rtol=1e-6, atol=1e-6, msg=name)
+    assert mixer.w_lora.down.shape == (64, 32) and not mixer.w_lora.down.any()
+    up = mixer.w_lora.up
+    torch.testing.assert_close(up @ up.T, 0.01 * torch.eye(32), rtol=1e-5, atol=1e-6)
+    assert mixer.norm is not None and mixer.norm.eps == pytest.approx(16e-5)
 
 
 def test_rwkv7_trains_and_samples_from_the_command_line(tmp_path):

@@ -83,6 +83,14 @@ def test_compression_without_the_pooled_readout_is_refused_before_anything_is_bu
     assert not (tmp_path / "checkpoints").exists()
 
 
+@pytest.mark.parametrize("data", ["recall", "induction"])
+def test_the_pooled_readout_on_a_next_token_task_is_refused(tmp_path, data):
+    """Its code has read every token the task's labels ask for: a loss of nothing."""
+    message = rf"^model.net.readout=pooled_last decodes .* data={data}'s labels ask for; only data=compression"
+    with pytest.raises(ConfigError, match=message):
+        validate(compose_train(tmp_path, [f"data={data}", "model=andrea-tiny", "model.net.readout=pooled_last"]))
+
+
 def test_compression_trains_with_its_preset(tmp_path):
     from hydra.core.hydra_config import HydraConfig
 

@@ -64,6 +64,8 @@ def test_every_group_option(group, option, tmp_path):
             composes_and_validates(tmp_path, overrides)
         overrides += ["trainer=gpu", "model.net.d_model=64"]  # where Flex trains: a GPU, head_dim >= 16
         needs_gpu = True
+    if (group, option) == ("data", "compression"):  # MAD's readout, a setting of the ANDREA GPT (not the toy model's)
+        overrides += ["model=andrea-tiny", "model.net.readout=pooled_last"]
     composes_and_validates_where_it_can(tmp_path, overrides, needs_gpu)
 
 

@@ -18,9 +18,11 @@ Initialised as fla's RWKV7Attention and the paper's code do, by the layer's dept
 low-rank projections are parameters of their own (not Linears, so the network's initialisation of its Linears
 leaves their published values). The GroupNorm's eps is head_dim · norm_eps, as published.
 
-One difference from the published layer: RWKV-7's value residual (every layer after the first mixes its values
+Two differences from the published layer: RWKV-7's value residual (every layer after the first mixes its values
 toward the first layer's, v_first, by a learned low-rank lerp) needs a stream between layers, and a mixer sees
-only its own layer's input (andrea.mixers.base); the layer here has no v_first.
+only its own layer's input (andrea.mixers.base), so the layer here has no v_first; and in a network its r, k, v
+and output projections take the network's initialisation of its Linears (andrea.models.gpt), as every mixer's
+do, where RWKV-7 starts them orthogonal (k at gain 0.1) and the output at zero.
 """
 
 from __future__ import annotations

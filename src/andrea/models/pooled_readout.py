@@ -5,8 +5,10 @@ rebuilds each position from the code and that position's sinusoidal embedding,
     x (B, T, D) -> c = x[:, -1] -> h_t = c + p_t  (p fairseq's sinusoids, as MAD's posemb_sincos_1d)
                 -> norm -> Linear -> GELU -> norm -> Linear -> GELU -> (B, T, D)
 
-which the network's final norm and LM head then read (MAD's unembed: a norm and a Linear). The norm is the
-network's own (model.net.norm); MAD's is an RMSNorm. Every position's logits come from the last token's code, so
+which the network's final norm and LM head then read (MAD's unembed: a norm and a Linear). The norms are the
+network's own (model.net.norm; MAD's are RMSNorms), and the LM head has no bias and is the token embedding
+unless `model.net.tie_embeddings=false` (MAD's is a Linear of its own with a bias; experiment=compression unties
+it). Every position's logits come from the last token's code, so
 the readout has no next token to generate from (andrea.models.gpt refuses a cache).
 """
 

@@ -56,17 +56,27 @@ READOUTS = {"compression": "pooled_last"}  # the tasks that need a readout other
 
 
 def _check_readout(cfg: DictConfig) -> None:
-    """MAD's compression needs MAD's autoencoder readout: a next-token readout sees each token it is asked for."""
+    """Each of andrea's tasks with the readout it is scored through: MAD's compression with MAD's autoencoder (a
+    next-token readout sees each token it is asked for), every other with the next token's (the pooled code has
+    read every token a label asks for). A user's own data module is its own to check."""
     target = _get(cfg, "data._target_")
     readout = _get(cfg, "model.net.readout", "next_token")
     task = TARGETS.get(target) if isinstance(target, str) else None
-    needed = READOUTS.get(task or "")
-    if needed is not None and readout != needed:
+    if task is None:
+        return
+    needed = READOUTS.get(task, "next_token")
+    if readout == needed:
+        return
+    if needed == "next_token":
         raise ConfigError(
-            f"data={task} needs model.net.readout={needed} (MAD's autoencoder: every position decoded from "
-            f"the last one), not {readout}: a next-token readout sees the token it is asked for; use "
-            f"experiment={task} or add model.net.readout={needed}"
+            f"model.net.readout={readout} decodes every position from the last one, which has read every token "
+            f"data={task}'s labels ask for; only data=compression takes it: drop the override"
         )
+    raise ConfigError(
+        f"data={task} needs model.net.readout={needed} (MAD's autoencoder: every position decoded from "
+        f"the last one), not {readout}: a next-token readout sees the token it is asked for; use "
+        f"experiment={task} or add model.net.readout={needed}"
+    )
 
 
 def check_data_memory(datamodule: object) -> None:
