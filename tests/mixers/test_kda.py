@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from andrea.mixers.kda import KDA
 from andrea.ops import delta_rule as dr
 from andrea.ops.decayed import SUB, decayed
-from tests.compose import QUICK, compose_train
+from tests.mixers.command_line import trains_and_samples
 from tests.mixers.test_gated_linear import _naive
 
 B, H, T, K, V = 2, 3, 48, 8, 5
@@ -86,15 +86,4 @@ def test_the_layer_decays_each_key_channel_by_its_own_rate():
 
 
 def test_kda_trains_and_samples_from_the_command_line(tmp_path):
-    from andrea.models.files.load import load_any
-    from andrea.models.generate import generate
-    from andrea.train.pipeline import train
-
-    overrides = [*QUICK, "mixer=kda", "mixer.allow_neg_eigval=true", "trainer.max_steps=3", "~callbacks.attention_maps"]
-    result = train(compose_train(tmp_path, overrides))
-    assert result.status == "completed" and result.global_step == 3
-    assert result.cache_bytes is not None and result.cache_bytes["layers"][0]["mixer"] == "kda"
-    module = load_any(tmp_path / "checkpoints" / "last.ckpt", "cpu")[0]
-    prompt = torch.tensor([[1, 2, 3]])
-    cached, recomputed = (generate(module, prompt, 12, top_k=1, use_cache=use) for use in (True, False))
-    assert torch.equal(cached, recomputed)
+    trains_and_samples(tmp_path, "kda", "mixer.allow_neg_eigval=true")

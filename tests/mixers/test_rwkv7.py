@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from andrea.attention.masks import Document
 from andrea.mixers.rwkv7 import RWKV7
 from andrea.mixers.token_shift import token_shift
-from tests.compose import QUICK, compose_train
+from tests.mixers.command_line import trains_and_samples
 from tests.mixers.test_gated_linear import _naive
 
 D, H, T = 32, 4, 29
@@ -158,15 +158,4 @@ def test_the_published_initialisation(layer):
 
 
 def test_rwkv7_trains_and_samples_from_the_command_line(tmp_path):
-    from andrea.models.files.load import load_any
-    from andrea.models.generate import generate
-    from andrea.train.pipeline import train
-
-    overrides = [*QUICK, "mixer=rwkv7", "trainer.max_steps=3", "~callbacks.attention_maps"]
-    result = train(compose_train(tmp_path, overrides))
-    assert result.status == "completed" and result.global_step == 3
-    assert result.cache_bytes is not None and result.cache_bytes["layers"][0]["mixer"] == "rwkv7"
-    module = load_any(tmp_path / "checkpoints" / "last.ckpt", "cpu")[0]
-    prompt = torch.tensor([[1, 2, 3]])
-    cached, recomputed = (generate(module, prompt, 12, top_k=1, use_cache=use) for use in (True, False))
-    assert torch.equal(cached, recomputed)
+    trains_and_samples(tmp_path, "rwkv7")
