@@ -6,6 +6,7 @@ kit run from a shell draws every failed cell X in the token mixer matrix, printe
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,53 @@ def test_the_matrix_draws_the_peeking_mixer_s_failed_cells_once(tmp_path):
     assert "each column, per form: float32 forward, float32 backward, bfloat16 forward, decode empty, " in out
     assert "45 cells: 9 passed, 36 failed, 0 unsupported" in out
     assert out.strip().splitlines()[-1].startswith("36 failed, ")  # pytest's own count of them
+
+
+NEGATIVE = "deltanet[allow_neg_eigval=true]"
+
+
+def test_a_setting_s_row_is_built_with_it():
+    """DeltaNet's `kit_settings` are a row of their own, built with β up to 2; its default row keeps β below 1."""
+    rows = mixer_checks.mixer_rows()
+    assert rows[NEGATIVE] == ("deltanet", {"allow_neg_eigval": True}) and rows["deltanet"] == ("deltanet", {})
+    assert {"gated_deltanet[allow_neg_eigval=true]", "kda[allow_neg_eigval=true]"} <= set(rows)
+    assert (
+        mixer_checks.build(NEGATIVE, "chunked").beta_max == 2.0
+        and mixer_checks.build("deltanet", "chunked").beta_max == 1.0
+    )
+
+
+def test_eigenvalues_near_minus_one_need_the_recurrence_s_own_error_and_pass_with_it(monkeypatch):
+    """The float32 chunked gradient of DeltaNet's key projection with β up to 2 is off the float64 recurrence by
+    more than float32's tolerance; the recurrence itself in float32 is off by as much, and the cell passes with
+    the tolerance widened by it."""
+    cell = (NEGATIVE, "chunked", "causal", torch.float32, True)
+    assert mixer_checks.parity(*cell) == "passed"
+    monkeypatch.setattr(mixer_checks, "OWN_ERROR", 0)
+    with pytest.raises(AssertionError, match=r"k_proj\.weight's gradient differs \(beyond 0x the recurrence's own"):
+        mixer_checks.parity(*cell)
+
+
+def test_a_form_off_by_a_tenth_of_a_percent_fails_beyond_the_widened_tolerance(monkeypatch):
+    """The widening is the recurrence's own float32 error, far below a form's slip: one output 0.1% too large fails
+    the same cell, in its forward."""
+    forward = DeltaNet.forward
+
+    def slipped(self, x, *args, **kwargs):
+        out, weights = forward(self, x, *args, **kwargs)
+        return out * 1.001, weights
+
+    monkeypatch.setattr(DeltaNet, "forward", slipped)
+    cell = r"^deltanet\[allow_neg_eigval=true\] x chunked x causal x torch\.float32 x backward: "
+    with pytest.raises(AssertionError, match=cell + r"output differs from the reference's \(beyond 4x"):
+        mixer_checks.parity(NEGATIVE, "chunked", "causal", torch.float32, backward=True)
+
+
+@pytest.mark.parametrize(("chosen", "rows"), [("deltanet", {"deltanet", NEGATIVE}), (NEGATIVE, {NEGATIVE})])
+def test_choosing_a_mixer_runs_its_setting_rows_and_a_row_runs_alone(tmp_path, chosen, rows):
+    """`--andrea-mixers deltanet` collects DeltaNet's rows, its defaults' and its setting's, 45 cells each;
+    `--andrea-mixers 'deltanet[allow_neg_eigval=true]'` that row's alone."""
+    done = run_kit(tmp_path, "--collect-only", "-m", "", "--andrea-mixers", chosen)
+    cells = [line for line in done.stdout.splitlines() if "test_mixer_parity[" in line or "test_mixer_decode[" in line]
+    assert done.returncode == 0 and len(cells) == 45 * len(rows), done.stdout[-2000:]
+    assert {re.sub(r"^.*?\[(.+?)-(parallel|chunked|recurrent)-.*$", r"\1", line) for line in cells} == rows

@@ -16,6 +16,8 @@ output gate (MIXERS.md).
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -33,6 +35,9 @@ A_MAX = 16.0
 
 class DeltaNet(LinearMixer):
     name = "deltanet"
+    # rows of the conformance kit besides the defaults: the transition's eigenvalue reaching -1 (here and in every
+    # mixer built on this one)
+    kit_settings: ClassVar[tuple[dict[str, Any], ...]] = ({"allow_neg_eigval": True},)
 
     def __init__(
         self, d_model: int, max_context: int, layer: int = 0, n_layer: int = 1, dropout: float = 0.0,

@@ -18,7 +18,7 @@ gate, swish(W_g x) or the mixer's `gate_activation`), hook_z; the network lists 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +48,7 @@ def check_form_and_heads(form: str, n_head: object, d_model: int, width: str = "
 class LinearMixer(nn.Module):
     name: ClassVar[str]
     forms: ClassVar[tuple[str, ...]] = gated_linear.FORMS  # mixer.form (the conformance kit runs each)
+    kit_settings: ClassVar[tuple[dict[str, Any], ...]] = ()  # settings the kit proves as rows of their own too
     setting_rules: ClassVar[dict[str, Rule]] = {"form": one_of(*gated_linear.FORMS)}  # andrea.mixers.settings
     signed: bool = True  # whether an implied weight can be negative (the maps' colour scale)
     gate_activation: Callable[[Tensor], Tensor] = staticmethod(F.silu)  # swish(W_g x) (Kimi Delta Attention: sigmoid)

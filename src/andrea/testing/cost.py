@@ -12,6 +12,8 @@ keeps one cell of each kind of work and leaves the repeats of it to CI's `-m slo
     flex, triton      a mechanism that is another's kernel again (gated, qknorm, gated_qknorm: softmax;
                       sink_off_by_one: sink)
                       under RoPE and ALiBi
+    a mixer's row     its float32 cells stay (the setting's math, forward and backward); its bfloat16 and decode
+    of kit_settings   cells repeat its default row's kind of work
 
 Each function takes a cell's values by name and returns its marks ([] for a cell the default run keeps).
 """
@@ -84,3 +86,20 @@ def mechanism_decode(backend_name: str, mechanism_name: str, mask_name: str, hea
 def position_and_mechanism(backend_name: str, mechanism_name: str, position: str) -> list[Any]:
     del position  # RoPE and ALiBi alike
     return SLOW if backend_name in ("flex", "triton") and mechanism_name in KERNEL_AGAIN else []
+
+
+def mixer_parity(mixer_name: str, form: str, mask_name: str, variant: str) -> list[Any]:
+    del form, mask_name  # every form and mask alike
+    return SLOW if _settings_row(mixer_name) and variant.startswith("bfloat16") else []
+
+
+def mixer_decode(mixer_name: str, form: str, mask_name: str, start: str) -> list[Any]:
+    del form, mask_name, start  # every form, mask and start alike
+    return SLOW if _settings_row(mixer_name) else []
+
+
+def _settings_row(row: str) -> bool:
+    """Whether a token mixer row is one of a mixer's `kit_settings` (andrea.testing.mixer_checks)."""
+    from andrea.testing.mixer_checks import mixer_rows
+
+    return bool(mixer_rows()[row][1])

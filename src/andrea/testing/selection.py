@@ -3,7 +3,8 @@
 backends and of masks made of those strategies (a cell without a backend or a mask is kept);
 `--andrea-mechanisms NAME[,NAME]` only the cells of those mechanisms (softmax's own cells are left out; the kit's
 tests of no cell, such as the entry points', are kept); `--andrea-mixers NAME[,NAME]` only the cells of those
-token mixers (a mixer's cells run only when it is chosen, once any option is given). Unknown names are refused.
+token mixers, each with its `kit_settings` rows, or of one such row by its name (`deltanet[allow_neg_eigval=true]`;
+a mixer's cells run only when it is chosen, once any option is given). Unknown names are refused.
 andrea (and torch) are imported only when an option is given."""
 
 from __future__ import annotations
@@ -44,13 +45,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if all(config.getoption(option) is None for option in OPTIONS):
         return
     from andrea.attention import backend_registry, mask_registry, mechanism_registry
-    from andrea.testing.mixer_checks import mixer_names
+    from andrea.testing.mixer_checks import mixer_rows
     from andrea.testing.test_conformance import ALL_MECHANISMS, MASKS
 
     backends = _chosen(config, "--andrea-backends", backend_registry.names())
     masks = _chosen(config, "--andrea-masks", mask_registry.names())
     mechanisms = _chosen(config, "--andrea-mechanisms", mechanism_registry.names())
-    mixers = _chosen(config, "--andrea-mixers", mixer_names())
+    rows = mixer_rows()
+    mixers = _chosen(config, "--andrea-mixers", list(dict.fromkeys([name for name, _ in rows.values()] + list(rows))))
     attention = any(chosen is not None for chosen in (backends, masks, mechanisms))
 
     def mechanism_of(values: dict) -> str | None:
@@ -62,7 +64,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         params = getattr(item, "callspec", None)
         values = params.params if params is not None else {}
         if "mixer_name" in values or not attention:
-            return _mixer_wanted(mixers, values)
+            return _mixer_wanted(mixers, values, rows)
         return (
             _wanted(backends, values.get("backend_name"))
             and _mechanism_wanted(mechanisms, values, mechanism_of(values))
@@ -74,11 +76,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = kept
 
 
-def _mixer_wanted(chosen: set[str] | None, values: dict) -> bool:
-    """A token mixer's cell, kept when its mixer is chosen; with only mixers chosen, no attention cell is kept (a
-    test of no cell is)."""
+def _mixer_wanted(chosen: set[str] | None, values: dict, rows: dict[str, tuple[str, dict]]) -> bool:
+    """A token mixer's cell, kept when its row or the row's mixer is chosen; with only mixers chosen, no attention
+    cell is kept (a test of no cell is)."""
     if "mixer_name" in values:
-        return chosen is not None and values["mixer_name"] in chosen
+        row = values["mixer_name"]
+        return chosen is not None and (row in chosen or rows[row][0] in chosen)
     return "backend_name" not in values and "mechanism_name" not in values
 
 
