@@ -89,6 +89,7 @@ def gpt_config(**changes):
         "mechanism": {"name": "softmax"},
         "mask": {"name": "causal"},
         "latent": None,
+        "selection": None,
     }
     config = {
         "_target_": "andrea.models.gpt.GPT", "vocab_size": 61, "max_context": 16, "n_layer": 2, "d_model": 32,
@@ -110,6 +111,7 @@ def gpt_config(**changes):
         ({"latent": {"kv_rank": 16}}, "heads is mla"),
         ({"mechanism": {"name": "diff"}}, "mechanism is diff"),
         ({"mask": {"name": "sliding_window", "window": 4}}, "mask is sliding_window"),
+        ({"selection": {"name": "moba", "block_size": 4}}, "selection is moba; GPT-2's architecture holds none only"),
         ({"layout": ["attention", "gla"]}, "layers is attention,gla"),
         ({"_target_": "andrea.models.toy.ToyModel"}, "the model is andrea.models.toy.ToyModel"),
         ({"norm": "rmsnorm", "norm_place": "post"}, "norm is rmsnorm post; GPT-2's architecture holds layernorm pre"),

@@ -95,8 +95,9 @@ def test_sampling_streams_past_the_context_at_a_constant_cache():
             ),  # fmt: skip
             "layer 0 has position=alibi",
         ),
+        (lambda: rope_gpt(selection={"name": "dsa", "topk": 4}), "layer 0 has selection=dsa, which chooses keys at"),
     ],
-    ids=["learned-positions", "prefix-mask", "fox", "alibi"],
+    ids=["learned-positions", "prefix-mask", "fox", "alibi", "selection"],
 )
 def test_what_cannot_number_positions_in_the_cache_is_refused_in_one_line(build, refusal):
     with pytest.raises(ValueError, match=refusal) as refused:

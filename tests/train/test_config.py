@@ -388,6 +388,17 @@ REJECTED = [
         ["+mixer.window=2"],
         "mixer.window is not a setting of mixer; drop the override, or check its spelling",
     ),
+    (["selection=dsa", "selection.topk=0"], "selection.topk=0 must be a positive integer"),
+    (["selection=moba", "selection.block_size=-1"], "selection.block_size=-1 must be a positive integer"),
+    (
+        ["selection=dsa", "position=rope", "selection.rope_dim=3"],
+        "selection.rope_dim=3 must be even and between 1 and selection.index_head_dim=32: RoPE turns the index "
+        "heads' first channels in pairs",
+    ),
+    (
+        ["selection=dsa", "+selection.block_size=4"],
+        "selection.block_size is not a setting of selection; drop the override, or check its spelling",
+    ),
 ]
 
 

@@ -15,11 +15,13 @@ from andrea.attention.heads import FusedQKV
 from andrea.attention.kv_cache import KVCache
 from andrea.attention.latent import LatentAttention, check_latent
 from andrea.attention.masks import Mask, PrecomputedMask
+from andrea.attention.masks.selected import Selected
 from andrea.attention.mechanisms import Mechanism
 from andrea.attention.mechanisms.base import dense_allowed, dense_scores
 from andrea.attention.positions import ALiBi, Rotary
 from andrea.attention.positions.temperature import QueryTemperature
-from andrea.attention.registry import as_backend, as_mask, as_mechanism
+from andrea.attention.registry import as_backend, as_mask, as_mechanism, as_selection
+from andrea.attention.selection import Selection, SelectionSizes
 from andrea.attention.shapes import weighted_values
 from andrea.attention.spec import CONFIG_KEYS, AttentionSpec
 from andrea.core.cache_size import CacheSize
@@ -55,12 +57,16 @@ class MultiHeadSelfAttention(nn.Module):
               stretch of it; temperature: the queries scaled up with log position (Llama 4's NoPE layers).
     latent:  multi-head latent attention's sizes (andrea.attention.latent: kv_rank, rope_dim, q_rank): keys and
              values from one latent per token, which is all the KV cache keeps; None: the fused QKV projection.
+    selection: which of the keys the mask allows each query attends to, chosen from the data (andrea.attention.
+             selection: "dsa", "moba", a mapping with its name and settings); None or "none": all of them.
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
 
     Hook points (andrea.core.hook_points; `hook_points()` lists this block's): hook_q, hook_k, hook_v as the
     projection gives them, hook_rot_q, hook_rot_k after RoPE, hook_attn_scores (the scaled, biased scores, masked
-    keys at -inf), hook_pattern (the mechanism's weights), hook_z (the heads' outputs before W_O). With a function
-    on the scores or the pattern, the block computes attention from the mechanism's dense form (what `eager`
+    keys at -inf), hook_pattern (the mechanism's weights), hook_z (the heads' outputs before W_O); with a selection,
+    hook_selection_scores (what it ranks keys by: DSA's index scores, MoBA's block gates) and hook_selected (the
+    keys it chose, (B, H or 1, T, S) booleans, within the mask; editing them changes what attention reads). With a
+    function on the scores or the pattern, the block computes attention from the mechanism's dense form (what `eager`
     runs), so that what the function returns is what the values are weighted with, whatever the backend.
     """
 
@@ -89,6 +95,10 @@ class MultiHeadSelfAttention(nn.Module):
                              head_dim=self.head_dim)  # fmt: skip
         check_extended(self.heads.n_kv_head, n_head, self.backend, self.mechanism)
         self._inputs(spec)
+        self.selection: Selection | None = as_selection(spec.selection, self._selection_sizes(spec))
+        if self.selection is not None:  # a backend that cannot follow a chosen set of keys, refused now
+            self.backend.checked(Selected.examples(1, 2)[0], self.mechanism, self.score_mod, device=None,
+                                 needs_grad=False, head_dim=self.head_dim)  # fmt: skip
         self.proj = nn.Linear(n_head * self.head_dim, d_model, bias=spec.bias)  # W_O: mixes the heads
         self.dropout = nn.Dropout(spec.dropout)
         self.points = Points(POINTS)
@@ -125,6 +135,17 @@ class MultiHeadSelfAttention(nn.Module):
         )
         check_latent(self.heads, self.backend, self.mechanism)
 
+    def _selection_sizes(self, spec: AttentionSpec) -> SelectionSizes:
+        """What the layer tells its selection: heads=mla's query latent c_Q, where it has one, for DSA's indexer."""
+        latent = self.latent
+        q_down = None if latent is None else latent.q_down
+        return SelectionSizes(
+            d_model=spec.d_model, n_head=spec.n_head, head_dim=self.head_dim, rope=spec.position == "rope",
+            rope_base=spec.rope_base, rope_dim=None if latent is None else latent.rope_dim,
+            query_latent=None if latent is None or q_down is None else latent.query_latent,
+            query_width=spec.d_model if q_down is None else q_down.out_features,
+        )  # fmt: skip
+
     @property
     def inputs(self) -> FusedQKV | LatentAttention:
         """The part that turns x into the heads' queries, keys and values."""
@@ -151,15 +172,9 @@ class MultiHeadSelfAttention(nn.Module):
         start = 0 if cache is None else cache.next_position  # absolute position of x's first token
         # (B, H, T, d), (B, H_kv, S, d) x2: S counts the cached tokens too
         q, k, v = self.inputs.project(x, start, cache, self.points, self.mechanism)
-        scale, mechanism = self.inputs.scale or self.mechanism.scale(), self.mechanism
-        weights: Tensor | None
-        if self.points["hook_attn_scores"].fns or self.points["hook_pattern"].fns:
-            y, weights = self._attention_in_the_open(q, k, v, full_mask, scale)
-        else:
-            y, weights = self.backend(
-                q, k, v, mask=full_mask, scale=scale, need_weights=return_weights, score_mod=self.score_mod,
-                mechanism=mechanism,
-            )  # fmt: skip
+        if self.selection is not None:
+            full_mask = self._select(x, q, k, full_mask, start, cache)
+        y, weights = self._attend(q, k, v, full_mask, return_weights)
         if cache is not None:
             cache.trim()
         y = self.inputs.finish(y, cache)  # (B, H, T, d): latent attention's absorbed form up-projected
@@ -168,6 +183,31 @@ class MultiHeadSelfAttention(nn.Module):
         y = y.contiguous().view(B, T, -1)  # (B, T, H, d) -> (B, T, H·d): heads side by side
         y = self.dropout(self.proj(y))  # (B, T, D)
         return y, weights if return_weights else None
+
+    def _attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask, return_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """The backend's attention, or, with a function on the scores or the pattern, the mechanism's dense form."""
+        scale = self.inputs.scale or self.mechanism.scale()
+        if self.points["hook_attn_scores"].fns or self.points["hook_pattern"].fns:
+            return self._attention_in_the_open(q, k, v, mask, scale)
+        return self.backend(
+            q, k, v, mask=mask, scale=scale, need_weights=return_weights, score_mod=self.score_mod,
+            mechanism=self.mechanism,
+        )  # fmt: skip
+
+    def _select(self, x: Tensor, q: Tensor, k: Tensor, mask: Mask, start: int, cache: KVCache | None) -> Selected:
+        """The keys the selection chooses among those `mask` allows, as the mask attention then runs under."""
+        assert self.selection is not None
+        B, H, T, _ = q.shape
+        S = k.shape[2]
+        allowed = dense_allowed(mask, B, H, T, S, device=q.device)
+        if allowed is None:
+            allowed = torch.ones(1, 1, T, S, dtype=torch.bool, device=q.device)
+        params = mask.params()
+        documents = None if params is None else params.document_ids  # (B, S or more): where the mask packs them
+        chosen = self.selection(x, q, k, allowed, start, cache, self.points, documents)
+        return Selected(self.points["hook_selected"](chosen) & allowed)
 
     def _check_input(self, T: int, D: int) -> None:
         if self.d_model != D:
@@ -197,6 +237,7 @@ class MultiHeadSelfAttention(nn.Module):
         """This block's hook points by name, those its configuration has (RoPE's, scores where the mechanism
         forms one score map); a network lists them under `blocks.<layer>.attn.`."""
         skip = self.inputs.skipped_points() | (set() if self.mechanism.has_scores else {"hook_attn_scores"})
+        skip |= set() if self.selection is not None else {"hook_selection_scores", "hook_selected"}
         return {name: point for name, point in self.points.items() if name not in skip}
 
     def _mask(self) -> Mask:
@@ -223,6 +264,7 @@ class MultiHeadSelfAttention(nn.Module):
             f"backend={self.backend.name}, mask={self.mask.name}, max_context={self.max_context}, "
             f"mechanism={self.mechanism.name}"
             + (", rope" if self.position == "rope" else ", alibi" if self.position == "alibi" else "")
+            + ("" if self.selection is None else f", selection={self.selection.name}")
         )
 
     def new_cache(self) -> KVCache:
@@ -244,7 +286,8 @@ class MultiHeadSelfAttention(nn.Module):
 
 
 # hook points of a block, in the order a forward pass reaches them
-POINTS = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_attn_scores", "hook_pattern", "hook_z")
+POINTS = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_selection_scores", "hook_selected",
+          "hook_attn_scores", "hook_pattern", "hook_z")  # fmt: skip
 
 
 def check_extended(n_kv_head: int, n_head: int, backend: object, mechanism: Mechanism) -> None:

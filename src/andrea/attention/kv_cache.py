@@ -20,6 +20,7 @@ class KVCache:
         self.max_lookback = max_lookback
         self.k: Tensor | None = None  # (B, H_kv, S, d)
         self.v: Tensor | None = None  # (B, H_kv, S, d)
+        self.side: dict[str, Tensor] = {}  # what a layer's other parts keep of each token (DSA's index keys)
         self.start = 0  # absolute position of the first cached key
 
     def __len__(self) -> int:
@@ -37,12 +38,23 @@ class KVCache:
         self.k, self.v = k, v
         return k, v
 
+    def extend_side(self, name: str, new: Tensor) -> Tensor:
+        """Append the new tokens' `name` (B, 1, T, ...) beside their keys; returns every token's, cached and new
+        (B, 1, S, ...). Called after `extend`, once a step."""
+        if name in self.side:
+            new = torch.cat((self.side[name], new), dim=2)
+        if new.shape[2] != len(self):
+            raise ValueError(f"KV cache: {name} for {new.shape[2]} tokens beside {len(self)} keys")
+        self.side[name] = new
+        return new
+
     def trim(self) -> None:
-        """Drop the keys no future query can see (after the step's attention)."""
+        """Drop the keys no future query can see (after the step's attention), and what is kept beside them."""
         drop = len(self) - (self.max_lookback or len(self))
         if drop > 0:
             assert self.k is not None and self.v is not None  # drop > 0: keys are cached
             self.k, self.v = self.k[:, :, drop:], self.v[:, :, drop:]
+            self.side = {name: kept[:, :, drop:] for name, kept in self.side.items()}
             self.start += drop
 
     def __repr__(self) -> str:

@@ -101,10 +101,14 @@ class LatentAttention(nn.Module):
         """Numbers the KV cache keeps per token and layer: r + d_R."""
         return self.kv_rank + self.rope_dim
 
+    def query_latent(self, x: Tensor) -> Tensor:
+        """x (B, T, D) -> c_Q = RMSNorm(W_DQ x) (B, T, d_c'), or x itself for full-rank queries."""
+        return x if self.q_down is None or self.q_norm is None else self.q_norm(self.q_down(x))
+
     def queries(self, x: Tensor, start: int) -> tuple[Tensor, Tensor]:
         """x (B, T, D) -> q_C (B, H, T, d) and the rotated q_R (B, H, T, d_R), at positions start.."""
         B, T, _ = x.shape
-        c_q = x if self.q_down is None or self.q_norm is None else self.q_norm(self.q_down(x))  # (B, T, d_c')
+        c_q = self.query_latent(x)  # (B, T, d_c')
         q = self.q_up(c_q).view(B, T, self.n_head, -1).transpose(1, 2)  # (B, H, T, d + d_R)
         q_c, q_r = q.split([self.head_dim, self.rope_dim], dim=-1)
         return q_c, q_r if self.rotary is None else self.rotary(q_r, start)

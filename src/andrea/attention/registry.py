@@ -6,8 +6,9 @@ A third-party package adds a backend without touching andrea:
     [project.entry-points."andrea.attention_backends"]
     my_backend = "my_pkg.attention:MyBackend"     # a subclass of AttentionBackend
 
-a mask strategy under "andrea.attention_masks" (a subclass of Mask), and an attention mechanism under
-"andrea.attention_mechanisms" (a subclass of Mechanism).
+a mask strategy under "andrea.attention_masks" (a subclass of Mask), an attention mechanism under
+"andrea.attention_mechanisms" (a subclass of Mechanism), and a selection of keys under "andrea.attention_selections"
+(a subclass of andrea.attention.selection.Selection).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from andrea.attention.contract import AttentionBackend
     from andrea.attention.masks import Mask
     from andrea.attention.mechanisms import Mechanism
+    from andrea.attention.selection import Selection, SelectionSizes
 
 T = TypeVar("T")
 __all__ = ["PluginError", "Registry", "broken_plugins"]  # and the registries, get_* and as_* below
@@ -71,6 +73,7 @@ mask_registry: Registry[Mask] = Registry(
         "chunked": "andrea.attention.masks.chunked:Chunked",
         "padding": "andrea.attention.masks.padding:KeyPadding",
         "document": "andrea.attention.masks.document:Document",
+        "selected": "andrea.attention.masks.selected:Selected",
     },
 )
 
@@ -90,6 +93,16 @@ mechanism_registry: Registry[Mechanism] = Registry(
         "fox": "andrea.attention.mechanisms.fox:Fox",
     },
 )
+selection_registry: Registry[Selection] = Registry(
+    "key selection",
+    "andrea.attention_selections",
+    {
+        "dsa": "andrea.attention.selection.dsa:DSA",
+        "moba": "andrea.attention.selection.moba:MoBA",
+    },
+)
+NO_SELECTION = "none"  # conf/selection/none.yaml's name: every key the mask allows
+
 # what the block gives every mechanism: its sizes, and whether its projections carry a bias
 SIZES = ("n_head", "head_dim", "d_model", "max_context", "layer", "n_layer", "projection_bias")
 
@@ -240,3 +253,29 @@ def _unreadable(node: ast.AST, expression: str) -> ValueError:
         f"mask expression {expression!r}: cannot read {ast.unparse(node)!r}; "
         "write names and name(key=value) with literal values, joined by & and |"
     )
+
+
+def as_selection(spec: str | Mapping[str, Any] | None, sizes: SelectionSizes) -> Selection | None:
+    """A layer's selection of keys from what a config or a model file says: None or `none` (every key the mask
+    allows), a registry name, or a mapping with its name and settings ({"name": "dsa", "topk": 64}, as
+    conf/selection/ writes it); a setting it does not take is refused by name."""
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    name = spec.get("name") if isinstance(spec, Mapping) else None
+    if spec is None or name == NO_SELECTION:
+        return None
+    if not isinstance(spec, Mapping) or not isinstance(name, str):
+        raise ValueError(f"selection={spec!r} is not a selection: give a registered name, or a mapping with its name")
+    cls = selection_registry.load(name)
+    return cls(sizes, **_selection_settings(name, cls, spec))
+
+
+def _selection_settings(name: str, cls: type, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A selection's settings from its config node, a setting it does not take refused by name."""
+    takes = [p.name for p in inspect.signature(cls).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    settings = {str(key): value for key, value in spec.items() if key != "name"}
+    unknown = sorted(set(settings) - set(takes))
+    if unknown:
+        raise ValueError(f"selection '{name}' takes {', '.join(f'selection.{key}' for key in takes) or 'no settings'};"
+                         f" got {', '.join(f'selection.{key}' for key in unknown)}")  # fmt: skip
+    return settings

@@ -12,6 +12,8 @@ in a file), and the block is built from it.
     mechanism                                 None (softmax), a registered name, or {name, its settings}
     mask                                      an expression, {name, fields}, a Mask, or None (no mask)
     latent                                    heads=mla's sizes (andrea.attention.latent), or None
+    selection                                 None, a registered selection's name, or {name, its settings}: the
+                                              keys each query attends to, chosen from the data (dsa, moba)
     position                                  rope or alibi act inside the layer; learned and none outside
     rope_base, rope_fraction                  RoPE's base, and the share of each head it turns (partial RoPE)
     rope_yarn                                 None, or YaRN's settings for RoPE (andrea.attention.positions.yarn)
@@ -45,7 +47,8 @@ CONFIG_KEYS = {
     "dropout": "model.net.dropout", "n_head": "heads.n_head", "n_kv_head": "heads.n_kv_head",
     "head_dim": "heads.head_dim",
     "backend": "attention.backend", "backend_options": "attention.options", "mechanism": "mechanism",
-    "mask": "mask", "latent": "heads.latent", "position": "position.kind", "rope_base": "position.base",
+    "mask": "mask", "latent": "heads.latent", "selection": "selection", "position": "position.kind",
+    "rope_base": "position.base",
     "rope_fraction": "position.fraction", "rope_yarn": "position.yarn",
     "rope_interleaved": "position.interleaved", "temperature": "position.temperature",
 }  # fmt: skip
@@ -67,6 +70,7 @@ class AttentionSpec:
     mechanism: str | Mapping[str, Any] | Mechanism | None = None
     mask: str | Mapping[str, Any] | Mask | None = "causal"
     latent: Mapping[str, Any] | None = None
+    selection: str | Mapping[str, Any] | None = None
     position: str = "none"
     rope_base: float = 10000.0
     rope_fraction: float = 1.0

@@ -1,7 +1,7 @@
 """An attention kind's settings, as a config writes them, onto the flat settings an attention layer is built with.
 
 A kind of model.net.kinds whose mixer is attention takes the attention groups' keys, each defaulting to the
-network's attention (the heads/, attention/, mechanism/, mask/ and position/ groups):
+network's attention (the heads/, attention/, mechanism/, mask/, selection/ and position/ groups):
 
     mask: {name: sliding_window, window: 8}     as the mask group (or an expression); replaces the default mask
     position: {kind: rope, base: 1e6, fraction: 0.25}    rope, alibi or none; RoPE's base; the share it turns;
@@ -9,6 +9,7 @@ network's attention (the heads/, attention/, mechanism/, mask/ and position/ gro
                                                         YaRN; RoPE on adjacent pairs; a query temperature
     heads: {n_head: 8, n_kv_head: 2, latent: ...}        as the heads group
     mechanism: sink, or {name: sink, learned: false}     as the mechanism group; replaces the default
+    selection: {name: dsa, topk: 64}                     as the selection group; replaces the default
     backend: eager, backend_options: {...}               as the attention group
 
     attention_settings({n_head: 4, mask: causal, position: rope, ...}, {mask: {name: sliding_window, window: 8}})
@@ -28,8 +29,8 @@ HEADS = {"n_head": "n_head", "n_kv_head": "n_kv_head", "latent": "latent", "head
 # position.<key> -> the spec's setting
 POSITION = {"kind": "position", "base": "rope_base", "fraction": "rope_fraction", "yarn": "rope_yarn",
             "interleaved": "rope_interleaved", "temperature": "temperature"}  # fmt: skip
-WHOLE = ("mask", "mechanism", "backend", "backend_options")  # each replaces the default whole
-KEYS = ("backend", "backend_options", "heads", "mask", "mechanism", "position")  # what an attention kind takes
+WHOLE = ("mask", "mechanism", "selection", "backend", "backend_options")  # each replaces the default whole
+KEYS = ("backend", "backend_options", "heads", "mask", "mechanism", "position", "selection")  # an attention kind's
 IN_LAYER = ("rope", "alibi", "none")  # the positions a layer can have (learned ones are the embedding's)
 
 

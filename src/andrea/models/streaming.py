@@ -5,8 +5,9 @@ layer keeps its own state, which is of a constant size already.
 
 Positions within the cache need RoPE with keys cached before rotation, or no positions in the layer (NoPE); a
 layer's mask must be causal and depend on distances only (causal, a causal sliding window). Anything else is
-refused in one line: learned positions in the embedding, ALiBi, latent heads, a mask that depends on absolute
-places, a mechanism that appends channels to the keys (forgetting attention), or a cache longer than the context.
+refused in one line: learned positions in the embedding, ALiBi, latent heads, a selection of keys (dsa, moba), a
+mask that depends on absolute places, a mechanism that appends channels to the keys (forgetting attention), or a
+cache longer than the context.
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ def _unstreamable(mixer: MultiHeadSelfAttention) -> str | None:
         )
     if mixer.head_kind == "mla":
         return "has latent heads (heads=mla), whose cache holds keys already rotated"
+    if mixer.selection is not None:
+        return (
+            f"has selection={mixer.selection.name}, which chooses keys at their places in the text (DSA's index keys "
+            "cached rotated, MoBA's blocks by position)"
+        )
     if not (mixer.mask.translation_invariant and mixer.mask.attends_self and _causal(mixer.mask)):
         return f"has mask {mixer.mask.name}; streaming needs a causal mask of distances (causal, sliding_window)"
     if mixer.mechanism.extra_channels:

@@ -16,9 +16,12 @@ checked against its own predicate. A mask's test instances come from its
 
 Every registered token mixer other than attention (entry points `andrea.mixers`) joins it too: each form it
 declares against the recurrence it writes on its own (`reference`), and decoding from its cache
-(andrea.testing.mixer_checks; `--andrea-mixers NAME` runs only its cells).
+(andrea.testing.mixer_checks; `--andrea-mixers NAME` runs only its cells). So does every selection of keys
+(entry points `andrea.attention_selections`): against dense attention over the keys it chose, through a cache, and
+keeping every key (andrea.testing.selection_checks).
 
-andrea's own parity matrix (tests/attention/test_parity.py, tests/mixers/test_parity.py) is this kit.
+andrea's own parity matrix (tests/attention/test_parity.py, tests/mixers/test_parity.py,
+tests/attention/test_selection_kit.py) is this kit.
 """
 
 from andrea.testing.checks import HEADS, make_qkv

@@ -6,6 +6,8 @@ declared. A pytest hook: the kit's conftest and andrea's own use it, and it prin
     token mixer   a row per mixer and mask, a column per form (parallel, chunked, recurrent; `own` for a mixer
                   with one), a character per check: float32 forward and backward and bfloat16 forward against
                   the mixer's recurrence, and decoding from an empty and from a prefilled cache
+    selection     a row per selection of keys and mask, a column per head configuration, a character per check:
+                  forward and backward against dense attention over the chosen keys, decoding, keeping every key
 
 The tables stay ~70 characters wide however many plugins are installed. A cell is recorded (`recorder`) before
 its check runs, so a failed check is drawn X and counted: each matrix's count equals pytest's own for its tests.
@@ -48,6 +50,12 @@ MIXERS = Matrix(
     ("mixer", "mask", "form"),
     ("float32 forward", "float32 backward", "bfloat16 forward", "decode empty", "decode prefilled"),
 )
+SELECTIONS = Matrix(
+    "selection parity matrix (each selection against dense attention over the keys it chose)",
+    "selection_cell",
+    ("selection", "mask", "heads"),
+    ("forward", "backward", "decode", "keeping every key"),
+)
 Cell = tuple[str, str, str, str]  # (row, row, column, variant)
 
 
@@ -65,7 +73,7 @@ def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
     if stash.get(PRINTED, False):  # a second conftest importing this hook
         return
     stash[PRINTED] = True
-    for matrix in (ATTENTION, MIXERS):
+    for matrix in (ATTENTION, MIXERS, SELECTIONS):
         reasons: dict[str, int] = {}
         cells = _cells(terminalreporter, matrix, reasons)
         if cells:

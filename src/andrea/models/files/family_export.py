@@ -31,7 +31,7 @@ GPT_FIELDS = ("vocab_size", "max_context", "n_layer", "d_model", "position", "ac
               "tie_embeddings", "embed_scale", "logit_softcap", "bias", "readout")  # fmt: skip
 DEFAULTS = {name: p.default for name, p in inspect.signature(GPT).parameters.items()}  # what a config leaves out
 LAYER_FIELDS = ("n_head", "kv_heads", "head_dim", "position", "rope_base", "rope_fraction", "rope_yarn",
-                "rope_interleaved", "temperature", "mechanism", "latent")  # fmt: skip
+                "rope_interleaved", "temperature", "mechanism", "latent", "selection")  # fmt: skip
 
 
 def fitting(config: dict[str, Any]) -> tuple[Family, dict[str, Any]] | None:
@@ -78,14 +78,17 @@ def _same_layer(a: LayerSpec, b: LayerSpec, context: int) -> bool:
 
 
 def _compared(spec: LayerSpec) -> dict[str, Any]:
-    """An attention layer's settings as the comparison reads them: the key/value heads, the rotated share and the
-    mechanism with their defaults written out."""
+    """An attention layer's settings as the comparison reads them: the key/value heads, the rotated share, the
+    mechanism and the selection with their defaults written out."""
     settings = dict(spec.settings)
     settings["kv_heads"] = settings.get("n_kv_head") or settings["n_head"]
     settings["rope_fraction"] = settings.get("rope_fraction") or 1.0  # null: the spec's default, all of it
     settings["rope_interleaved"] = bool(settings.get("rope_interleaved"))  # null: the halves
     mechanism = settings.get("mechanism")
     settings["mechanism"] = {"name": mechanism} if isinstance(mechanism, str) else mechanism or {"name": "softmax"}
+    selection = settings.get("selection")
+    selection = {"name": selection} if isinstance(selection, str) else selection or {"name": "none"}
+    settings["selection"] = None if selection.get("name") == "none" else selection  # the families choose none
     return settings
 
 

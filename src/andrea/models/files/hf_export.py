@@ -41,6 +41,7 @@ def does_not_fit(config: dict[str, Any]) -> str | None:
         "position": (config.get("position"), "learned"),
         "mechanism": (_name(attention.get("mechanism"), "softmax"), "softmax"),
         "mask": (_name(attention.get("mask"), "causal"), "causal"),
+        "selection": (_name(attention.get("selection"), "none"), "none"),
         "heads": ("mla" if attention.get("latent") else _kind(attention), "mha"),
         "layers": (",".join(sorted(set(layout))), "attention"),
         "model.net.kinds": (_kinds(config), ONE_KIND),

@@ -1,0 +1,62 @@
+"""The selection contract: which keys each query attends to, chosen from the data before attention runs.
+
+A layer's mask says which keys a query may see; a selection (`selection=` in a config: dsa, moba) then keeps
+some of them, from the queries, keys and input it reads, and attention runs over exactly those (the layer ANDs
+them with its mask as andrea.attention.masks.Selected, which every backend that reads a batch's mask follows):
+
+    selection(x, q, k, allowed, start, cache, points, documents) -> chosen (B, H or 1, T, S) bool
+        x (B, T, D) the layer's input; q (B, H, T, d), k (B, H_kv, S, d) what the backend will attend with (the
+        absorbed form's, with a latent cache: scores in either form are the same numbers); allowed (B or 1,
+        H or 1, T, S) what the mask lets each query see; start the position of x's first token; cache the
+        layer's KV cache (a selection keeps what it needs of past tokens there), or None; points the layer's
+        hook points (hook_selection_scores, hook_selected); documents (B, S) the document id of every key where
+        the mask packs documents (its params()), else None
+
+    selection.keep_every_key(length)   set itself to keep every key of sequences of `length` (the kit's check)
+
+A selection is built per layer, `cls(sizes, **settings)`: sizes the layer's (SelectionSizes), settings from the
+`selection` config group. What it returns outside the mask is dropped (the layer ANDs it with the mask). The
+conformance kit (andrea.testing.selection_checks) proves every registered selection, a plugin's too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from andrea.attention.kv_cache import KVCache
+from andrea.core.hook_points import HookPoint
+
+
+@dataclass(frozen=True)
+class SelectionSizes:
+    """What a layer tells its selection about itself."""
+
+    d_model: int
+    n_head: int
+    head_dim: int
+    rope: bool  # whether the layer turns its queries and keys with RoPE
+    rope_base: float
+    rope_dim: int | None  # latent attention's decoupled key width (heads=mla), else None
+    query_latent: Callable[[Tensor], Tensor] | None  # heads=mla's c_Q = RMSNorm(W_DQ x) (q_rank), else None
+    query_width: int  # the width of what query_latent gives, or d_model
+
+
+class Selection(nn.Module):
+    name: ClassVar[str]
+    shared_by_heads: ClassVar[bool]  # one choice for every head (DSA) or one a head (MoBA)
+    kit_settings: ClassVar[dict[str, Any]] = {}  # the conformance kit's small layer's (21 tokens): keys left out
+
+    def forward(
+        self, x: Tensor, q: Tensor, k: Tensor, allowed: Tensor, start: int, cache: KVCache | None,
+        points: Mapping[str, HookPoint], documents: Tensor | None = None,
+    ) -> Tensor:  # fmt: skip
+        raise NotImplementedError
+
+    def keep_every_key(self, length: int) -> None:
+        """Set itself to keep every key the mask allows in sequences of `length` (DSA: topk = length): the
+        conformance kit then holds the layer equal to dense attention."""
+        raise NotImplementedError(f"selection {self.name} does not say how it keeps every key: write keep_every_key")

@@ -1,0 +1,101 @@
+"""DeepSeek Sparse Attention (DSA; DeepSeek-AI, "DeepSeek-V3.2", 2025): a small "lightning indexer" scores every
+key a query may see, and attention runs over the `topk` best, the same keys for every head.
+
+    q^I_{t,j} = W_q^I c_t                   (B, T, H_I, d_I)  c_t the queries' latent c_Q (heads=mla with q_rank),
+                                                              else x_t; j = 1..H_I the indexer's heads
+    k^I_s = LayerNorm(W_k^I x_s)             (B, S, d_I)       one index key per token, shared by the heads; both
+                                                              turned by RoPE on their first rope_dim channels
+    w_{t,j} = (W_w x_t)_j / sqrt(H_I)        (B, T, H_I)       each indexer head's weight, from the token
+    I_{t,s} = Σ_j w_{t,j} ReLU(q^I_{t,j}·k^I_s / sqrt(d_I))            the index score, in float32
+    chosen_t = top-k_s I_{t,s} over the keys the mask lets t see (all of them where fewer than k; ties to the
+               earlier key)
+
+As transformers' DeepseekV32Indexer computes it (its eager path: no Hadamard rotation, no FP8), and fla-core's
+`naive_dsa_indexer` with w_{t,j} = (W_w x_t)_j / sqrt(H_I). The index keys join the layer's KV cache, d_I numbers a
+token. The choice is a top-k, with no gradient: the indexer learns only from a loss of its own (not built yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from andrea.attention.kv_cache import KVCache
+from andrea.attention.positions import Rotary
+from andrea.attention.selection.base import Selection, SelectionSizes
+from andrea.core.hook_points import HookPoint
+from andrea.utils.rules import POSITIVE, enforce, integer, optional
+
+SETTINGS = {"topk": POSITIVE, "index_heads": POSITIVE, "index_head_dim": POSITIVE, "rope_dim": optional(integer(0))}
+INDEX_KEYS = "dsa_index_keys"  # what the KV cache keeps of each token for the indexer
+NORM_EPS = 1e-6  # the index keys' LayerNorm (DeepSeek-V3.2's)
+
+
+class DSA(Selection):
+    name = "dsa"
+    shared_by_heads = True
+    kit_settings: ClassVar[dict[str, Any]] = {"topk": 5, "index_heads": 2, "index_head_dim": 8}
+
+    def __init__(
+        self, sizes: SelectionSizes, *, topk: int = 64, index_heads: int = 4, index_head_dim: int = 32,
+        rope_dim: int | None = None,
+    ) -> None:  # fmt: skip
+        """rope_dim: the index heads' channels RoPE turns, null: latent attention's d_R (heads.latent.rope_dim)
+        under heads=mla, else half of index_head_dim (DeepSeek-V3.2 turns 64 of 128); none without RoPE."""
+        super().__init__()
+        enforce(SETTINGS, dict(topk=topk, index_heads=index_heads, index_head_dim=index_head_dim,
+                               rope_dim=rope_dim), "selection.")  # fmt: skip
+        self.topk, self.index_heads, self.index_head_dim = topk, index_heads, index_head_dim
+        self.query_latent = sizes.query_latent
+        self.q_proj = nn.Linear(sizes.query_width, index_heads * index_head_dim, bias=False)  # W_q^I (wq_b)
+        self.k_proj = nn.Linear(sizes.d_model, index_head_dim, bias=False)  # W_k^I (wk)
+        self.k_norm = nn.LayerNorm(index_head_dim, eps=NORM_EPS)
+        self.weights_proj = nn.Linear(sizes.d_model, index_heads, bias=False)  # W_w
+        turned = rope_dim if rope_dim is not None else sizes.rope_dim or index_head_dim // 2
+        if sizes.rope and (not 0 < turned <= index_head_dim or turned % 2):
+            raise ValueError(
+                f"selection.rope_dim={turned} must be even and between 1 and selection.index_head_dim="
+                f"{index_head_dim}: RoPE turns the index heads' first channels in pairs"
+            )
+        self.rotary = Rotary(index_head_dim, sizes.rope_base, fraction=turned / index_head_dim) if sizes.rope else None
+
+    def forward(
+        self, x: Tensor, q: Tensor, k: Tensor, allowed: Tensor, start: int, cache: KVCache | None,
+        points: Mapping[str, HookPoint], documents: Tensor | None = None,
+    ) -> Tensor:  # fmt: skip
+        """The top-k keys of each query by the index score: (B, 1, T, S)."""
+        del q, k, documents  # the indexer reads the input; the mask keeps each query within its document
+        scores = points["hook_selection_scores"](self.scores(x, start, cache))  # (B, T, S)
+        visible = allowed.any(dim=1)  # (B or 1, T, S): a key some head may see
+        scores = scores.masked_fill(~visible, float("-inf"))
+        # the top k, ties to the earlier key (a stable sort): a key at 0 (every ReLU shut) ties often, and a choice
+        # among ties that moved with the number of keys would make cached decoding differ from the full pass
+        ranked = scores.sort(dim=-1, descending=True, stable=True)
+        keep = min(self.topk, scores.shape[-1])
+        top_values, top_indices = ranked.values[..., :keep], ranked.indices[..., :keep]
+        chosen = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, top_indices, top_values > float("-inf"))
+        return chosen.unsqueeze(1) & allowed  # (B, 1 or H, T, S)
+
+    def scores(self, x: Tensor, start: int, cache: KVCache | None) -> Tensor:
+        """x (B, T, D) at positions start.. -> the index scores I (B, T, S) over every key, the cached ones too."""
+        B, T, _ = x.shape
+        source = x if self.query_latent is None else self.query_latent(x)
+        q = self.q_proj(source).view(B, T, self.index_heads, self.index_head_dim).transpose(1, 2)  # (B, H_I, T, d_I)
+        k = self.k_norm(self.k_proj(x)).unsqueeze(1)  # (B, 1, T, d_I)
+        if self.rotary is not None:
+            q, k = self.rotary(q, start), self.rotary(k, start)
+        if cache is not None:
+            k = cache.extend_side(INDEX_KEYS, k)  # (B, 1, S, d_I)
+        dots = F.relu(q.float() @ k.float().transpose(-1, -2) / self.index_head_dim**0.5)  # (B, H_I, T, S)
+        weights = self.weights_proj(x).float() / self.index_heads**0.5  # (B, T, H_I)
+        return torch.einsum("bjts,btj->bts", dots, weights)
+
+    def keep_every_key(self, length: int) -> None:
+        self.topk = length
+
+    def extra_repr(self) -> str:
+        return f"topk={self.topk}, index_heads={self.index_heads}, index_head_dim={self.index_head_dim}"

@@ -1,0 +1,96 @@
+"""Mixture of Block Attention (MoBA; Lu et al., Moonshot AI, 2025): the keys are cut into blocks of `block_size`,
+and each query attends to its own block and to the past blocks whose mean key it scores highest, each head for
+itself.
+
+    block b = the keys at positions b·c .. (b+1)·c - 1           c = block_size, from position 0 (or each document's)
+    K̄_b^h = mean of block b's keys of head h                     kept at the block's first position: (B, H, S, d)
+    g_{t,b}^h = q_t^h · K̄_b^h                                    (B, H, T, S): the gate, unscaled, in float32
+    chosen_t^h = t's own block, and the top (topk_blocks - 1) blocks by g among those every key of which the
+                 mask lets t see (a block wholly in its past, under causal)
+
+The own block is counted in `topk_blocks`, as MoBA's `moba_topk` counts it, and read under the mask (causal inside
+it). Attention then runs over the chosen blocks' keys in one softmax, as MoBA's reference computes it. Where the
+mask packs documents, the blocks restart at each document's first token, as MoBA's varlen kernels number them (so
+no gate ever averages another document's keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from andrea.attention.kv_cache import KVCache
+from andrea.attention.selection.base import Selection, SelectionSizes
+from andrea.core.hook_points import HookPoint
+from andrea.utils.rules import POSITIVE, enforce
+
+SETTINGS = {"block_size": POSITIVE, "topk_blocks": POSITIVE}
+
+
+class MoBA(Selection):
+    name = "moba"
+    shared_by_heads = False
+    kit_settings: ClassVar[dict[str, Any]] = {"block_size": 4, "topk_blocks": 2}
+
+    def __init__(self, sizes: SelectionSizes, *, block_size: int = 64, topk_blocks: int = 3) -> None:
+        super().__init__()
+        del sizes  # MoBA reads the queries and keys attention will use
+        enforce(SETTINGS, dict(block_size=block_size, topk_blocks=topk_blocks), "selection.")
+        self.block_size, self.topk_blocks = block_size, topk_blocks
+
+    def forward(
+        self, x: Tensor, q: Tensor, k: Tensor, allowed: Tensor, start: int, cache: KVCache | None,
+        points: Mapping[str, HookPoint], documents: Tensor | None = None,
+    ) -> Tensor:  # fmt: skip
+        """Each query's own block and its top blocks by the gate: (B, H, T, S)."""
+        del x, cache  # the gate reads q and k; the cache holds k already
+        B, H, T, _ = q.shape
+        S = k.shape[2]
+        first = self._block_starts(S, documents, q.device)  # (B or 1, S): where each key's block begins
+        slots = first.unsqueeze(1).unsqueeze(1)  # (B or 1, 1, 1, S): a block's keys share its first position
+        sizes = torch.zeros_like(first).scatter_add(-1, first, torch.ones_like(first))  # (B or 1, S): keys a block
+        means = self._mean_keys(k, H, first, sizes)  # (B, H, S, d): at each block's first position
+        gates = points["hook_selection_scores"](q.float() @ means.transpose(-1, -2))  # (B, H, T, S)
+        seen = torch.zeros_like(allowed, dtype=torch.long).scatter_add(-1, slots.expand_as(allowed), allowed.long())
+        own = first[:, start : start + T].view(first.shape[0], 1, T, 1)  # (B or 1, 1, T, 1): t's own block
+        positions = torch.arange(S, device=q.device)
+        whole = (first == positions).view(-1, 1, 1, S) & (seen == sizes.view(-1, 1, 1, S)) & (positions != own)
+        gates = gates.masked_fill(~whole, float("-inf"))  # a block every key of which t may see, not its own
+        picked = positions == own  # (B or 1, 1, T, S): t's own block's slot
+        if self.topk_blocks > 1:  # a pick at -inf: fewer wholly visible blocks than asked for
+            top = gates.topk(min(self.topk_blocks - 1, S), dim=-1)
+            picked = picked | torch.zeros_like(gates, dtype=torch.bool).scatter(-1, top.indices, top.values > -1e38)
+        picked = picked.expand(B, H, T, S)
+        return picked.gather(-1, slots.expand(B, H, T, S)) & allowed  # key s: is its block's slot picked
+
+    def _block_starts(self, S: int, documents: Tensor | None, device: torch.device) -> Tensor:
+        """(B or 1, S): the position of the first key of each key's block, blocks of block_size from position 0, or
+        from each document's first position where the mask packs documents."""
+        positions = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
+        if documents is None:
+            opens = torch.zeros_like(positions)
+        else:  # a document opens where its id differs from the key before
+            ids = documents[:, :S].to(device)
+            new = torch.ones_like(ids, dtype=torch.bool)
+            new[:, 1:] = ids[:, 1:] != ids[:, :-1]
+            opens = torch.where(new, positions, 0).cummax(dim=-1).values
+        return opens + (positions - opens) // self.block_size * self.block_size
+
+    @staticmethod
+    def _mean_keys(k: Tensor, n_head: int, first: Tensor, sizes: Tensor) -> Tensor:
+        """k (B, H_kv, S, d) -> each block's mean key at its first position, zeros elsewhere (B, H, S, d), in
+        float32, a key head's for each of its query heads."""
+        B, H_kv, S, d = k.shape
+        slots = first.view(first.shape[0], 1, S, 1).expand(B, H_kv, S, d)
+        sums = torch.zeros(B, H_kv, S, d, device=k.device).scatter_add(2, slots, k.float())
+        means = sums / sizes.clamp(min=1).view(-1, 1, S, 1)
+        return means.repeat_interleave(n_head // H_kv, dim=1)
+
+    def keep_every_key(self, length: int) -> None:
+        self.topk_blocks = -(-length // self.block_size)
+
+    def extra_repr(self) -> str:
+        return f"block_size={self.block_size}, topk_blocks={self.topk_blocks}"
