@@ -266,3 +266,27 @@ def test_a_layer_pattern_mixes_a_selection_with_dense_layers_and_a_file_carries_
     loaded, loaded_config = load(path)
     assert loaded_config["kinds"]["sparse"]["selection"] == dsa
     torch.testing.assert_close(loaded.eval()(tokens), net(tokens))
+
+
+@pytest.mark.parametrize(
+    "selection", [["selection=dsa", "selection.topk=4"], ["selection=moba", "selection.block_size=4"]]
+)
+def test_a_selection_trains_draws_its_maps_and_samples_with_its_cache_as_without(tmp_path, selection):
+    """From the command line's config: 3 steps, the attention maps drawn from the weights the heads used, a KV cache
+    that counts DSA's index keys, and 12 greedy tokens the same whether the cache serves them or not."""
+    from andrea.models.files.load import load_any
+    from andrea.models.generate import generate
+    from andrea.models.network import network
+    from andrea.train.pipeline import train
+    from tests.compose import QUICK, compose_train
+
+    result = train(compose_train(tmp_path, [*QUICK, *selection, "position=rope", "trainer.max_steps=3"]))
+    assert result.status == "completed" and result.global_step == 3
+    assert list((tmp_path / "attention_maps").glob("*.png"))
+    module = load_any(tmp_path / "checkpoints" / "last.ckpt", "cpu")[0]
+    mixer = network(module).mixers[0]
+    width = 2 * mixer.heads.n_kv_head * mixer.head_dim + (32 if selection[0] == "selection=dsa" else 0)
+    assert mixer.cache_width() == width
+    prompt = torch.tensor([[1, 2, 3]])
+    cached, recomputed = (generate(module, prompt, 12, top_k=1, use_cache=use) for use in (True, False))
+    assert torch.equal(cached, recomputed)

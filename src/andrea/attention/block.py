@@ -277,8 +277,9 @@ class MultiHeadSelfAttention(nn.Module):
         return self.inputs.kind
 
     def cache_width(self) -> int:
-        """Numbers the KV cache keeps per token for this layer: 2·H_kv·d, or latent attention's r + d_R."""
-        return self.inputs.cache_width()
+        """Numbers the KV cache keeps per token for this layer: 2·H_kv·d, or latent attention's r + d_R, and what a
+        selection keeps beside them (DSA's index key, d_I)."""
+        return self.inputs.cache_width() + (0 if self.selection is None else self.selection.cache_width)
 
     def cache_size(self) -> CacheSize:
         """What this layer's cache keeps for a sequence (the token-mixer interface, andrea.mixers.base)."""

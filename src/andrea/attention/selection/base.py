@@ -49,6 +49,7 @@ class Selection(nn.Module):
     name: ClassVar[str]
     shared_by_heads: ClassVar[bool]  # one choice for every head (DSA) or one a head (MoBA)
     kit_settings: ClassVar[dict[str, Any]] = {}  # the conformance kit's small layer's (21 tokens): keys left out
+    cache_width: int = 0  # numbers it keeps in the KV cache a token (DSA's index key)
 
     def forward(
         self, x: Tensor, q: Tensor, k: Tensor, allowed: Tensor, start: int, cache: KVCache | None,

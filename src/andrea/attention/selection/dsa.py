@@ -50,6 +50,7 @@ class DSA(Selection):
         enforce(SETTINGS, dict(topk=topk, index_heads=index_heads, index_head_dim=index_head_dim,
                                rope_dim=rope_dim), "selection.")  # fmt: skip
         self.topk, self.index_heads, self.index_head_dim = topk, index_heads, index_head_dim
+        self.cache_width = index_head_dim  # the index key of each token
         self.query_latent = sizes.query_latent
         self.q_proj = nn.Linear(sizes.query_width, index_heads * index_head_dim, bias=False)  # W_q^I (wq_b)
         self.k_proj = nn.Linear(sizes.d_model, index_head_dim, bias=False)  # W_k^I (wk)
