@@ -285,6 +285,7 @@ def test_a_selection_trains_draws_its_maps_and_samples_with_its_cache_as_without
     assert list((tmp_path / "attention_maps").glob("*.png"))
     module = load_any(tmp_path / "checkpoints" / "last.ckpt", "cpu")[0]
     mixer = network(module).mixers[0]
+    assert isinstance(mixer, MultiHeadSelfAttention)
     width = 2 * mixer.heads.n_kv_head * mixer.head_dim + (32 if selection[0] == "selection=dsa" else 0)
     assert mixer.cache_width() == width
     prompt = torch.tensor([[1, 2, 3]])
