@@ -291,3 +291,76 @@ def test_a_selection_trains_draws_its_maps_and_samples_with_its_cache_as_without
     prompt = torch.tensor([[1, 2, 3]])
     cached, recomputed = (generate(module, prompt, 12, top_k=1, use_cache=use) for use in (True, False))
     assert torch.equal(cached, recomputed)
+
+
+def _kl_by_hand(weights, scores, keys):
+    """Σ_s p log(p / q) over each query's attended keys, the mean over queries: p the weights summed over the heads
+    and normalised, q the softmax of the index scores over the same keys."""
+    total, rows = 0.0, 0
+    for b in range(weights.shape[0]):
+        for t in range(weights.shape[2]):
+            attended = torch.nonzero(keys[b, t]).flatten()
+            p = weights[b, :, t, attended].sum(0)
+            p = p / p.sum()
+            q = torch.softmax(scores[b, t, attended], dim=0)
+            total, rows = total + float((p * (p / q).log()).sum()), rows + 1
+    return total / rows
+
+
+@pytest.mark.parametrize("train_indexer", ["sparse", "dense"])
+def test_the_indexer_s_own_loss_is_the_kl_from_the_heads_summed_attention(train_indexer):
+    """DeepSeek-V3.2's indexer loss, by hand: over the chosen keys (sparse) or every key the mask allows (dense,
+    where attention reads every key too)."""
+    block = dsa_block(train_indexer=train_indexer)
+    seen: dict[str, torch.Tensor] = {}
+    for name in ("hook_selection_scores", "hook_selected"):
+        block.points[name].add(lambda value, point: seen.__setitem__(point.name, value.detach()))
+    x = torch.randn(2, T, D, dtype=torch.float64)
+    weights = block(x, return_weights=True)[1]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    keys = causal.expand(2, T, T) if train_indexer == "dense" else seen["hook_selected"][:, 0] & causal
+    assert ((weights > 0).any(1) == keys).all()  # attention read exactly those keys
+    expected = _kl_by_hand(weights.double(), seen["hook_selection_scores"].double(), keys)
+    assert block.selection.own_loss is not None
+    assert abs(float(block.selection.own_loss) - expected) < 1e-5  # the loss in float32, as the scores
+
+
+def test_the_indexer_learns_from_its_own_loss_alone_and_attention_from_the_task_s():
+    """The sparse stage: the indexer's input is detached and its choice has no gradient, so the task's loss moves
+    no index weight and the indexer's loss moves nothing else."""
+    block = dsa_block()
+    x = torch.randn(2, T, D, dtype=torch.float64, requires_grad=True)
+    out = block(x)[0]
+    own = block.selection.own_loss
+    indexer = [p for name, p in block.named_parameters() if name.startswith("selection.")]
+    rest = [p for name, p in block.named_parameters() if not name.startswith("selection.")]
+    task_grads = torch.autograd.grad(out.square().sum(), [*indexer, *rest, x], allow_unused=True, retain_graph=True)
+    own_grads = torch.autograd.grad(own, [*indexer, *rest, x], allow_unused=True)
+    assert all(g is None for g in task_grads[: len(indexer)]) and all(g is not None for g in task_grads[len(indexer) :])
+    assert all(g is not None for g in own_grads[: len(indexer)]) and all(g is None for g in own_grads[len(indexer) :])
+
+
+def test_the_dense_warm_up_trains_the_indexers_alone_and_their_kl_falls():
+    """train_indexer=dense in a network: every weight but the indexers' frozen (andrea.core.own_loss); 60 Adam
+    steps on the KL alone, on one batch, more than halve it."""
+    from andrea.core.own_loss import freeze_the_rest, own_losses
+    from andrea.models.gpt import GPT
+
+    torch.manual_seed(0)
+    selection = {"name": "dsa", "topk": 4, "index_heads": 4, "index_head_dim": 16, "train_indexer": "dense"}
+    net = GPT(vocab_size=32, max_context=24, n_layer=2, d_model=32, position="rope",
+              attention={"n_head": 4, "backend": "eager", "selection": selection})  # fmt: skip
+    frozen = freeze_the_rest(net)
+    trained = [name for name, p in net.named_parameters() if p.requires_grad]
+    assert trained and all(".selection." in name for name in trained) and set(trained).isdisjoint(frozen)
+    optimizer = torch.optim.Adam([p for p in net.parameters() if p.requires_grad], lr=1e-2)
+    tokens = torch.randint(0, 32, (4, 24))
+    losses = []
+    for _ in range(60):
+        net(tokens)
+        loss = sum(own_losses(net))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    assert losses[-1] < losses[0] / 2, losses[::10]

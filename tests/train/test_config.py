@@ -396,6 +396,10 @@ REJECTED = [
         "heads' first channels in pairs",
     ),
     (
+        ["selection=dsa", "selection.train_indexer=warm"],
+        "selection.train_indexer='warm' must be one of sparse, dense, none",
+    ),
+    (
         ["selection=dsa", "+selection.block_size=4"],
         "selection.block_size is not a setting of selection; drop the override, or check its spelling",
     ),

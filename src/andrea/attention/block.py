@@ -144,6 +144,7 @@ class MultiHeadSelfAttention(nn.Module):
             rope_base=spec.rope_base, rope_dim=None if latent is None else latent.rope_dim,
             query_latent=None if latent is None or q_down is None else latent.query_latent,
             query_width=spec.d_model if q_down is None else q_down.out_features,
+            scale=self.inputs.scale or self.mechanism.scale() or 1.0 / math.sqrt(self.head_dim),
         )  # fmt: skip
 
     @property

@@ -43,6 +43,7 @@ class SelectionSizes:
     rope_dim: int | None  # latent attention's decoupled key width (heads=mla), else None
     query_latent: Callable[[Tensor], Tensor] | None  # heads=mla's c_Q = RMSNorm(W_DQ x) (q_rank), else None
     query_width: int  # the width of what query_latent gives, or d_model
+    scale: float  # the layer's attention scale (q·k · scale): what a selection's own loss reads the heads with
 
 
 class Selection(nn.Module):

@@ -12,7 +12,17 @@ key a query may see, and attention runs over the `topk` best, the same keys for 
 
 As transformers' DeepseekV32Indexer computes it (its eager path: no Hadamard rotation, no FP8), and fla-core's
 `naive_dsa_indexer` with w_{t,j} = (W_w x_t)_j / sqrt(H_I). The index keys join the layer's KV cache, d_I numbers a
-token. The choice is a top-k, with no gradient: the indexer learns only from a loss of its own (not built yet).
+token.
+
+The choice is a top-k, with no gradient: the indexer learns from a loss of its own, as DeepSeek-V3.2 (§2.1) trains
+it (`train_indexer`), the KL divergence from the heads' attention, summed over the heads and normalised over the
+keys, p_t, to softmax(I_t), in training (the mean over queries, andrea.core.own_loss):
+
+    sparse   attention over the chosen keys; the KL over them; the indexer's input detached, so the indexer
+             learns from this loss alone and the rest of the model from the task's (the paper's sparse stage)
+    dense    attention over every key the mask allows; the KL over them; every weight but the indexers' frozen
+             (the paper's dense warm-up, from a trained dense model)
+    none     the indexer learns nothing: its choice from the weights it has
 """
 
 from __future__ import annotations
@@ -28,9 +38,11 @@ from andrea.attention.kv_cache import KVCache
 from andrea.attention.positions import Rotary
 from andrea.attention.selection.base import Selection, SelectionSizes
 from andrea.core.hook_points import HookPoint
-from andrea.utils.rules import POSITIVE, enforce, integer, optional
+from andrea.utils.rules import POSITIVE, enforce, integer, one_of, optional
 
-SETTINGS = {"topk": POSITIVE, "index_heads": POSITIVE, "index_head_dim": POSITIVE, "rope_dim": optional(integer(0))}
+TRAINING = ("sparse", "dense", "none")  # selection.train_indexer
+SETTINGS = {"topk": POSITIVE, "index_heads": POSITIVE, "index_head_dim": POSITIVE, "rope_dim": optional(integer(0)),
+            "train_indexer": one_of(*TRAINING)}  # fmt: skip
 INDEX_KEYS = "dsa_index_keys"  # what the KV cache keeps of each token for the indexer
 NORM_EPS = 1e-6  # the index keys' LayerNorm (DeepSeek-V3.2's)
 
@@ -42,14 +54,17 @@ class DSA(Selection):
 
     def __init__(
         self, sizes: SelectionSizes, *, topk: int = 64, index_heads: int = 4, index_head_dim: int = 32,
-        rope_dim: int | None = None,
+        rope_dim: int | None = None, train_indexer: str = "sparse",
     ) -> None:  # fmt: skip
         """rope_dim: the index heads' channels RoPE turns, null: latent attention's d_R (heads.latent.rope_dim)
         under heads=mla, else half of index_head_dim (DeepSeek-V3.2 turns 64 of 128); none without RoPE."""
         super().__init__()
         enforce(SETTINGS, dict(topk=topk, index_heads=index_heads, index_head_dim=index_head_dim,
-                               rope_dim=rope_dim), "selection.")  # fmt: skip
+                               rope_dim=rope_dim, train_indexer=train_indexer), "selection.")  # fmt: skip
         self.topk, self.index_heads, self.index_head_dim = topk, index_heads, index_head_dim
+        self.train_indexer, self.scale = train_indexer, sizes.scale
+        self.own_loss: Tensor | None = None  # the indexer's KL of the last forward pass in training
+        self.freezes_the_rest = train_indexer == "dense"  # the warm-up trains the indexers alone
         self.cache_width = index_head_dim  # the index key of each token
         self.query_latent = sizes.query_latent
         self.q_proj = nn.Linear(sizes.query_width, index_heads * index_head_dim, bias=False)  # W_q^I (wq_b)
@@ -68,9 +83,10 @@ class DSA(Selection):
         self, x: Tensor, q: Tensor, k: Tensor, allowed: Tensor, start: int, cache: KVCache | None,
         points: Mapping[str, HookPoint], documents: Tensor | None = None,
     ) -> Tensor:  # fmt: skip
-        """The top-k keys of each query by the index score: (B, 1, T, S)."""
-        del q, k, documents  # the indexer reads the input; the mask keeps each query within its document
-        scores = points["hook_selection_scores"](self.scores(x, start, cache))  # (B, T, S)
+        """The top-k keys of each query by the index score: (B, 1, T, S); with train_indexer=dense, every key."""
+        del documents  # the mask keeps each query within its document
+        learns = self.training and self.train_indexer != "none" and torch.is_grad_enabled()
+        scores = points["hook_selection_scores"](self.scores(x, start, cache, detached=learns))  # (B, T, S)
         visible = allowed.any(dim=1)  # (B or 1, T, S): a key some head may see
         scores = scores.masked_fill(~visible, float("-inf"))
         # the top k, ties to the earlier key (a stable sort): a key at 0 (every ReLU shut) ties often, and a choice
@@ -79,12 +95,31 @@ class DSA(Selection):
         keep = min(self.topk, scores.shape[-1])
         top_values, top_indices = ranked.values[..., :keep], ranked.indices[..., :keep]
         chosen = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, top_indices, top_values > float("-inf"))
-        return chosen.unsqueeze(1) & allowed  # (B, 1 or H, T, S)
+        chosen = allowed if self.train_indexer == "dense" else chosen.unsqueeze(1) & allowed  # (B, 1 or H, T, S)
+        self.own_loss = self._divergence(q.detach(), k.detach(), chosen, scores) if learns else None
+        return chosen
 
-    def scores(self, x: Tensor, start: int, cache: KVCache | None) -> Tensor:
-        """x (B, T, D) at positions start.. -> the index scores I (B, T, S) over every key, the cached ones too."""
+    def _divergence(self, q: Tensor, k: Tensor, keys: Tensor, scores: Tensor) -> Tensor:
+        """KL(p_t || softmax(I_t)) over the attended keys, the mean over the queries that have one: p_t the heads'
+        softmax weights q·k · scale summed over the heads and normalised over the keys (float32, no gradient)."""
+        H = q.shape[1]
+        logits = q.float() @ k.float().repeat_interleave(H // k.shape[1], dim=1).transpose(-1, -2) * self.scale
+        weights = torch.softmax(logits.masked_fill(~keys, float("-inf")), dim=-1).nan_to_num(0.0)  # (B, H, T, S)
+        p = weights.sum(dim=1)  # (B, T, S)
+        rows = p.sum(dim=-1) > 0  # a query that attends to a key
+        p = p / p.sum(dim=-1, keepdim=True).clamp(min=1e-30)
+        attended = keys.any(dim=1)  # (B, T, S)
+        log_index = torch.log_softmax(scores.masked_fill(~attended, float("-inf")), dim=-1)
+        terms = torch.where(p > 0, p * (p.clamp(min=1e-30).log() - log_index), 0.0)  # 0 · log 0 = 0
+        return terms.sum(dim=-1)[rows].mean() if rows.any() else scores.new_zeros(()).requires_grad_()
+
+    def scores(self, x: Tensor, start: int, cache: KVCache | None, detached: bool = False) -> Tensor:
+        """x (B, T, D) at positions start.. -> the index scores I (B, T, S) over every key, the cached ones too;
+        `detached`: from the indexer's inputs (x, c_Q) cut from the graph, so its loss reaches its own weights only."""
         B, T, _ = x.shape
         source = x if self.query_latent is None else self.query_latent(x)
+        if detached:
+            x, source = x.detach(), source.detach()
         q = self.q_proj(source).view(B, T, self.index_heads, self.index_head_dim).transpose(1, 2)  # (B, H_I, T, d_I)
         k = self.k_norm(self.k_proj(x)).unsqueeze(1)  # (B, 1, T, d_I)
         if self.rotary is not None:

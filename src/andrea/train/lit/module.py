@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from torch import Tensor, nn
 
+from andrea.core.own_loss import freeze_the_rest, own_losses
 from andrea.data.catalog import CHECKPOINT_TASK_KEY, task_record
 from andrea.data.tasks import IGNORE_INDEX
 from andrea.lens.interventions import install, parse_heads
@@ -66,6 +67,7 @@ class LanguageModelModule(L.LightningModule):
         self.nonfinite, self.skipped_steps = nonfinite, 0
         self.step_metrics = StepMetrics()
         self.net = net
+        self.frozen = freeze_the_rest(net)  # a part that learns alone for a while (DSA's dense warm-up)
         self.finite_watch = FiniteWatch(net)  # names the layer where a non-finite loss began
         if ablate:
             zeroed = parse_heads(ablate, *heads_shape(network(net)), key="model.ablate")
@@ -105,9 +107,12 @@ class LanguageModelModule(L.LightningModule):
         # and for RunStats' curves and summary alike
         global_loss = self.trainer.strategy.reduce(loss.detach(), reduce_op="mean")
         self.step_metrics.add(self.global_step, global_loss, hits, scored)
+        own = own_losses(self.net)  # the parts' losses of their own (DSA's indexers): added, logged beside
         if logs_now(self.global_step, log_every_n_steps(self.trainer)):
             self.flush_step_metrics()
-        return {"loss": loss, "global_loss": global_loss}
+            if own:
+                self.log("train/own_loss", torch.stack([part.detach() for part in own]).mean())
+        return {"loss": loss + sum(own) if own else loss, "global_loss": global_loss}
 
     def on_train_epoch_start(self) -> None:
         self.step_metrics.new_epoch()  # a resumed epoch starts here
