@@ -28,6 +28,7 @@ NOT_PYTHON = {
     "andrea.attention_backends": "an entry-point group",
     "andrea.attention_masks": "an entry-point group",
     "andrea.attention_mechanisms": "an entry-point group",
+    "andrea.attention_selections": "an entry-point group",
     "andrea.class_default": "a config resolver (${andrea.class_default:})",
     "andrea.longest_row": "a config resolver (${andrea.longest_row:${data}})",
     "andrea.conf": "the configs' package, and an entry-point group",

@@ -220,9 +220,10 @@ def test_moba_is_its_paper_s_equations(block_size, topk_blocks, n_kv_head, docum
 
 @pytest.mark.parametrize("selection", ["dsa", "moba"])
 def test_a_selection_that_keeps_every_key_is_dense_attention(selection):
-    """DSA with topk = T, MoBA with as many blocks as the sequence has: the layer without a selection, forward
-    and backward, on the same weights."""
-    sparse = dsa_block(topk=T) if selection == "dsa" else moba_block(4, T)
+    """DSA with topk = T, MoBA with as many blocks as the sequence has (`keep_every_key`): the layer without a
+    selection, forward and backward, on the same weights."""
+    sparse = dsa_block() if selection == "dsa" else moba_block()
+    sparse.selection.keep_every_key(T)
     dense = dsa_block() if selection == "dsa" else moba_block()
     dense.selection = None
     dense.load_state_dict(sparse.state_dict(), strict=False)
@@ -236,8 +237,8 @@ def test_a_selection_that_keeps_every_key_is_dense_attention(selection):
 
 
 def test_a_selection_chooses_fewer_keys_than_the_mask_allows():
-    """With topk 5 of 16 keys, the weights of the last query are nonzero at exactly 5 keys, every one it may see;
-    MoBA with 3 blocks of 4 at most 12."""
+    """With topk 5 of 16 keys, no head of the last query weighs more than 5 keys, and every head some; MoBA with 3
+    blocks of 4 at most 12; each row still sums to 1."""
     x = torch.randn(1, T, D, dtype=torch.float64)
     for block, most in ((dsa_block(), TOPK), (moba_block(4, 3), 12)):
         weights = block(x, return_weights=True)[1]
@@ -364,3 +365,12 @@ def test_the_dense_warm_up_trains_the_indexers_alone_and_their_kl_falls():
         optimizer.step()
         losses.append(float(loss))
     assert losses[-1] < losses[0] / 2, losses[::10]
+
+
+def test_an_indexer_that_learns_nothing_keeps_no_loss_and_waits_for_no_gradient():
+    """train_indexer=none: no own loss, and its weights frozen (a weight that never gets a gradient stops DDP)."""
+    block = dsa_block(train_indexer="none")
+    block(torch.randn(2, T, D, dtype=torch.float64))
+    assert block.selection.own_loss is None
+    assert not any(p.requires_grad for p in block.selection.parameters())
+    assert all(p.requires_grad for name, p in block.named_parameters() if not name.startswith("selection."))

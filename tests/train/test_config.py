@@ -396,6 +396,21 @@ REJECTED = [
         "heads' first channels in pairs",
     ),
     (
+        ["selection=dsa", "selection.topk=64"],
+        "selection.topk=64 keeps every key of the context (model.net.max_context=32): attention would be dense; give "
+        "a topk below 32, or selection=none",
+    ),
+    (
+        ["selection=moba", "selection.block_size=16"],
+        "selection.topk_blocks=2 blocks of selection.block_size=16 cover the context (model.net.max_context=32): "
+        "attention would be causal attention; give fewer or smaller blocks, or selection=none",
+    ),
+    (
+        ["selection=dsa", "mechanism=sigmoid"],
+        "selection.train_indexer=sparse trains the indexer toward the heads' softmax(q·k · scale), which "
+        "mechanism=sigmoid does not compute; use a softmax mechanism without ALiBi, or selection.train_indexer=none",
+    ),
+    (
         ["selection=dsa", "selection.train_indexer=warm"],
         "selection.train_indexer='warm' must be one of sparse, dense, none",
     ),

@@ -145,7 +145,15 @@ class MultiHeadSelfAttention(nn.Module):
             query_latent=None if latent is None or q_down is None else latent.query_latent,
             query_width=spec.d_model if q_down is None else q_down.out_features,
             scale=self.inputs.scale or self.mechanism.scale() or 1.0 / math.sqrt(self.head_dim),
+            max_context=spec.max_context, scores_problem=self._scores_problem(),
         )  # fmt: skip
+
+    def _scores_problem(self) -> str | None:
+        """Why this layer's weights are not softmax(q·k · scale), or None: what a selection that learns from them
+        (DSA's indexer) asks."""
+        if self.mechanism.kernel != "softmax":
+            return f"mechanism={self.mechanism.name}"
+        return "position=alibi" if self.score_mod is not None else None
 
     @property
     def inputs(self) -> FusedQKV | LatentAttention:

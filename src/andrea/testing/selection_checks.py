@@ -6,12 +6,16 @@
               selection chose (read at hook_selected) ANDed with the mask: attention over exactly those keys
     decode    a prefill of PREFILL tokens, then one token at a time through the layer's cache: the full pass's
               outputs (what a selection keeps of past tokens, it keeps in the cache)
-    covering  the selection set to keep every key (`keep_every_key(T)`): the layer without it, forward
+    covering  the selection set to keep every key (`keep_every_key(T)`): the layer without it, forward (causal and
+              packed documents: a window shows a block in part, and MoBA takes whole blocks only)
 
-Masks: causal, and causal with three packed documents; heads: MHA, and latent heads with a query latent (what
-DSA's indexer reads). A chosen key outside the mask fails nothing (the layer drops it); a query that keeps no key
-its mask allows does, in `parity` (no row may be empty where the mask left keys), as does one that leaves no key out
-at all (its `kit_settings`, the settings the kit builds it with, should make it leave some out).
+Masks: causal, causal with three packed documents, and a causal window of 6 (whose cache drops the keys behind it);
+heads: MHA, GQA, and latent heads with a query latent (what DSA's indexer reads). A chosen key outside the mask
+fails nothing (the layer drops it); a query that keeps no key its mask allows does, in `parity` (no row may be
+empty where the mask left keys), as does one that leaves no key out at all (its `kit_settings`, the settings the
+kit builds it with, should make it leave some out). The cells prove the layer attends to exactly the keys the
+selection chose; that it chooses the keys its paper does is each selection's own test (DSA against transformers'
+DeepSeek-V3.2 and fla-core, MoBA against its equations: tests/attention/test_selection.py).
 """
 
 from __future__ import annotations
@@ -28,11 +32,15 @@ from andrea.attention.masks.selected import Selected
 from andrea.attention.registry import selection_registry
 
 B, T, D, H, PREFILL = 2, 21, 32, 4, 13
-MASKS: dict[str, Mask | None] = {
-    "causal": None,  # the layer's own
-    "document": Document(torch.tensor([[0] * 4 + [1] * 10 + [2] * 7, [5] * 12 + [3] * 9])),
+# the layer's own mask, and the batch's: causal; three packed documents; a window of 6, which trims the cache
+MASKS: dict[str, tuple[str, Mask | None]] = {
+    "causal": ("causal", None),
+    "document": ("causal", Document(torch.tensor([[0] * 4 + [1] * 10 + [2] * 7, [5] * 12 + [3] * 9]))),
+    "window": ("causal & sliding_window(window=6)", None),
 }
-HEADS: dict[str, dict[str, Any]] = {"mha": {}, "mla": {"latent": {"kv_rank": 8, "q_rank": 12, "rope_dim": 4}}}
+HEADS: dict[str, dict[str, Any]] = {
+    "mha": {}, "gqa": {"n_kv_head": 2}, "mla": {"latent": {"kv_rank": 8, "q_rank": 12, "rope_dim": 4}},
+}  # fmt: skip
 TOLERANCE = 1e-10  # float64 on both sides, one the other's computation under another mask
 
 
@@ -40,17 +48,20 @@ def selection_names() -> list[str]:
     return selection_registry.names()
 
 
-def build(name: str, heads: str) -> MultiHeadSelfAttention:
-    """A small float64 layer with the selection and its `kit_settings` (what leaves keys out at T), seeded."""
+def build(name: str, mask_name: str, heads: str) -> tuple[MultiHeadSelfAttention, Mask | None]:
+    """A small float64 layer with the selection and its `kit_settings` (what leaves keys out at T), seeded, and the
+    batch's mask of the cell."""
     torch.manual_seed(0)
     selection = {"name": name} | dict(getattr(selection_registry.load(name), "kit_settings", {}))
-    return MultiHeadSelfAttention(D, H, backend="eager", max_context=T, position="rope", selection=selection,
-                                  **HEADS[heads]).double()  # fmt: skip
+    own, batch = MASKS[mask_name]
+    layer = MultiHeadSelfAttention(D, H, backend="eager", max_context=T, position="rope", mask=own,
+                                   selection=selection, **HEADS[heads])  # fmt: skip
+    return layer.double(), batch
 
 
 def parity(name: str, mask_name: str, heads: str, backward: bool) -> str:
     cell = f"{name} x {mask_name} x {heads} x {'backward' if backward else 'forward'}"
-    layer, mask = build(name, heads), MASKS[mask_name]
+    layer, mask = build(name, mask_name, heads)
     dense = _without_selection(layer)
     x = torch.randn(B, T, D, dtype=torch.float64)
     x_dense, x = x.clone().requires_grad_(backward), x.requires_grad_(backward)
@@ -77,7 +88,7 @@ def parity(name: str, mask_name: str, heads: str, backward: bool) -> str:
 
 def decode(name: str, mask_name: str, heads: str) -> str:
     cell = f"{name} x {mask_name} x {heads} x decode"
-    layer, mask = build(name, heads), MASKS[mask_name]
+    layer, mask = build(name, mask_name, heads)
     x = torch.randn(B, T, D, dtype=torch.float64)
     with torch.no_grad():
         expected = layer(x, mask=mask)[0]
@@ -91,7 +102,7 @@ def decode(name: str, mask_name: str, heads: str) -> str:
 
 def covering(name: str, mask_name: str, heads: str) -> str:
     cell = f"{name} x {mask_name} x {heads} x keeping every key"
-    layer, mask = build(name, heads), MASKS[mask_name]
+    layer, mask = build(name, mask_name, heads)
     assert layer.selection is not None
     try:
         layer.selection.keep_every_key(T)

@@ -26,12 +26,12 @@ def test_selection_parity(
 
 
 CHECKS = {"decode": selection_checks.decode, "keeping every key": selection_checks.covering}
+# a window shows a block in part, which MoBA never takes: no dense twin to keep every key there
+CHECKED = [(check, name, mask, heads) for check in CHECKS for name in NAMES for mask in MASKS for heads in HEADS
+           if check == "decode" or mask != "window"]  # fmt: skip
 
 
-@pytest.mark.parametrize("heads", HEADS)
-@pytest.mark.parametrize("mask_name", MASKS)
-@pytest.mark.parametrize("selection_name", NAMES)
-@pytest.mark.parametrize("check", CHECKS)
-def test_selection_check(selection_name: str, mask_name: str, heads: str, check: str, record_property: Record) -> None:
+@pytest.mark.parametrize(("check", "selection_name", "mask_name", "heads"), CHECKED)
+def test_selection_check(check: str, selection_name: str, mask_name: str, heads: str, record_property: Record) -> None:
     record = recorder(record_property, SELECTIONS, (selection_name, mask_name, heads, check))
     record(CHECKS[check](selection_name, mask_name, heads))

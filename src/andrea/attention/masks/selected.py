@@ -31,8 +31,8 @@ class Selected(Mask):
 
     def predicate(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         chosen = self.chosen.to(kv_idx.device)
-        _, heads, queries, keys = chosen.shape
-        return chosen[b, h % heads, q_idx - (keys - queries), kv_idx]
+        batches, heads, queries, keys = chosen.shape  # one of each where every sequence or head chose alike
+        return chosen[b % batches, h % heads, q_idx - (keys - queries), kv_idx]
 
     def dense(
         self,

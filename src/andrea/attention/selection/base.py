@@ -44,9 +44,15 @@ class SelectionSizes:
     query_latent: Callable[[Tensor], Tensor] | None  # heads=mla's c_Q = RMSNorm(W_DQ x) (q_rank), else None
     query_width: int  # the width of what query_latent gives, or d_model
     scale: float  # the layer's attention scale (q·k · scale): what a selection's own loss reads the heads with
+    max_context: int  # the longest sequence the layer sees
+    scores_problem: str | None  # why the heads' weights are not softmax(q·k · scale) ("mechanism=sigmoid"), or None
 
 
 class Selection(nn.Module):
+    """Which of the keys a layer's mask allows each query attends to, chosen from the data (the contract above):
+    a subclass writes `forward` and `keep_every_key`, and declares `shared_by_heads`, `kit_settings` and what it
+    keeps in the KV cache a token (`cache_width`)."""
+
     name: ClassVar[str]
     shared_by_heads: ClassVar[bool]  # one choice for every head (DSA) or one a head (MoBA)
     kit_settings: ClassVar[dict[str, Any]] = {}  # the conformance kit's small layer's (21 tokens): keys left out

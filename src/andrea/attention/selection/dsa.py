@@ -53,7 +53,7 @@ class DSA(Selection):
     kit_settings: ClassVar[dict[str, Any]] = {"topk": 5, "index_heads": 2, "index_head_dim": 8}
 
     def __init__(
-        self, sizes: SelectionSizes, *, topk: int = 64, index_heads: int = 4, index_head_dim: int = 32,
+        self, sizes: SelectionSizes, *, topk: int = 16, index_heads: int = 4, index_head_dim: int = 32,
         rope_dim: int | None = None, train_indexer: str = "sparse",
     ) -> None:  # fmt: skip
         """rope_dim: the index heads' channels RoPE turns, null: latent attention's d_R (heads.latent.rope_dim)
@@ -71,13 +71,10 @@ class DSA(Selection):
         self.k_proj = nn.Linear(sizes.d_model, index_head_dim, bias=False)  # W_k^I (wk)
         self.k_norm = nn.LayerNorm(index_head_dim, eps=NORM_EPS)
         self.weights_proj = nn.Linear(sizes.d_model, index_heads, bias=False)  # W_w
-        turned = rope_dim if rope_dim is not None else sizes.rope_dim or index_head_dim // 2
-        if sizes.rope and (not 0 < turned <= index_head_dim or turned % 2):
-            raise ValueError(
-                f"selection.rope_dim={turned} must be even and between 1 and selection.index_head_dim="
-                f"{index_head_dim}: RoPE turns the index heads' first channels in pairs"
-            )
-        self.rotary = Rotary(index_head_dim, sizes.rope_base, fraction=turned / index_head_dim) if sizes.rope else None
+        self.rotary = _rotary(sizes, rope_dim, index_head_dim)
+        _check_learning(sizes, topk, train_indexer)
+        if train_indexer == "none":  # it learns nothing: no weight of it waits for a gradient (DDP would)
+            self.requires_grad_(False)
 
     def forward(
         self, x: Tensor, q: Tensor, k: Tensor, allowed: Tensor, start: int, cache: KVCache | None,
@@ -95,7 +92,8 @@ class DSA(Selection):
         keep = min(self.topk, scores.shape[-1])
         top_values, top_indices = ranked.values[..., :keep], ranked.indices[..., :keep]
         chosen = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, top_indices, top_values > float("-inf"))
-        chosen = allowed if self.train_indexer == "dense" else chosen.unsqueeze(1) & allowed  # (B, 1 or H, T, S)
+        # (B, 1 or H, T, S); the warm-up's, a copy of what the mask allows (a hook may edit what it is given)
+        chosen = allowed.clone() if self.train_indexer == "dense" else chosen.unsqueeze(1) & allowed
         self.own_loss = self._divergence(q.detach(), k.detach(), chosen, scores) if learns else None
         return chosen
 
@@ -135,3 +133,30 @@ class DSA(Selection):
 
     def extra_repr(self) -> str:
         return f"topk={self.topk}, index_heads={self.index_heads}, index_head_dim={self.index_head_dim}"
+
+
+def _rotary(sizes: SelectionSizes, rope_dim: int | None, index_head_dim: int) -> Rotary | None:
+    """RoPE on the index heads' first rope_dim channels (null: latent attention's d_R, else half), where the layer
+    turns its own queries and keys."""
+    turned = rope_dim if rope_dim is not None else sizes.rope_dim or index_head_dim // 2
+    if sizes.rope and (not 0 < turned <= index_head_dim or turned % 2):
+        raise ValueError(
+            f"selection.rope_dim={turned} must be even and between 1 and selection.index_head_dim="
+            f"{index_head_dim}: RoPE turns the index heads' first channels in pairs"
+        )
+    return Rotary(index_head_dim, sizes.rope_base, fraction=turned / index_head_dim) if sizes.rope else None
+
+
+def _check_learning(sizes: SelectionSizes, topk: int, train_indexer: str) -> None:
+    """Refuse a top-k that keeps the whole context, and an indexer loss toward weights the layer does not compute."""
+    if topk >= sizes.max_context:
+        raise ValueError(
+            f"selection.topk={topk} keeps every key of the context (model.net.max_context={sizes.max_context}): "
+            f"attention would be dense; give a topk below {sizes.max_context}, or selection=none"
+        )
+    if train_indexer != "none" and sizes.scores_problem:
+        raise ValueError(
+            f"selection.train_indexer={train_indexer} trains the indexer toward the heads' softmax(q·k · scale), "
+            f"which {sizes.scores_problem} does not compute; use a softmax mechanism without ALiBi, or "
+            "selection.train_indexer=none"
+        )

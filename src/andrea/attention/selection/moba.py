@@ -35,11 +35,16 @@ class MoBA(Selection):
     shared_by_heads = False
     kit_settings: ClassVar[dict[str, Any]] = {"block_size": 4, "topk_blocks": 2}
 
-    def __init__(self, sizes: SelectionSizes, *, block_size: int = 64, topk_blocks: int = 3) -> None:
+    def __init__(self, sizes: SelectionSizes, *, block_size: int = 8, topk_blocks: int = 2) -> None:
         super().__init__()
-        del sizes  # MoBA reads the queries and keys attention will use
         enforce(SETTINGS, dict(block_size=block_size, topk_blocks=topk_blocks), "selection.")
         self.block_size, self.topk_blocks = block_size, topk_blocks
+        if block_size * topk_blocks >= sizes.max_context:
+            raise ValueError(
+                f"selection.topk_blocks={topk_blocks} blocks of selection.block_size={block_size} cover the context "
+                f"(model.net.max_context={sizes.max_context}): attention would be causal attention; give fewer or "
+                "smaller blocks, or selection=none"
+            )
 
     def forward(
         self, x: Tensor, q: Tensor, k: Tensor, allowed: Tensor, start: int, cache: KVCache | None,
@@ -49,15 +54,17 @@ class MoBA(Selection):
         del x, cache  # the gate reads q and k; the cache holds k already
         B, H, T, _ = q.shape
         S = k.shape[2]
-        first = self._block_starts(S, documents, q.device)  # (B or 1, S): where each key's block begins
-        slots = first.unsqueeze(1).unsqueeze(1)  # (B or 1, 1, 1, S): a block's keys share its first position
+        begins = self._block_starts(S, start + T - S, documents, q.device)  # (B or 1, S): each key's block's start
+        first = begins.clamp(min=0)  # its slot: a block the cache holds in part (a window's) at 0
+        slots = first.unsqueeze(1).unsqueeze(1)  # (B or 1, 1, 1, S): a block's keys share its first key's slot
         sizes = torch.zeros_like(first).scatter_add(-1, first, torch.ones_like(first))  # (B or 1, S): keys a block
         means = self._mean_keys(k, H, first, sizes)  # (B, H, S, d): at each block's first position
         gates = points["hook_selection_scores"](q.float() @ means.transpose(-1, -2))  # (B, H, T, S)
         seen = torch.zeros_like(allowed, dtype=torch.long).scatter_add(-1, slots.expand_as(allowed), allowed.long())
-        own = first[:, start : start + T].view(first.shape[0], 1, T, 1)  # (B or 1, 1, T, 1): t's own block
+        own = first[:, S - T :].view(first.shape[0], 1, T, 1)  # (B or 1, 1, T, 1): t's own block
         positions = torch.arange(S, device=q.device)
-        whole = (first == positions).view(-1, 1, 1, S) & (seen == sizes.view(-1, 1, 1, S)) & (positions != own)
+        starts = begins == positions  # a slot a block begins at (a block begun before the cache's keys begins none)
+        whole = starts.view(-1, 1, 1, S) & (seen == sizes.view(-1, 1, 1, S)) & (positions != own)
         gates = gates.masked_fill(~whole, float("-inf"))  # a block every key of which t may see, not its own
         picked = positions == own  # (B or 1, 1, T, S): t's own block's slot
         if self.topk_blocks > 1:  # a pick at -inf: fewer wholly visible blocks than asked for
@@ -66,18 +73,19 @@ class MoBA(Selection):
         picked = picked.expand(B, H, T, S)
         return picked.gather(-1, slots.expand(B, H, T, S)) & allowed  # key s: is its block's slot picked
 
-    def _block_starts(self, S: int, documents: Tensor | None, device: torch.device) -> Tensor:
-        """(B or 1, S): the position of the first key of each key's block, blocks of block_size from position 0, or
-        from each document's first position where the mask packs documents."""
-        positions = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
+    def _block_starts(self, S: int, offset: int, documents: Tensor | None, device: torch.device) -> Tensor:
+        """(B or 1, S): for each of the S keys the cache holds (the first at position `offset` of the text), the
+        index of its block's first key: blocks of block_size from position 0, or from each document's first key
+        where the mask packs documents; below 0 for a block whose first key the cache has dropped (a window's)."""
+        held = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
         if documents is None:
-            opens = torch.zeros_like(positions)
+            opens = torch.zeros_like(held) - offset  # position 0 of the text, where the cache's index is -offset
         else:  # a document opens where its id differs from the key before
             ids = documents[:, :S].to(device)
             new = torch.ones_like(ids, dtype=torch.bool)
             new[:, 1:] = ids[:, 1:] != ids[:, :-1]
-            opens = torch.where(new, positions, 0).cummax(dim=-1).values
-        return opens + (positions - opens) // self.block_size * self.block_size
+            opens = torch.where(new, held, 0).cummax(dim=-1).values
+        return opens + (held - opens) // self.block_size * self.block_size
 
     @staticmethod
     def _mean_keys(k: Tensor, n_head: int, first: Tensor, sizes: Tensor) -> Tensor:

@@ -111,7 +111,7 @@ class LanguageModelModule(L.LightningModule):
         if logs_now(self.global_step, log_every_n_steps(self.trainer)):
             self.flush_step_metrics()
             if own:
-                self.log("train/own_loss", torch.stack([part.detach() for part in own]).mean())
+                self.log("train/own_loss", torch.stack([part.detach() for part in own]).sum())  # what is added
         return {"loss": loss + sum(own) if own else loss, "global_loss": global_loss}
 
     def on_train_epoch_start(self) -> None:
