@@ -4,7 +4,8 @@ backends and of masks made of those strategies (a cell without a backend or a ma
 `--andrea-mechanisms NAME[,NAME]` only the cells of those mechanisms (softmax's own cells are left out; the kit's
 tests of no cell, such as the entry points', are kept); `--andrea-mixers NAME[,NAME]` only the cells of those
 token mixers, each with its `kit_settings` rows, or of one such row by its name (`deltanet[allow_neg_eigval=true]`;
-a mixer's cells run only when it is chosen, once any option is given). Unknown names are refused.
+a mixer's cells run only when it is chosen, once any option is given). The selections' cells run only without any
+of these options. Unknown names are refused.
 andrea (and torch) are imported only when an option is given."""
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def keep(item: pytest.Item) -> bool:
         params = getattr(item, "callspec", None)
         values = params.params if params is not None else {}
+        if "selection_name" in values:  # a selection's cells: none of the chosen backends', masks' or mixers'
+            return False
         if "mixer_name" in values or not attention:
             return _mixer_wanted(mixers, values, rows)
         return (
