@@ -374,3 +374,22 @@ def test_an_indexer_that_learns_nothing_keeps_no_loss_and_waits_for_no_gradient(
     assert block.selection.own_loss is None
     assert not any(p.requires_grad for p in block.selection.parameters())
     assert all(p.requires_grad for name, p in block.named_parameters() if not name.startswith("selection."))
+
+
+@pytest.mark.slow(reason="collects the kit in a second pytest, twice (~14 s)")
+@pytest.mark.parametrize(
+    ("option", "cells"), [(("--andrea-selections", "moba"), 33), (("--andrea-masks", "causal"), 0)]
+)
+def test_the_kit_runs_a_chosen_selection_s_cells_alone(tmp_path, option, cells):
+    """`pytest --pyargs andrea.testing --andrea-selections moba` collects MoBA's 33 cells and no attention or mixer
+    cell (the kit's tests of no cell stay, as with --andrea-mixers); an option that narrows the kit to attention
+    leaves every selection's out."""
+    from tests.attention.test_conformance_kit import run_kit
+
+    done = run_kit(tmp_path, "--collect-only", "-m", "", *option)
+    collected = [line for line in done.stdout.splitlines() if "::" in line]
+    chosen = [line for line in collected if "test_selection_" in line]
+    assert done.returncode == 0 and len(chosen) == cells, done.stdout[-2000:]
+    assert all("moba" in line for line in chosen)
+    others = [line for line in collected if "test_parity[" in line or "test_mixer_parity" in line]
+    assert option[0] != "--andrea-selections" or not others  # no attention or mixer cell beside them

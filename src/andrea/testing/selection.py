@@ -4,9 +4,9 @@ backends and of masks made of those strategies (a cell without a backend or a ma
 `--andrea-mechanisms NAME[,NAME]` only the cells of those mechanisms (softmax's own cells are left out; the kit's
 tests of no cell, such as the entry points', are kept); `--andrea-mixers NAME[,NAME]` only the cells of those
 token mixers, each with its `kit_settings` rows, or of one such row by its name (`deltanet[allow_neg_eigval=true]`;
-a mixer's cells run only when it is chosen, once any option is given). The selections' cells run only without any
-of these options. Unknown names are refused.
-andrea (and torch) are imported only when an option is given."""
+a mixer's cells run only when it is chosen, once any option is given); `--andrea-selections NAME[,NAME]` only the
+cells of those selections of keys (a selection's cells run only when it is chosen, once any option is given).
+Unknown names are refused. andrea (and torch) are imported only when an option is given."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--andrea-masks", default=None, help="comma-separated mask strategies whose cells run")
     group.addoption("--andrea-mechanisms", default=None, help="comma-separated mechanisms whose cells run")
     group.addoption("--andrea-mixers", default=None, help="comma-separated token mixers whose cells run")
+    group.addoption("--andrea-selections", default=None, help="comma-separated selections of keys whose cells run")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,19 +40,21 @@ def _chosen(config: pytest.Config, option: str, known: list[str]) -> set[str] | 
     return names
 
 
-OPTIONS = ("--andrea-backends", "--andrea-masks", "--andrea-mechanisms", "--andrea-mixers")
+OPTIONS = ("--andrea-backends", "--andrea-masks", "--andrea-mechanisms", "--andrea-mixers", "--andrea-selections")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if all(config.getoption(option) is None for option in OPTIONS):
         return
     from andrea.attention import backend_registry, mask_registry, mechanism_registry
+    from andrea.attention.registry import selection_registry
     from andrea.testing.mixer_checks import mixer_rows
     from andrea.testing.test_conformance import ALL_MECHANISMS, MASKS
 
     backends = _chosen(config, "--andrea-backends", backend_registry.names())
     masks = _chosen(config, "--andrea-masks", mask_registry.names())
     mechanisms = _chosen(config, "--andrea-mechanisms", mechanism_registry.names())
+    selections = _chosen(config, "--andrea-selections", selection_registry.names())
     rows = mixer_rows()
     mixers = _chosen(config, "--andrea-mixers", list(dict.fromkeys([name for name, _ in rows.values()] + list(rows))))
     attention = any(chosen is not None for chosen in (backends, masks, mechanisms))
@@ -64,8 +67,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def keep(item: pytest.Item) -> bool:
         params = getattr(item, "callspec", None)
         values = params.params if params is not None else {}
-        if "selection_name" in values:  # a selection's cells: none of the chosen backends', masks' or mixers'
-            return False
+        if "selection_name" in values:  # a selection's cells: run where it is chosen
+            return selections is not None and values["selection_name"] in selections
         if "mixer_name" in values or not attention:
             return _mixer_wanted(mixers, values, rows)
         return (
