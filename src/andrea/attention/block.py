@@ -144,7 +144,7 @@ class MultiHeadSelfAttention(nn.Module):
             rope_base=spec.rope_base, rope_dim=None if latent is None else latent.rope_dim,
             query_latent=None if latent is None or q_down is None else latent.query_latent,
             query_width=spec.d_model if q_down is None else q_down.out_features,
-            scale=self.inputs.scale or self.mechanism.scale() or 1.0 / math.sqrt(self.head_dim),
+            scale=self._scale() or 1.0 / math.sqrt(self.head_dim),
             max_context=spec.max_context, scores_problem=self._scores_problem(),
         )  # fmt: skip
 
@@ -197,13 +197,17 @@ class MultiHeadSelfAttention(nn.Module):
         self, q: Tensor, k: Tensor, v: Tensor, mask: Mask, return_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
         """The backend's attention, or, with a function on the scores or the pattern, the mechanism's dense form."""
-        scale = self.inputs.scale or self.mechanism.scale()
+        scale = self._scale()
         if self.points["hook_attn_scores"].fns or self.points["hook_pattern"].fns:
             return self._attention_in_the_open(q, k, v, mask, scale)
         return self.backend(
             q, k, v, mask=mask, scale=scale, need_weights=return_weights, score_mod=self.score_mod,
             mechanism=self.mechanism,
         )  # fmt: skip
+
+    def _scale(self) -> float | None:
+        """The score scale: latent attention's, or the mechanism's; None: the contract's 1/sqrt(d)."""
+        return self.inputs.scale or self.mechanism.scale()
 
     def _select(self, x: Tensor, q: Tensor, k: Tensor, mask: Mask, start: int, cache: KVCache | None) -> Selected:
         """The keys the selection chooses among those `mask` allows, as the mask attention then runs under."""

@@ -129,9 +129,13 @@ def get_mask(name: str, /, **params: Any) -> Mask:
 
 def mechanism_settings(name: str) -> list[str]:
     """The settings a mechanism takes of its own (its keyword parameters beside the layer's sizes)."""
-    cls = mechanism_registry.load(name)
+    return _keyword_settings(mechanism_registry.load(name), beside=SIZES)
+
+
+def _keyword_settings(cls: type, beside: tuple[str, ...] = ()) -> list[str]:
+    """A part's settings: its constructor's keyword-only parameters but those the layer gives (`beside`)."""
     params = inspect.signature(cls).parameters.values()
-    return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in SIZES]
+    return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in beside]
 
 
 def get_mechanism(name: str, /, sizes: Mapping[str, Any], **settings: Any) -> Mechanism:
@@ -272,7 +276,7 @@ def as_selection(spec: str | Mapping[str, Any] | None, sizes: SelectionSizes) ->
 
 def _selection_settings(name: str, cls: type, spec: Mapping[str, Any]) -> dict[str, Any]:
     """A selection's settings from its config node, a setting it does not take refused by name."""
-    takes = [p.name for p in inspect.signature(cls).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    takes = _keyword_settings(cls)
     settings = {str(key): value for key, value in spec.items() if key != "name"}
     unknown = sorted(set(settings) - set(takes))
     if unknown:

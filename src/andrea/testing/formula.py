@@ -58,11 +58,12 @@ def declared_weights(mechanism: Mechanism, weights: Tensor, allowed: Tensor, cel
         assert off < 1e-4, f"{cell}: {mechanism.name} declares rows_sum_to_one, but a row is off by {off:.3g}"
 
 
-def assert_close(got: Tensor, want: Tensor, dtype: torch.dtype, what: str) -> None:
-    """got == want within the dtype's tolerance, or an AssertionError whose message starts with `what`."""
+def assert_close(got: Tensor, want: Tensor, dtype: torch.dtype, what: str, atol: float = 0.0) -> None:
+    """got == want within the dtype's tolerance (its absolute part raised to `atol` where that is larger), or an
+    AssertionError whose message starts with `what`."""
     tolerance = TOLERANCE[dtype]
     torch.testing.assert_close(
-        got, want, atol=tolerance["atol"], rtol=tolerance["rtol"], msg=lambda detail: f"{what}\n{detail}"
+        got, want, atol=max(tolerance["atol"], atol), rtol=tolerance["rtol"], msg=lambda detail: f"{what}\n{detail}"
     )
 
 

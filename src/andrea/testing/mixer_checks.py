@@ -37,7 +37,7 @@ from torch import Tensor, nn
 
 from andrea.attention.masks import Document, KeyPadding, Mask
 from andrea.mixers.layers import ATTENTION, mixer_registry
-from andrea.testing.formula import TOLERANCE, assert_close
+from andrea.testing.formula import assert_close
 
 B, T, D, PREFILL = 2, 21, 16, 13
 MASKS: dict[str, Mask | None] = {
@@ -189,9 +189,8 @@ def _close(
         assert_close(got, want, dtype, what)
     except AssertionError:
         error = float((own()[index] - want).abs().max())
-        atol, rtol = max(TOLERANCE[dtype]["atol"], OWN_ERROR * error), TOLERANCE[dtype]["rtol"]
         widened = f"{what} (beyond {OWN_ERROR}x the recurrence's own {dtype} error, {error:.3g})"
-        torch.testing.assert_close(got, want, atol=atol, rtol=rtol, msg=lambda detail: f"{widened}\n{detail}")
+        assert_close(got, want, dtype, widened, atol=OWN_ERROR * error)
 
 
 def _reads_no_later_token(cell: str, layer: nn.Module, x: Tensor, out: Tensor, mask: Mask | None) -> None:

@@ -84,12 +84,15 @@ def _compared(spec: LayerSpec) -> dict[str, Any]:
     settings["kv_heads"] = settings.get("n_kv_head") or settings["n_head"]
     settings["rope_fraction"] = settings.get("rope_fraction") or 1.0  # null: the spec's default, all of it
     settings["rope_interleaved"] = bool(settings.get("rope_interleaved"))  # null: the halves
-    mechanism = settings.get("mechanism")
-    settings["mechanism"] = {"name": mechanism} if isinstance(mechanism, str) else mechanism or {"name": "softmax"}
-    selection = settings.get("selection")
-    selection = {"name": selection} if isinstance(selection, str) else selection or {"name": "none"}
+    settings["mechanism"] = _named(settings.get("mechanism"), "softmax")
+    selection = _named(settings.get("selection"), "none")
     settings["selection"] = None if selection.get("name") == "none" else selection  # the families choose none
     return settings
+
+
+def _named(part: Any, default: str) -> Any:
+    """A part a config names (a mechanism, a selection) as its mapping: a name, a mapping, or null (`default`)."""
+    return {"name": part} if isinstance(part, str) else part or {"name": default}
 
 
 def write_family_folder(net: nn.Module, config: dict[str, Any], family: Family, hf: dict[str, Any], folder: Path

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from torch import Tensor, nn
 
-from andrea.core.own_loss import freeze_the_rest, own_losses
+from andrea.core.own_loss import freeze_the_rest, learners, own_losses
 from andrea.data.catalog import CHECKPOINT_TASK_KEY, task_record
 from andrea.data.tasks import IGNORE_INDEX
 from andrea.lens.interventions import install, parse_heads
@@ -68,6 +68,7 @@ class LanguageModelModule(L.LightningModule):
         self.step_metrics = StepMetrics()
         self.net = net
         self.frozen = freeze_the_rest(net)  # a part that learns alone for a while (DSA's dense warm-up)
+        self.own_loss_parts = learners(net)  # the parts with a loss of their own (DSA's indexers), found once
         self.finite_watch = FiniteWatch(net)  # names the layer where a non-finite loss began
         if ablate:
             zeroed = parse_heads(ablate, *heads_shape(network(net)), key="model.ablate")
@@ -107,7 +108,7 @@ class LanguageModelModule(L.LightningModule):
         # and for RunStats' curves and summary alike
         global_loss = self.trainer.strategy.reduce(loss.detach(), reduce_op="mean")
         self.step_metrics.add(self.global_step, global_loss, hits, scored)
-        own = own_losses(self.net)  # the parts' losses of their own (DSA's indexers): added, logged beside
+        own = own_losses(self.own_loss_parts)  # the parts' losses of their own (DSA's indexers): added, logged beside
         if logs_now(self.global_step, log_every_n_steps(self.trainer)):
             self.flush_step_metrics()
             if own:
