@@ -270,7 +270,8 @@ def test_a_layer_pattern_mixes_a_selection_with_dense_layers_and_a_file_carries_
 
 
 @pytest.mark.parametrize(
-    "selection", [["selection=dsa", "selection.topk=4"], ["selection=moba", "selection.block_size=4"]]
+    "selection",
+    [["selection=dsa", "selection.topk=4"], ["selection=moba", "selection.block_size=4"], ["selection=nsa"]],
 )
 def test_a_selection_trains_draws_its_maps_and_samples_with_its_cache_as_without(tmp_path, selection):
     """From the command line's config: 3 steps, the attention maps drawn from the weights the heads used, a KV cache

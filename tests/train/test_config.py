@@ -411,6 +411,17 @@ REJECTED = [
         "mechanism=sigmoid does not compute; use a softmax mechanism without ALiBi, or selection.train_indexer=none",
     ),
     (
+        ["selection=nsa", "selection.window=32"],
+        "selection.topk_blocks=3 blocks of selection.block_size=4, or selection.window=32, cover the context "
+        "(model.net.max_context=32): a branch would be causal attention; give fewer or smaller blocks and a shorter "
+        "window, or selection=none",
+    ),
+    (
+        ["selection=nsa", "position=alibi"],
+        "selection=nsa ranks blocks by the heads' softmax(q·k · scale), which position=alibi does not compute; use "
+        "a softmax mechanism without ALiBi, or another selection",
+    ),
+    (
         ["selection=dsa", "selection.train_indexer=warm"],
         "selection.train_indexer='warm' must be one of sparse, dense, none",
     ),

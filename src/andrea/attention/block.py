@@ -3,6 +3,7 @@ config and in-attention position scheme (RoPE, ALiBi), with an optional KV cache
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -58,7 +59,7 @@ class MultiHeadSelfAttention(nn.Module):
     latent:  multi-head latent attention's sizes (andrea.attention.latent: kv_rank, rope_dim, q_rank): keys and
              values from one latent per token, which is all the KV cache keeps; None: the fused QKV projection.
     selection: which of the keys the mask allows each query attends to, chosen from the data (andrea.attention.
-             selection: "dsa", "moba", a mapping with its name and settings); None or "none": all of them.
+             selection: "dsa", "moba", "nsa", a mapping with its name and settings); None or "none": all of them.
     A static mask is materialised once at `max_context` as a buffer and sliced per call.
 
     Hook points (andrea.core.hook_points; `hook_points()` lists this block's): hook_q, hook_k, hook_v as the
@@ -140,7 +141,8 @@ class MultiHeadSelfAttention(nn.Module):
         latent = self.latent
         q_down = None if latent is None else latent.q_down
         return SelectionSizes(
-            d_model=spec.d_model, n_head=spec.n_head, head_dim=self.head_dim, rope=spec.position == "rope",
+            d_model=spec.d_model, n_head=spec.n_head, kv_heads=self.heads.n_kv_head, head_dim=self.head_dim,
+            rope=spec.position == "rope",
             rope_base=spec.rope_base, rope_dim=None if latent is None else latent.rope_dim,
             query_latent=None if latent is None or q_down is None else latent.query_latent,
             query_width=spec.d_model if q_down is None else q_down.out_features,
@@ -181,9 +183,12 @@ class MultiHeadSelfAttention(nn.Module):
         start = 0 if cache is None else cache.next_position  # absolute position of x's first token
         # (B, H, T, d), (B, H_kv, S, d) x2: S counts the cached tokens too
         q, k, v = self.inputs.project(x, start, cache, self.points, self.mechanism)
-        if self.selection is not None:
-            full_mask = self._select(x, q, k, full_mask, start, cache)
-        y, weights = self._attend(q, k, v, full_mask, return_weights)
+        if self.selection is None:
+            y, weights = self._attend(q, k, v, full_mask, return_weights)
+        else:
+            chosen = self._select(x, q, k, full_mask, start, cache)
+            attend = functools.partial(self._attend, q, k, v)
+            y, weights = self.selection.attend(attend, q, v, chosen, return_weights)
         if cache is not None:
             cache.trim()
         y = self.inputs.finish(y, cache)  # (B, H, T, d): latent attention's absorbed form up-projected

@@ -99,6 +99,7 @@ selection_registry: Registry[Selection] = Registry(
     {
         "dsa": "andrea.attention.selection.dsa:DSA",
         "moba": "andrea.attention.selection.moba:MoBA",
+        "nsa": "andrea.attention.selection.nsa:NSA",
     },
 )
 NO_SELECTION = "none"  # conf/selection/none.yaml's name: every key the mask allows

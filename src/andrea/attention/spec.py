@@ -13,7 +13,7 @@ in a file), and the block is built from it.
     mask                                      an expression, {name, fields}, a Mask, or None (no mask)
     latent                                    heads=mla's sizes (andrea.attention.latent), or None
     selection                                 None, a registered selection's name, or {name, its settings}: the
-                                              keys each query attends to, chosen from the data (dsa, moba)
+                                              keys each query attends to, chosen from the data (dsa, moba, nsa)
     position                                  rope or alibi act inside the layer; learned and none outside
     rope_base, rope_fraction                  RoPE's base, and the share of each head it turns (partial RoPE)
     rope_yarn                                 None, or YaRN's settings for RoPE (andrea.attention.positions.yarn)

@@ -5,7 +5,7 @@ layer keeps its own state, which is of a constant size already.
 
 Positions within the cache need RoPE with keys cached before rotation, or no positions in the layer (NoPE); a
 layer's mask must be causal and depend on distances only (causal, a causal sliding window). Anything else is
-refused in one line: learned positions in the embedding, ALiBi, latent heads, a selection of keys (dsa, moba), a
+refused in one line: learned positions in the embedding, ALiBi, latent heads, a selection of keys (dsa, moba, nsa), a
 mask that depends on absolute places, a mechanism that appends channels to the keys (forgetting attention), or a
 cache longer than the context.
 """

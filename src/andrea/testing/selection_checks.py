@@ -1,13 +1,16 @@
 """The conformance kit's selection cells: every registered selection of keys (built-in or plugin, entry-point group
 `andrea.attention_selections`) in a small attention layer (eager, RoPE, float64), against dense attention:
 
-    parity    selection x mask x heads x pass: the layer's output, and in the backward pass the input's and every
-              attention weight's gradient, equal the same layer's without the selection under the keys the
-              selection chose (read at hook_selected) ANDed with the mask: attention over exactly those keys
-    decode    a prefill of PREFILL tokens, then one token at a time through the layer's cache: the full pass's
-              outputs (what a selection keeps of past tokens, it keeps in the cache)
-    covering  the selection set to keep every key (`keep_every_key(T)`): the layer without it, forward (causal and
-              packed documents: a window shows a block in part, and MoBA takes whole blocks only)
+    parity    selection x mask x heads x pass, the selection set to give attention over its chosen keys alone
+              (attend_chosen_only: NSA's window and compressed branches set aside): the layer's output, and in the
+              backward pass the input's and every attention weight's gradient, equal the same layer's without the
+              selection under the keys the selection chose (read at hook_selected) ANDed with the mask: attention
+              over exactly those keys
+    decode    a prefill of PREFILL tokens, then one token at a time through the layer's cache, every branch on:
+              the full pass's outputs (what a selection keeps of past tokens, it keeps in the cache)
+    covering  the selection set to keep every key (`keep_every_key(T)`), over its chosen keys alone: the layer
+              without it, forward (causal and packed documents: a window shows a block in part, and MoBA takes
+              whole blocks only)
 
 Masks: causal, causal with three packed documents, and a causal window of 6 (whose cache drops the keys behind it);
 heads: MHA, GQA, and latent heads with a query latent (what DSA's indexer reads). A chosen key outside the mask
@@ -15,7 +18,8 @@ fails nothing (the layer drops it); a query that keeps no key its mask allows do
 empty where the mask left keys), as does one that leaves no key out at all (its `kit_settings`, the settings the
 kit builds it with, should make it leave some out). The cells prove the layer attends to exactly the keys the
 selection chose; that it chooses the keys its paper does is each selection's own test (DSA against transformers'
-DeepSeek-V3.2 and fla-core, MoBA against its equations: tests/attention/test_selection.py).
+DeepSeek-V3.2 and fla-core, MoBA against its equations: tests/attention/test_selection.py; NSA against fla-core:
+tests/attention/test_nsa.py).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ def build(name: str, mask_name: str, heads: str) -> tuple[MultiHeadSelfAttention
 def parity(name: str, mask_name: str, heads: str, backward: bool) -> str:
     cell = f"{name} x {mask_name} x {heads} x {'backward' if backward else 'forward'}"
     layer, mask = build(name, mask_name, heads)
+    _chosen_only(layer)
     dense = _without_selection(layer)
     x = torch.randn(B, T, D, dtype=torch.float64)
     x_dense, x = x.clone().requires_grad_(backward), x.requires_grad_(backward)
@@ -103,6 +108,7 @@ def decode(name: str, mask_name: str, heads: str) -> str:
 def covering(name: str, mask_name: str, heads: str) -> str:
     cell = f"{name} x {mask_name} x {heads} x keeping every key"
     layer, mask = build(name, mask_name, heads)
+    _chosen_only(layer)
     assert layer.selection is not None
     try:
         layer.selection.keep_every_key(T)
@@ -113,6 +119,12 @@ def covering(name: str, mask_name: str, heads: str) -> str:
         out, expected = layer(x, mask=mask)[0], _without_selection(layer)(x, mask=mask)[0]
     _same(out, expected, f"{cell}: differs from dense attention")
     return "passed"
+
+
+def _chosen_only(layer: MultiHeadSelfAttention) -> None:
+    """Set the layer's selection to give attention over its chosen keys alone (NSA's other branches off)."""
+    assert layer.selection is not None
+    layer.selection.attend_chosen_only()
 
 
 def _same(got: Tensor, want: Tensor, what: str) -> None:

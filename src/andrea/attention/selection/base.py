@@ -1,6 +1,6 @@
 """The selection contract: which keys each query attends to, chosen from the data before attention runs.
 
-A layer's mask says which keys a query may see; a selection (`selection=` in a config: dsa, moba) then keeps
+A layer's mask says which keys a query may see; a selection (`selection=` in a config: dsa, moba, nsa) then keeps
 some of them, from the queries, keys and input it reads, and attention runs over exactly those (the layer ANDs
 them with its mask as andrea.attention.masks.Selected, which every backend that reads a batch's mask follows):
 
@@ -12,7 +12,14 @@ them with its mask as andrea.attention.masks.Selected, which every backend that 
         hook points (hook_selection_scores, hook_selected); documents (B, S) the document id of every key where
         the mask packs documents (its params()), else None
 
+    selection.attend(attend, q, v, chosen, need_weights) -> (out, weights or None)
+        what the layer's heads give from the chosen keys: attention over them, attend(chosen, need_weights), for
+        DSA and MoBA; NSA mixes it with branches of its own (a window's attention, a compressed view's) through
+        gates, and its weights are the heads' over the keys, every branch's together
+
     selection.keep_every_key(length)   set itself to keep every key of sequences of `length` (the kit's check)
+    selection.attend_chosen_only()     set itself to give attention over the chosen keys alone, no branch of its
+                                       own (the kit's check; a no-op where that is all it gives)
 
 A selection is built per layer, `cls(sizes, **settings)`: sizes the layer's (SelectionSizes), settings from the
 `selection` config group. What it returns outside the mask is dropped (the layer ANDs it with the mask). The
@@ -28,6 +35,7 @@ from typing import Any, ClassVar
 from torch import Tensor, nn
 
 from andrea.attention.kv_cache import KVCache
+from andrea.attention.masks.base import Mask
 from andrea.core.hook_points import HookPoint
 
 
@@ -37,6 +45,7 @@ class SelectionSizes:
 
     d_model: int
     n_head: int
+    kv_heads: int  # heads with keys of their own in the layer's math (latent heads: n_head)
     head_dim: int
     rope: bool  # whether the layer turns its queries and keys with RoPE
     rope_base: float
@@ -63,6 +72,19 @@ class Selection(nn.Module):
         points: Mapping[str, HookPoint], documents: Tensor | None = None,
     ) -> Tensor:  # fmt: skip
         raise NotImplementedError
+
+    def attend(
+        self, attend: Callable[[Mask, bool], tuple[Tensor, Tensor | None]], q: Tensor, v: Tensor, chosen: Mask,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:  # fmt: skip
+        """The heads' output (B, H, T, d_v) from the keys chosen, and their weights (B, H, T, S) if asked: attention
+        over exactly the chosen keys, through the layer's backend (`attend(mask, need_weights)`)."""
+        del q, v  # a selection with branches of its own reads them
+        return attend(chosen, need_weights)
+
+    def attend_chosen_only(self) -> None:
+        """Give attention over the chosen keys alone (what `attend` gives unless a selection mixes in branches of
+        its own): the conformance kit then holds the layer equal to dense attention over those keys."""
 
     def keep_every_key(self, length: int) -> None:
         """Set itself to keep every key the mask allows in sequences of `length` (DSA: topk = length): the

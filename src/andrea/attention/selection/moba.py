@@ -24,6 +24,7 @@ from torch import Tensor
 
 from andrea.attention.kv_cache import KVCache
 from andrea.attention.selection.base import Selection, SelectionSizes
+from andrea.attention.selection.blocks import block_starts
 from andrea.core.hook_points import HookPoint
 from andrea.utils.rules import POSITIVE, enforce
 
@@ -54,7 +55,9 @@ class MoBA(Selection):
         del x, cache  # the gate reads q and k; the cache holds k already
         B, H, T, _ = q.shape
         S = k.shape[2]
-        begins = self._block_starts(S, start + T - S, documents, q.device)  # (B or 1, S): each key's block's start
+        begins = block_starts(
+            S, start + T - S, self.block_size, documents, q.device
+        )  # (B or 1, S): each key's block's start
         first = begins.clamp(min=0)  # its slot: a block the cache holds in part (a window's) at 0
         slots = first.unsqueeze(1).unsqueeze(1)  # (B or 1, 1, 1, S): a block's keys share its first key's slot
         sizes = torch.zeros_like(first).scatter_add(-1, first, torch.ones_like(first))  # (B or 1, S): keys a block
@@ -72,20 +75,6 @@ class MoBA(Selection):
             picked = picked | torch.zeros_like(gates, dtype=torch.bool).scatter(-1, top.indices, top.values > -1e38)
         picked = picked.expand(B, H, T, S)
         return picked.gather(-1, slots.expand(B, H, T, S)) & allowed  # key s: is its block's slot picked
-
-    def _block_starts(self, S: int, offset: int, documents: Tensor | None, device: torch.device) -> Tensor:
-        """(B or 1, S): for each of the S keys the cache holds (the first at position `offset` of the text), the
-        index of its block's first key: blocks of block_size from position 0, or from each document's first key
-        where the mask packs documents; below 0 for a block whose first key the cache has dropped (a window's)."""
-        held = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
-        if documents is None:
-            opens = torch.zeros_like(held) - offset  # position 0 of the text, where the cache's index is -offset
-        else:  # a document opens where its id differs from the key before
-            ids = documents[:, :S].to(device)
-            new = torch.ones_like(ids, dtype=torch.bool)
-            new[:, 1:] = ids[:, 1:] != ids[:, :-1]
-            opens = torch.where(new, held, 0).cummax(dim=-1).values
-        return opens + (held - opens) // self.block_size * self.block_size
 
     @staticmethod
     def _mean_keys(k: Tensor, n_head: int, first: Tensor, sizes: Tensor) -> Tensor:
