@@ -4,10 +4,8 @@ and the selected branch (naive_nsa_selection), mixed with a sliding window writt
 computes it (window_size=(w - 1, 0)) by the gates; packed documents against fla's varlen calls. fla-core pools
 with a Triton kernel: the mean pooling is written here too."""
 
-import importlib.util
 import sys
 from itertools import pairwise
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -16,6 +14,7 @@ import torch
 from andrea.attention import MultiHeadSelfAttention
 from andrea.attention.masks import Document
 from andrea.attention.shapes import weighted_values
+from tests.fla_naive import fla_naive
 
 D, H, T = 32, 4, 40
 BLOCK, TOPK, WINDOW = 4, 5, 6
@@ -33,8 +32,6 @@ def _fla_naive_nsa(monkeypatch) -> ModuleType:
     """fla-core's fla/ops/nsa/naive.py on its own: fla's package imports its Triton kernels, and the file imports
     two helpers, given here as modules of their own for this test only: mean_pooling (a Triton kernel; the tests
     pool by hand and never call it) and prepare_chunk_offsets (each document's first block's index, in blocks)."""
-    spec = importlib.util.find_spec("fla")
-    assert spec is not None and spec.submodule_search_locations, "fla-core is in the dev extra"
     utils, pooling = ModuleType("fla.ops.utils"), ModuleType("fla.ops.utils.pooling")
     utils.prepare_chunk_offsets = lambda cu_seqlens, chunk_size: torch.cat(  # type: ignore[attr-defined]
         (cu_seqlens.new_zeros(1), (cu_seqlens.diff() + chunk_size - 1) // chunk_size)
@@ -42,12 +39,7 @@ def _fla_naive_nsa(monkeypatch) -> ModuleType:
     pooling.mean_pooling = None  # type: ignore[attr-defined]
     for name, module in (("fla.ops.utils", utils), ("fla.ops.utils.pooling", pooling)):
         monkeypatch.setitem(sys.modules, name, module)
-    path = Path(spec.submodule_search_locations[0]) / "ops" / "nsa" / "naive.py"
-    module_spec = importlib.util.spec_from_file_location("fla_nsa_naive", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
+    return fla_naive("nsa")
 
 
 def _pooled(x, edges):

@@ -3,10 +3,7 @@ its lightning indexer on the same weights (forward, backward and cached decoding
 fla-core's naive_dsa_indexer, packed documents included; MoBA equal to its paper's equations written here one
 query at a time; both equal to dense attention once they keep every key, and decoding equal to the full pass."""
 
-import importlib.util
 from itertools import pairwise
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -15,6 +12,7 @@ import torch.nn.functional as F
 
 from andrea.attention import MultiHeadSelfAttention
 from andrea.attention.masks import Document
+from tests.fla_naive import fla_naive
 
 D, H, T = 64, 4, 16  # d_model, heads (16 wide), tokens
 NOPE, ROPE, KV_RANK, Q_RANK = 16, 8, 32, 48  # DeepSeek's qk_nope_head_dim (= v_head_dim), qk_rope_head_dim, ranks
@@ -112,18 +110,6 @@ def test_dsa_equals_transformers_deepseek_v32_attention_with_its_indexer():
     torch.testing.assert_close(torch.cat(steps, dim=1), got.detach(), rtol=ROPE_TABLES, atol=ROPE_TABLES)
 
 
-def _fla_naive_dsa() -> ModuleType:
-    """fla-core's fla/ops/dsa/naive.py on its own (it imports torch and einops only; fla's package imports Triton)."""
-    spec = importlib.util.find_spec("fla")
-    assert spec is not None and spec.submodule_search_locations, "fla-core is in the dev extra"
-    path = Path(spec.submodule_search_locations[0]) / "ops" / "dsa" / "naive.py"
-    module_spec = importlib.util.spec_from_file_location("fla_dsa_naive", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
 def _index_inputs(block, x):
     """What our indexer scores with: its queries and keys after RoPE (B, T, H_I, d_I), (B, T, d_I), and each index
     head's weight (B, T, H_I), as fla's naive_dsa_indexer takes them (the 1/sqrt(H_I) in the weights)."""
@@ -139,7 +125,7 @@ def test_the_indexer_chooses_the_keys_fla_s_naive_indexer_chooses_in_packed_docu
     """fla's naive_dsa_indexer (ReLU scores, top-k over the causal keys, -1 where fewer) on our indexer's own
     queries, keys and weights: the same set of keys for every query; with three packed documents, fla's varlen
     call (cu_seqlens, indices within each document) chooses what our Document mask leaves."""
-    naive = _fla_naive_dsa()
+    naive = fla_naive("dsa")
     block = dsa_block()
     x = torch.randn(1, T, D, dtype=torch.float64)
     ids = torch.tensor([[0] * 5 + [1] * 7 + [2] * 4])

@@ -4,28 +4,15 @@ fla-core's naive files are loaded by path: importing `fla` loads every kernel (6
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
 
 from andrea.ops import gated_linear as gl
+from tests.fla_naive import fla_naive
 
 B, H, T, K, V = 2, 3, 37, 8, 5
-
-
-def _naive(mixer: str) -> ModuleType:
-    spec = importlib.util.find_spec("fla")
-    assert spec is not None and spec.submodule_search_locations, "fla-core is in the dev extra"
-    path = Path(spec.submodule_search_locations[0]) / "ops" / mixer / "naive.py"
-    loader = importlib.util.spec_from_file_location(f"fla_naive_{mixer}", path)
-    assert loader is not None and loader.loader is not None
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
-    return module
 
 
 def _inputs(per_channel: bool, dtype=torch.float64):
@@ -75,7 +62,7 @@ def _bthd(x):
 
 def test_gla_is_fla_s_naive_recurrent_gla():
     q, k, v, g = _inputs(True)
-    o_fla, s_fla = _naive("gla").naive_recurrent_gla(_bthd(q), _bthd(k), _bthd(v), _bthd(g), output_final_state=True)
+    o_fla, s_fla = fla_naive("gla").naive_recurrent_gla(_bthd(q), _bthd(k), _bthd(v), _bthd(g), output_final_state=True)
     o, s = gl.chunked(q, k, v, g, scale=K**-0.5)
     torch.testing.assert_close(o.float(), o_fla.transpose(1, 2), rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(s.float(), s_fla, rtol=1e-4, atol=1e-4)  # fla's state is (B, H, K, V) too
@@ -83,7 +70,7 @@ def test_gla_is_fla_s_naive_recurrent_gla():
 
 def test_mamba2_s_ssd_is_fla_s_naive_recurrent_simple_gla_at_scale_1():
     q, k, v, g = _inputs(False)
-    o_fla, s_fla = _naive("simple_gla").naive_recurrent_simple_gla(_bthd(q), _bthd(k), _bthd(v), _bthd(g), scale=1.0)
+    o_fla, s_fla = fla_naive("simple_gla").naive_recurrent_simple_gla(_bthd(q), _bthd(k), _bthd(v), _bthd(g), scale=1.0)
     o, s = gl.chunked(q, k, v, g, scale=1.0)
     torch.testing.assert_close(o.float(), o_fla.transpose(1, 2), rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(s.float(), s_fla, rtol=1e-4, atol=1e-4)
@@ -91,7 +78,7 @@ def test_mamba2_s_ssd_is_fla_s_naive_recurrent_simple_gla_at_scale_1():
 
 def test_linear_attention_is_fla_s_naive_recurrent_linear_attn():
     q, k, v, _ = _inputs(False)
-    o_fla = _naive("linear_attn").naive_recurrent_linear_attn(_bthd(q), _bthd(k), _bthd(v))[0]
+    o_fla = fla_naive("linear_attn").naive_recurrent_linear_attn(_bthd(q), _bthd(k), _bthd(v))[0]
     o, _ = gl.chunked(q, k, v, None, scale=K**-0.5)  # no decay
     torch.testing.assert_close(o.float(), o_fla.transpose(1, 2), rtol=1e-4, atol=1e-4)
 
@@ -101,7 +88,7 @@ def test_retention_is_fla_s_naive_retention():
     q, k, v, _ = _inputs(False)
     gamma = 1 - 2.0 ** (-5.0 - torch.arange(H, dtype=torch.float64))
     g = gamma.log().view(1, H, 1).expand(B, H, T)
-    o_fla = _naive("retention").naive_retention(q.float(), k.float(), v.float())
+    o_fla = fla_naive("retention").naive_retention(q.float(), k.float(), v.float())
     o, _ = gl.chunked(q, k, v, g, scale=1 / math.sqrt(K))
     torch.testing.assert_close(o.float(), o_fla, rtol=1e-4, atol=1e-4)
 
