@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from andrea.attention import MultiHeadSelfAttention, UnsupportedAttentionError
-from tests.mixers.test_gated_linear import _naive
+from tests.fla_naive import fla_naive
 
 D, H, T = 32, 4, 11
 
@@ -36,7 +36,7 @@ def test_the_block_is_fla_s_forgetting_attention(backend, position):
         k = seen.get("hook_rot_k", seen["hook_k"])
         fox: Any = block.mechanism
         g = fox.log_forget(x).transpose(1, 2)  # (B, T, H)
-        o = _naive("forgetting_attn").naive_forgetting_attn(q, k, seen["hook_v"], g)  # fp32
+        o = fla_naive("forgetting_attn").naive_forgetting_attn(q, k, seen["hook_v"], g)  # fp32
     torch.testing.assert_close(y, block.proj(o.double().reshape(2, T, D)), rtol=1e-5, atol=1e-5)
 
 

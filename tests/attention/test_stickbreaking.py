@@ -12,7 +12,7 @@ from andrea.attention.registry import get_mechanism
 from andrea.testing.checks import MECHANISM_SIZES
 from andrea.train.pipeline import train
 from tests.compose import QUICK, compose_train
-from tests.mixers.test_gated_linear import _naive
+from tests.fla_naive import fla_naive
 
 B, H, T, D = 2, 4, 13, 8
 
@@ -25,7 +25,7 @@ def test_eager_is_fla_s_stick_breaking(attend_current):
         "stickbreaking", dict(MECHANISM_SIZES, n_head=H, head_dim=D), attend_current=attend_current
     )
     out, weights = get_backend("eager")(q, k, v, mask=Causal(), scale=D**-0.5, need_weights=True, mechanism=mechanism)
-    o_fla, left = _naive("stickbreaking_attn").naive_stickbreaking_attn(
+    o_fla, left = fla_naive("stickbreaking_attn").naive_stickbreaking_attn(
         *(x.transpose(1, 2) for x in (q, k, v)), attend_current=attend_current
     )
     torch.testing.assert_close(out, o_fla.transpose(1, 2), rtol=1e-10, atol=1e-10)

@@ -15,7 +15,7 @@ from andrea.mixers.kda import KDA
 from andrea.ops import delta_rule as dr
 from andrea.ops.delta_rule import product
 from tests.compose import QUICK, compose_train
-from tests.mixers.test_gated_linear import _naive
+from tests.fla_naive import fla_naive
 
 B, H, T, K, V, N = 2, 3, 23, 8, 5, 3
 
@@ -36,7 +36,7 @@ def test_every_form_is_fla_s_gated_delta_product(form):
     q_n, g_n, _ = product.steps(q, g, None, N)
     o, s = dr.run(form, q_n, k, v, beta, g_n, K**-0.5, None, chunk=8)
     bthd = [x.transpose(1, 2) for x in (q, k, v, g, beta)]
-    o_fla, s_fla = _naive("gated_delta_product").naive_recurrent_gated_delta_product(
+    o_fla, s_fla = fla_naive("gated_delta_product").naive_recurrent_gated_delta_product(
         *bthd, scale=K**-0.5, output_final_state=True, num_householder=N
     )
     torch.testing.assert_close(product.outputs(o, N), o_fla.transpose(1, 2).double(), rtol=1e-5, atol=1e-5)

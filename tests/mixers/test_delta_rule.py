@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea.ops import delta_rule as dr
-from tests.mixers.test_gated_linear import _naive
+from tests.fla_naive import fla_naive
 
 B, H, T, K, V = 2, 3, 37, 8, 5
 
@@ -68,7 +68,7 @@ def test_a_new_document_restarts_the_state(form):
 def test_deltanet_is_fla_s_delta_rule():
     q, k, v, beta, _ = _inputs()
     o, s = dr.chunked(q, k, v, beta, None, K**-0.5)
-    o_fla, s_fla = _naive("delta_rule").delta_rule_recurrence(q, k, v, beta)  # computed in fp32
+    o_fla, s_fla = fla_naive("delta_rule").delta_rule_recurrence(q, k, v, beta)  # computed in fp32
     torch.testing.assert_close(o, o_fla, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(s, s_fla.double(), rtol=1e-5, atol=1e-5)
 
@@ -77,6 +77,6 @@ def test_gated_deltanet_is_fla_s_gated_delta_rule():
     q, k, v, beta, g = _inputs()
     o, s = dr.chunked(q, k, v, beta, g, K**-0.5)
     bthd = [x.transpose(1, 2) for x in (q, k, v, beta, g)]
-    o_fla, s_fla = _naive("gated_delta_rule").naive_recurrent_gated_delta_rule(*bthd, output_final_state=True)
+    o_fla, s_fla = fla_naive("gated_delta_rule").naive_recurrent_gated_delta_rule(*bthd, output_final_state=True)
     torch.testing.assert_close(o, o_fla.transpose(1, 2).double(), rtol=1e-5, atol=1e-5)  # fla returns fp32
     torch.testing.assert_close(s, s_fla.double(), rtol=1e-5, atol=1e-5)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea.ops import dplr
-from tests.mixers.test_gated_linear import _naive
+from tests.fla_naive import fla_naive
 
 B, H, T, K, V = 2, 3, 37, 8, 5
 
@@ -30,7 +30,7 @@ def test_every_form_is_fla_s_dplr_recurrence(form):
     state = torch.randn(B, H, K, V, dtype=torch.float64)
     o, s = dplr.run(form, q, k, v, a, b, g, K**-0.5, state, chunk=16)
     fp32 = [x.float() for x in (q, k, v, a, b, g)]  # fla's reference casts all but alpha to float32
-    o_fla, s_fla = _naive("generalized_delta_rule/dplr").dplr_recurrence(*fp32, initial_state=state.float())
+    o_fla, s_fla = fla_naive("generalized_delta_rule/dplr").dplr_recurrence(*fp32, initial_state=state.float())
     torch.testing.assert_close(o, o_fla.double(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(s, s_fla.double(), rtol=1e-5, atol=1e-5)
 

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from andrea.mixers.kda import KDA
 from andrea.ops import delta_rule as dr
 from andrea.ops.decayed import SUB, decayed
+from tests.fla_naive import fla_naive
 from tests.mixers.command_line import trains_and_samples
-from tests.mixers.test_gated_linear import _naive
 
 B, H, T, K, V = 2, 3, 48, 8, 5
 
@@ -36,7 +36,7 @@ def test_every_form_is_fla_s_kda(form, fla_form):
     o, s = dr.run(form, q, k, v, beta, g, K**-0.5, state, chunk=16)
     bthd = [x.transpose(1, 2) for x in (q, k, v, g, beta)]
     extra = {"chunk_size": 16} if fla_form == "naive_chunk_kda" else {}
-    o_fla, s_fla = getattr(_naive("kda"), fla_form)(
+    o_fla, s_fla = getattr(fla_naive("kda"), fla_form)(
         *bthd, scale=K**-0.5, initial_state=state, output_final_state=True, **extra
     )
     torch.testing.assert_close(o, o_fla.transpose(1, 2).double(), rtol=1e-5, atol=1e-5)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from andrea.mixers.mamba2 import Mamba2
 from andrea.models.generate import generate
 from andrea.models.gpt import GPT
-from tests.mixers.test_gated_linear import _naive
+from tests.fla_naive import fla_naive
 
 D, T = 16, 21
 
@@ -41,7 +41,7 @@ def test_the_ssd_is_fla_s_simple_gla_at_scale_one_plus_the_skip():
     a = -layer.A_log.exp()
     x = x.view(2, T, H, P)  # fla's layout: (B, T, H, ·)
     q, k = C.unsqueeze(2).expand(2, T, H, N), Bm.unsqueeze(2).expand(2, T, H, N)
-    y, _ = _naive("simple_gla").naive_recurrent_simple_gla(q, k, x * delta.unsqueeze(-1), delta * a, scale=1.0)
+    y, _ = fla_naive("simple_gla").naive_recurrent_simple_gla(q, k, x * delta.unsqueeze(-1), delta * a, scale=1.0)
     y = y + layer.D.view(1, 1, H, 1) * x  # the D skip
     y = layer.norm(y.reshape(2, T, layer.inner) * F.silu(z))
     with torch.no_grad():

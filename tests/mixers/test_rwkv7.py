@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from andrea.attention.masks import Document
 from andrea.mixers.rwkv7 import RWKV7
 from andrea.mixers.token_shift import token_shift
+from tests.fla_naive import fla_naive
 from tests.mixers.command_line import trains_and_samples
-from tests.mixers.test_gated_linear import _naive
 
 D, H, T = 32, 4, 29
 
@@ -72,7 +72,7 @@ def _fla_first_layer(layer: RWKV7, x: torch.Tensor) -> torch.Tensor:
     k = k_update_ref(k, a, layer.k_a)
     r, w, k, a, v = (u.view(B, T, H, K) for u in (r, w, k, a, v))
     bhtd = [u.transpose(1, 2) for u in (r * K**0.5, k, v, -kk, kk * a, w)]  # the naive form scales q by K^-1/2
-    o, _ = _naive("generalized_delta_rule/dplr").dplr_recurrence(*(u.float() for u in bhtd))  # alpha too
+    o, _ = fla_naive("generalized_delta_rule/dplr").dplr_recurrence(*(u.float() for u in bhtd))  # alpha too
     assert layer.norm is not None
     o = layer.norm(o.transpose(1, 2).reshape(B * T, D).to(x.dtype)).view(B, T, D)
     o = gate_output_correction_ref(o, r, k, layer.r_k.view(H, K), v, g)
