@@ -79,6 +79,6 @@ def test_a_mixer_s_map_says_whether_its_implied_weights_decay(name, decays):
     ids = torch.randint(0, 17, (1, 8))
     with torch.no_grad():
         _, weights = net(ids, return_weights=True)
-    meaning = probe_job(net, weights, ids[0].tolist(), 0, None, 0, None, None).styles[0].meaning  # the subtitle
+    meaning = probe_job(net, weights, ids[0].tolist(), 0, None, 0, None, None, {}).styles[0].meaning  # the subtitle
     assert ("decay-masked" in meaning) == decays and ("no decay" in meaning) == (not decays)
     assert ("delta rule" in meaning) == name.endswith("deltanet")

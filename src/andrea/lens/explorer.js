@@ -1,12 +1,16 @@
 // The explorer page's behaviour (andrea.lens.explorer writes the data it reads into #data).
 // A view is one set of maps: this input, or the mean over the run's validation rows. Each holds, per layer,
 // head, query and key, a colour byte (on the PNG maps' colour scale), a weight byte (for the readouts) and a
-// mask byte (1 where the query may not see the key: drawn grey).
+// mask byte (1 where the query may not see the key: drawn grey); with a selection of keys, a byte more (1 where
+// it left the key out: drawn pale).
 const D = JSON.parse(document.getElementById("data").textContent);
 const bytes = b64 => Uint8Array.from(atob(b64), c => c.charCodeAt(0));
-const views = D.views.map(v => ({...v, colours: bytes(v.colours), weights: bytes(v.weights), masked: bytes(v.masked)}));
+const views = D.views.map(v => ({...v, colours: bytes(v.colours), weights: bytes(v.weights), masked: bytes(v.masked),
+  left_out: v.left_out ? bytes(v.left_out) : null}));
 const {L, H} = D;
 const MASKED = D.masked_rgb;
+// a key a selection left out (its layer's weights then dense attention's): its colour, faded toward white
+const pale = rgb => rgb.map(c => Math.round(c * (1 - D.left_out_fade) + 255 * D.left_out_fade));
 let view = 0, selected = {l: D.start[0], h: D.start[1]}, query = null;  // the run's task's best head
 // The enlarged map's side in CSS pixels, and the room a tick's label takes (a 10 px line and a gap): every position
 // is labelled while a cell has that room (the map grows to give it, up to BIG_MAX), else every step-th, a round step,
@@ -22,7 +26,9 @@ function drawHead(canvas, l, h) {
   canvas.width = T; canvas.height = T;
   const ctx = canvas.getContext("2d"), img = ctx.createImageData(T, T);
   for (let t = 0; t < T; t++) for (let j = 0; j < T; j++) {
-    const k = at(v, l, h, t, j), rgb = v.masked[(l * T + t) * T + j] ? MASKED : D.lut[v.colours[k]], i = 4 * (t * T + j);
+    const k = at(v, l, h, t, j), i = 4 * (t * T + j);
+    const rgb = v.masked[(l * T + t) * T + j] ? MASKED : v.left_out && v.left_out[k] ? pale(D.lut[v.colours[k]])
+      : D.lut[v.colours[k]];
     img.data[i] = rgb[0]; img.data[i + 1] = rgb[1]; img.data[i + 2] = rgb[2]; img.data[i + 3] = 255;
   }
   ctx.putImageData(img, 0, 0);
@@ -85,13 +91,17 @@ function showQuery(t) {
   const {l, h} = selected, ranked = [];
   document.querySelectorAll("#keys .tok").forEach((span, j) => {
     const w = weight(v, l, h, t, j), shade = Math.min(1, Math.abs(w) / D.limit).toFixed(3);
+    const left = Boolean(v.left_out && v.left_out[at(v, l, h, t, j)]);  // a selection left the key out
     span.style.background = w < 0 ? `rgba(200, 40, 40, ${shade})` : `rgba(230, 120, 20, ${shade})`;
-    span.title = `weight ${w.toFixed(3)}`;
+    span.classList.toggle("left-out", left);
+    span.title = left ? `weight ${w.toFixed(3)} dense attention would give; left out by the selection`
+      : `weight ${w.toFixed(3)}`;
     span.dataset.weight = w.toFixed(3);
-    ranked.push([w, j]);
+    ranked.push([w, j, left]);
   });
   ranked.sort((a, b) => b[0] - a[0]);
-  const top = ranked.slice(0, 3).map(([w, j]) => `${JSON.stringify(v.tokens[j])} (${j}) ${w.toFixed(2)}`);
+  const top = ranked.slice(0, 3).map(([w, j, left]) =>
+    `${JSON.stringify(v.tokens[j])} (${j}) ${w.toFixed(2)}${left ? " (left out)" : ""}`);
   document.getElementById("readout").textContent =
     `L${l}H${h}: query ${JSON.stringify(v.tokens[t])} (${t}) attends to ${top.join(", ")}`;
   document.querySelectorAll("#queries .tok").forEach((span, i) => span.classList.toggle("query", i === t));

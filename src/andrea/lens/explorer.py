@@ -30,8 +30,20 @@ from torch import Tensor
 from andrea.lens.attribution import Attribution, logit_attribution
 from andrea.lens.composition import MODES, composition_scores
 from andrea.lens.heads import SHORT_NAMES, head_name, parse_head
+from andrea.lens.selection_maps import selection_maps
 from andrea.lens.verdict import score_heads, summary
-from andrea.lens.viz import MASKED_LABEL, MASKED_RGB, GridLayout, colour_values, colours, grid_layout, scale_marks
+from andrea.lens.viz import (
+    LEFT_OUT_FADE,
+    LEFT_OUT_LABEL,
+    MASKED_LABEL,
+    MASKED_RGB,
+    GridLayout,
+    colour_values,
+    colours,
+    faded,
+    grid_layout,
+    scale_marks,
+)
 from andrea.models.network import Network, all_attention
 from andrea.models.weight_styles import allowed_of, weight_styles
 
@@ -40,7 +52,8 @@ from andrea.models.weight_styles import allowed_of, weight_styles
 class View:
     """One set of maps: tokens (T,), weights one (H, T, T) per layer, scores role -> (L, H) (NaN: not
     applicable), allowed one (T, T) per layer (True where the mask lets the query see the key; None: all), best
-    role -> (its best head on these maps, "L1H2", and its score)."""
+    role -> (its best head on these maps, "L1H2", and its score); a layer with a selection of keys shows the weights
+    dense attention would give (andrea.lens.selection_maps), left_out marking the keys its selection left out."""
 
     name: str
     tokens: list[str]
@@ -48,6 +61,7 @@ class View:
     scores: dict[str, Tensor]
     allowed: list[Tensor] | None = None
     best: dict[str, tuple[str, float]] = field(default_factory=dict)
+    left_out: list[Tensor] | None = None  # one (H, T, T) per layer: keys a selection left out (weights then dense)
 
 
 @dataclass(frozen=True)
@@ -81,8 +95,14 @@ def _encode(view: View, signed: bool, limit: float) -> dict:
         "name": view.name, "T": T, "tokens": view.tokens, "scores": scores,
         "colours": _b64(shade), "weights": _b64(levels.round().to(torch.uint8).numpy()),
         "masked": _b64((~allowed).to(torch.uint8).numpy()),
+        "left_out": _left_out(view),
         "best": {role: [*parse_head(head), score] for role, (head, score) in view.best.items()},
     }  # fmt: skip
+
+
+def _left_out(view: View) -> str | None:
+    """The left-out bytes (L, H, T, T), 1 where a selection left the key out; None where no layer has one."""
+    return None if view.left_out is None else _b64(torch.stack(view.left_out).to(torch.uint8).numpy())
 
 
 def _b64(array: np.ndarray) -> str:
@@ -115,7 +135,7 @@ def explorer_page(
 head to select it and enlarge it. Weights: {html.escape(about.meaning)}.</p>
 <div class="views">{choices}</div>
 <p id="best"></p>
-{_legend(layout)}
+{_legend(layout, views)}
 <div>queries (hover):</div><div id="queries" class="strip"></div>
 <div>keys, shaded by the weight the query gives them:</div><div id="keys" class="strip"></div>
 <div id="readout"></div>
@@ -166,6 +186,7 @@ def _payload(
         "ablated": about.ablated, "start": list(parse_head(about.start)) if about.start else [0, 0],
         "short": SHORT_NAMES, "views": [_encode(v, about.signed, limit) for v in views],
         "lut": colours(np.linspace(0, 1, 256), about.signed).tolist(), "masked_rgb": list(MASKED_RGB),
+        "left_out_fade": LEFT_OUT_FADE,
         "composition": {mode: s.tolist() for mode, s in (composition or {}).items()},
         "steps": {str(layer): [[step, _data_url(p)] for step, p in frames] for layer, frames in (steps or {}).items()},
     }  # fmt: skip
@@ -192,8 +213,10 @@ def _about(about: About) -> str:
     return f'<p class="about">{shown}</p>'
 
 
-def _legend(layout: GridLayout) -> str:
-    """The colour scale as a bar with its marks, and the masked cells' grey."""
+def _legend(layout: GridLayout, views: list[View]) -> str:
+    """The colour scale as a bar with its marks, the masked cells' grey, and (where a view has any) the pale of the
+    keys a selection left out."""
+    pale = _left_out_swatch() if any(view.left_out is not None for view in views) else ""
     stops = ", ".join(f"rgb{tuple(c)}" for c in colours(np.linspace(0, 1, 9), layout.limit is not None).tolist())
     marks = "".join(
         f'<span style="left: {100 * (1 - fraction):.1f}%">{html.escape(label)}</span>'
@@ -202,8 +225,13 @@ def _legend(layout: GridLayout) -> str:
     return (
         f'<div class="legend"><div class="bar" style="background: linear-gradient(to right, {stops})"></div>'
         f'<div class="marks">{marks}</div><div>{html.escape(layout.colour_label)}, as in the PNG maps · '
-        f'<span class="masked-swatch" style="background: rgb{MASKED_RGB}"></span> {MASKED_LABEL}</div></div>'
+        f'<span class="masked-swatch" style="background: rgb{MASKED_RGB}"></span> {MASKED_LABEL}{pale}</div></div>'
     )
+
+
+def _left_out_swatch() -> str:
+    swatch = tuple(int(c) for c in faded(colours(np.array([0.5]))[0]))
+    return f' · <span class="masked-swatch" style="background: rgb{swatch}"></span> {LEFT_OUT_LABEL}'
 
 
 def _card(layer: int, head: int, about: About) -> str:
@@ -269,10 +297,11 @@ def _scores(net: Network, weights: list[Tensor], ids: Tensor) -> tuple[dict[str,
 def input_view(net: Network, ids: Tensor, tokens: list[str]) -> View:
     """ids (1, T): its maps and its role scores."""
     _, weights = net(ids, return_weights=True)
-    scores, best = _scores(net, weights, ids)
-    return View(
-        "this input", tokens, [w[0].float().cpu() for w in weights], scores, allowed_of(net, ids.shape[1]), best
-    )
+    scores, best = _scores(net, weights, ids)  # from the weights the heads used
+    maps, left_out = _drawn(net, ids, weights)
+    shown = [w[0].float().cpu() for w in maps]
+    left = None if left_out is None else [m[0].cpu() for m in left_out]
+    return View("this input", tokens, shown, scores, allowed_of(net, ids.shape[1]), best, left)
 
 
 @torch.no_grad()
@@ -280,9 +309,22 @@ def mean_view(net: Network, rows: Tensor, what: str) -> View:
     """rows (B, T): the mean pattern over them, and the role scores over all of them (tokens: positions)."""
     _, weights = net(rows, return_weights=True)
     T = rows.shape[1]
-    mean = [w.float().mean(dim=0).cpu() for w in weights]  # (H, T, T) per layer
+    maps, left_out = _drawn(net, rows, weights)
+    mean = [w.float().mean(dim=0).cpu() for w in maps]  # (H, T, T) per layer
+    left = None if left_out is None else [m.all(dim=0).cpu() for m in left_out]  # left out of every row
     name, (scores, best) = f"mean over {rows.shape[0]} {what}", _scores(net, weights, rows)
-    return View(name, [str(t) for t in range(T)], mean, scores, allowed_of(net, T), best)
+    return View(name, [str(t) for t in range(T)], mean, scores, allowed_of(net, T), best, left)
+
+
+def _drawn(net: Network, ids: Tensor, weights: list[Tensor]) -> tuple[list[Tensor], list[Tensor] | None]:
+    """What the maps draw: each layer's weights, a selection's layer's dense ones, and (where any layer has a
+    selection) the keys each left out, (B, H, T, T) per layer."""
+    selected = selection_maps(net, ids)
+    if not selected:
+        return weights, None
+    maps = [selected[i].dense if i in selected else w for i, w in enumerate(weights)]
+    return maps, [selected[i].left_out if i in selected else torch.zeros_like(w, dtype=torch.bool)
+                  for i, w in enumerate(weights)]  # fmt: skip
 
 
 @torch.no_grad()

@@ -12,7 +12,16 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from torch import Tensor
 
-from andrea.lens.viz import MASKED_RGB, PANEL, GridLayout, colour_values, colours, grid_layout, scale_marks
+from andrea.lens.viz import (
+    MASKED_RGB,
+    PANEL,
+    GridLayout,
+    colour_values,
+    colours,
+    faded,
+    grid_layout,
+    scale_marks,
+)
 
 MARGIN = 4  # pixels of white round the header's text
 NAME_ROOM = 24  # from the header's last line to a panel's top: the panel's name (12 pt) and a gap either side
@@ -48,6 +57,7 @@ def render_attention_grid(
     signed: bool = False,
     subtitle: str = "",
     masked: np.ndarray | None = None,
+    left_out: np.ndarray | None = None,
 ) -> Image.Image:
     """(H, T, S) per-head weights as a picture: a grid of heatmaps with one shared, named colour bar. Given a
     numpy array it runs no torch op: safe on a worker thread beside a training loop's thread pool.
@@ -55,7 +65,8 @@ def render_attention_grid(
     subtitle, under the title (each wrapped to the grid's width), says what the weights are (the mechanism's
     weights_meaning). `masked`
     ((T, S) or (H|1, T, S) booleans, True where the mask hides the key) paints those cells MASKED_RGB, named
-    under the colour bar."""
+    under the colour bar; `left_out` ((H|1, T, S) booleans: keys a selection of keys left out, the weights then
+    dense attention's, andrea.lens.selection_maps) paints those cells pale (viz.faded), named there too."""
     n_head, T, S = weights.shape
     if isinstance(weights, Tensor):
         weights = weights.float().cpu().numpy()
@@ -70,19 +81,17 @@ def render_attention_grid(
     header, header_h = _header(title, subtitle, canvas_w - 2 * MARGIN)
     top = header_h + NAME_ROOM  # the panels' names sit between the header and the panels
     grid_h = layout.rows * height + (layout.rows - 1) * gap_y
-    canvas_h = max(top + grid_h + label_h + 24, top + max(grid_h, 60) + 44)  # the bar, and the masked swatch
+    swatches = 44 + (34 if left_out is not None else 0)  # under the bar: the masked swatch, the left-out one
+    canvas_h = max(top + grid_h + label_h + 24, top + max(grid_h, 60) + swatches)
     image = Image.new("RGB", (canvas_w, canvas_h), "white")
     draw = ImageDraw.Draw(image)
-    pixels = colours(colour_values(weights, layout), signed)  # (H, T, S, 3)
-    if masked is not None:
-        pixels[np.broadcast_to(masked, (n_head, T, S))] = MASKED_RGB
+    pixels = _cells(weights, layout, signed, masked, left_out)  # (H, T, S, 3)
     for h in range(n_head):
         row, column = divmod(h, layout.columns)
         x0, y0 = left + column * (width + gap_x), top + row * (height + gap_y)
         _panel(draw, image, layout, pixels[h], f"head {h}", (x0, y0), px)
     bar_h = _colour_bar(draw, image, layout, canvas_w - colour_bar + 20, top, grid_h)
-    if masked is not None and masked.any():  # the masked cells' swatch under the bar
-        _masked_swatch(draw, canvas_w - colour_bar + 20, top + bar_h + 10)
+    _swatches(draw, (canvas_w - colour_bar + 20, top + bar_h + 10), masked, left_out)
     for line in header:
         draw.text((canvas_w // 2, line.bottom), line.text, fill=line.colour, font=line.font, anchor="md")
     _axis_names(draw, image, layout, (left, top, canvas_w - colour_bar, canvas_h))
@@ -159,10 +168,35 @@ def _panel(
             draw.text((x, y0 + height + 4), label, fill="black", font=small, anchor="mt")
 
 
-def _masked_swatch(draw: ImageDraw.ImageDraw, x: int, y: int) -> None:
-    """The masked cells' colour, named, under the colour bar."""
-    draw.rectangle((x, y, x + 13, y + 13), fill=MASKED_RGB)
-    for i, word in enumerate(("masked", "(not seen)")):
+def _cells(
+    weights: np.ndarray, layout: GridLayout, signed: bool, masked: np.ndarray | None, left_out: np.ndarray | None
+) -> np.ndarray:
+    """(H, T, S) weights -> their colours (H, T, S, 3): the scale's, a key left out pale, a masked one grey."""
+    pixels = colours(colour_values(weights, layout), signed)
+    if left_out is not None:
+        pale = np.broadcast_to(left_out, weights.shape)
+        pixels[pale] = faded(pixels[pale])
+    if masked is not None:
+        pixels[np.broadcast_to(masked, weights.shape)] = MASKED_RGB
+    return pixels
+
+
+def _swatches(
+    draw: ImageDraw.ImageDraw, at: tuple[int, int], masked: np.ndarray | None, left_out: np.ndarray | None
+) -> None:
+    """Under the colour bar: the masked cells' swatch, and the left-out cells', where the map has any."""
+    x, y = at
+    if masked is not None and masked.any():
+        _swatch(draw, x, y, MASKED_RGB, ("masked", "(not seen)"))
+        y += 34
+    if left_out is not None and left_out.any():
+        _swatch(draw, x, y, tuple(int(c) for c in faded(colours(np.array([0.5]))[0])), ("left out", "(pale)"))
+
+
+def _swatch(draw: ImageDraw.ImageDraw, x: int, y: int, rgb: tuple[int, ...], words: tuple[str, str]) -> None:
+    """A kind of cell's colour (the masked, the left out), named in two lines, under the colour bar."""
+    draw.rectangle((x, y, x + 13, y + 13), fill=rgb)
+    for i, word in enumerate(words):
         draw.text((x + 18, y + 7 + 12 * i), word, fill="black", font=_font(10), anchor="lm")
 
 

@@ -17,6 +17,12 @@ from torch import Tensor
 from andrea.attention.masks.draw import MASKED_LABEL as MASKED_LABEL
 from andrea.attention.masks.draw import MASKED_RGB as MASKED_RGB
 
+# a key the mask allows and a selection of keys left out (andrea.lens.selection_maps): painted by the weight dense
+# attention would give it, faded this far toward white, so chosen (full colour), left out (pale) and masked (grey)
+# read apart, and a strong weight on a key left out still shows its hue
+LEFT_OUT_FADE = 0.75
+LEFT_OUT_LABEL = "left out by the selection (pale: the weight dense attention would give)"
+
 SHADES = " ░▒▓█"
 SCALES = ("log", "row", "linear")
 SCALE_LABELS = {
@@ -127,3 +133,8 @@ def scale_marks(layout: GridLayout) -> list[tuple[float, str]]:
         low = math.log10(layout.floor)  # the bottom of the bar
         return [(1.0 - (e - low) / -low, f"1e{e}" if e else "1") for e in range(math.ceil(low), 1)]
     return [(1.0 - v, f"{v:g}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
+
+
+def faded(rgb: np.ndarray) -> np.ndarray:
+    """(..., 3) uint8 colours -> the same, LEFT_OUT_FADE of the way to white: a key a selection left out."""
+    return np.round(rgb * (1 - LEFT_OUT_FADE) + 255 * LEFT_OUT_FADE).astype(np.uint8)

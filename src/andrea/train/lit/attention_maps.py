@@ -30,6 +30,7 @@ from andrea.lens import verdict as verdicts
 from andrea.lens.circuit import traced_verdict
 from andrea.lens.head_roles import HEAD_ROLES, first_token_mass
 from andrea.lens.heads import RoleHead, metric_name
+from andrea.lens.selection_maps import selection_maps
 from andrea.lens.viz import MAPS_DIR
 from andrea.models.network import Network, all_attention, network
 from andrea.models.weight_styles import weight_styles
@@ -170,10 +171,11 @@ class AttentionMaps(L.Callback):
         self.first_token_mass = first_token_mass(weights, [style.first_token_as_share for style in styles])
         if always:
             self._trace(trainer, net, input_ids, scores, normalised)
+        selected = selection_maps(net, input_ids)  # a layer that chooses its keys: drawn over its dense map
         pl_module.train(was_training)
         tokenizer = getattr(trainer.datamodule, "tokenizer", None)  # type: ignore[attr-defined]  # text data only
         row_ids = input_ids[self.row].tolist()
-        job = probe_job(net, weights, row_ids, self.row, tokenizer, step, self.window, self.layers)
+        job = probe_job(net, weights, row_ids, self.row, tokenizer, step, self.window, self.layers, selected)
         self._hand_over(job, always)
 
     def _hand_over(self, job: Probe, always: bool) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 from torch import Tensor
 
 from andrea.lens.grid_png import render_attention_grid, save_png
+from andrea.lens.selection_maps import SelectionMap
 from andrea.lens.viz import map_file
 from andrea.models.network import Network
 from andrea.models.weight_styles import WeightStyle, allowed_of, weight_styles
@@ -42,6 +43,7 @@ class Probe:
     tokens: list[str] | None  # the drawn row's decoded tokens (text data)
     styles: list[WeightStyle]  # each layer's label, mask, what its weights are, whether they can be negative
     hidden: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> (T, T) True where the mask hides a key
+    left_out: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> (H, T, T) a selection's left-out keys
 
 
 @dataclass(frozen=True)
@@ -68,16 +70,24 @@ def probe_job(
     step: int,
     window: int | None,
     layers: list[int] | None,
+    selected: dict[int, SelectionMap],
 ) -> Probe:
     """Row `row`'s maps, of `weights` one (B, H, T, T) per layer, as the worker draws them: the chosen layers, the
-    last `window` positions, the row's tokens (text data), the cells each layer's mask hides."""
+    last `window` positions, the row's tokens (text data), the cells each layer's mask hides; for a layer with a
+    selection of keys (`selected`, andrea.lens.selection_maps), its dense weights and the keys it left out."""
     tokens = [tokenizer.decode([i]).replace("\n", "⏎") for i in row_ids] if tokenizer is not None else None
     start = max(0, weights[0].shape[-1] - window) if window else 0
     chosen = range(len(weights)) if layers is None else layers
-    maps = {layer: weights[layer][row, :, start:, start:].float().cpu().numpy() for layer in chosen}
+    maps = {layer: _drawn(weights, selected, layer)[row, :, start:, start:].float().cpu().numpy() for layer in chosen}
+    left_out = {i: m.left_out[row, :, start:, start:].cpu().numpy() for i, m in selected.items() if i in maps}
     allowed = allowed_of(net, weights[0].shape[-1])  # None: a mask of the batch's, not drawn
     hidden = {} if allowed is None else {layer: (~allowed[layer][start:, start:]).numpy() for layer in chosen}
-    return Probe(step, maps, start, tokens, weight_styles(net), hidden)
+    return Probe(step, maps, start, tokens, weight_styles(net), hidden, left_out)
+
+
+def _drawn(weights: list[Tensor], selected: dict[int, SelectionMap], layer: int) -> Tensor:
+    """The weights a layer's map draws: a selection's layer's dense ones."""
+    return selected[layer].dense if layer in selected else weights[layer]
 
 
 def draw(job: Probe, out_dir: Path, row: int, scale: str) -> Drawn:
@@ -88,7 +98,7 @@ def draw(job: Probe, out_dir: Path, row: int, scale: str) -> Drawn:
         title = f"layer {layer} · step {job.step} · {style.mask} · {style.label} · probe row {row}"
         image = render_attention_grid(
             shown, title, scale, job.start, job.tokens, signed=style.signed, subtitle=style.meaning,
-            masked=job.hidden.get(layer),
+            masked=job.hidden.get(layer), left_out=job.left_out.get(layer),
         )  # fmt: skip
         path = Path(save_png(image, out_dir / map_file(layer, job.step)))
         drawn.maps.append(DrawnMap(layer, path, np.asarray(image)))
