@@ -40,8 +40,8 @@ from andrea.lens.viz import (
     GridLayout,
     colour_values,
     colours,
-    faded,
     grid_layout,
+    left_out_swatch,
     scale_marks,
 )
 from andrea.models.network import Network, all_attention
@@ -230,7 +230,7 @@ def _legend(layout: GridLayout, views: list[View]) -> str:
 
 
 def _left_out_swatch() -> str:
-    swatch = tuple(int(c) for c in faded(colours(np.array([0.5]))[0]))
+    swatch = left_out_swatch()
     return f' · <span class="masked-swatch" style="background: rgb{swatch}"></span> {LEFT_OUT_LABEL}'
 
 

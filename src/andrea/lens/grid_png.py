@@ -20,6 +20,7 @@ from andrea.lens.viz import (
     colours,
     faded,
     grid_layout,
+    left_out_swatch,
     scale_marks,
 )
 
@@ -190,7 +191,7 @@ def _swatches(
         _swatch(draw, x, y, MASKED_RGB, ("masked", "(not seen)"))
         y += 34
     if left_out is not None and left_out.any():
-        _swatch(draw, x, y, tuple(int(c) for c in faded(colours(np.array([0.5]))[0])), ("left out", "(pale)"))
+        _swatch(draw, x, y, left_out_swatch(), ("left out", "(pale)"))
 
 
 def _swatch(draw: ImageDraw.ImageDraw, x: int, y: int, rgb: tuple[int, ...], words: tuple[str, str]) -> None:

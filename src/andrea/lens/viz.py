@@ -138,3 +138,8 @@ def scale_marks(layout: GridLayout) -> list[tuple[float, str]]:
 def faded(rgb: np.ndarray) -> np.ndarray:
     """(..., 3) uint8 colours -> the same, LEFT_OUT_FADE of the way to white: a key a selection left out."""
     return np.round(rgb * (1 - LEFT_OUT_FADE) + 255 * LEFT_OUT_FADE).astype(np.uint8)
+
+
+def left_out_swatch() -> tuple[int, ...]:
+    """The colour a legend shows for a key left out: the scale's middle, faded."""
+    return tuple(int(c) for c in faded(colours(np.array([0.5]))[0]))
