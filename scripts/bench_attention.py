@@ -2,6 +2,7 @@
 
     python scripts/bench_attention.py                  # T in 256 1024 4096, about 10 min on 2 CPU threads
     python scripts/bench_attention.py --seq-lens 256 --repeats 3
+    python scripts/bench_attention.py --selections     # dsa, moba, nsa beside dense attention, T 1024 .. 16384
 
 One attention op, B=1, H=12, d=64 (an ANDREA-120M layer), causal and sliding-
 window masks, forward and forward+backward. The mask reaches each backend as the
@@ -10,21 +11,28 @@ times the raw SDPA call and each backend in interleaved rounds on the same
 tensors and reports the median, the ratio to the raw call, and the peak tensor
 memory created during one call (andrea.bench.timing.peak_memory_mib). A backend that
 declares a pass unsupported is listed with its reason.
+
+With --selections: one attention layer with each selection of keys (dsa, moba, nsa) beside the same layer
+dense, forward and forward+backward, to T = 16384 (andrea.bench.selections), under a limit on the process's
+memory (--memory-limit-gib) so that a cell that does not fit says so instead of stopping the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import resource
 
 import torch
 import torch.nn.functional as F
 
 from andrea.attention import Causal, SlidingWindow, backend_registry, get_backend
 from andrea.attention.masks import PrecomputedMask
+from andrea.bench.selections import crossovers, selection_table
 from andrea.bench.timing import median_ms, paired_ratio, peak_memory_mib
 
 RAW = "raw F.sdpa"
+DEFAULT_SEQ_LENS = [256, 1024, 4096]
 
 
 def candidates(device: str, with_compiled_flex: bool) -> dict[str, object]:
@@ -81,7 +89,7 @@ def bench_cell(seq_len, mask, backward, impls, args, device):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seq-lens", type=int, nargs="+", default=[256, 1024, 4096])
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=DEFAULT_SEQ_LENS)
     parser.add_argument("--window", type=int, default=128, help="sliding window size (keys per query)")
     parser.add_argument(
         "--repeats", type=int, default=9, help="timed rounds per cell at T=1024 (scaled by sqrt(1024/T))"
@@ -92,9 +100,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-compiled-flex", action="store_true", help="skip torch.compile'd Flex (slow to compile)")
+    parser.add_argument("--selections", action="store_true", help="the selections of keys beside dense attention")
+    parser.add_argument("--memory-limit-gib", type=float, default=20.0, help="with --selections: the address space")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    if args.selections:
+        selections(args)
+        return
     impls = candidates(args.device, not args.no_compiled_flex)
 
     print(
@@ -128,6 +141,21 @@ def main() -> None:
     for reason, number in notes.items():
         print(f"\n[{number}] {reason}")
     report_targets(results, args.seq_lens)
+
+
+def selections(args: argparse.Namespace) -> None:
+    """The selections' table (andrea.bench.selections), and where each overtakes dense attention."""
+    seq_lens = args.seq_lens if args.seq_lens != DEFAULT_SEQ_LENS else [1024, 4096, 16384]
+    limit = int(args.memory_limit_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    print(
+        f"# one attention layer, selections of keys vs dense: B=1 d_model=256 H=4 d=64, RoPE, sdpa; "
+        f"{platform.processor() or platform.machine()}, {args.threads} threads, memory limit "
+        f"{args.memory_limit_gib:g} GiB, torch {torch.__version__}\n"
+    )
+    cells = selection_table(seq_lens, args.repeats)
+    print("\n## crossover (the first T at which a selection's layer is faster than the dense one)")
+    print("\n".join(crossovers(cells, seq_lens)))
 
 
 def report_targets(results, seq_lens) -> None:
