@@ -25,6 +25,7 @@ PRESETS = {
     "qwen3-next": "tests/models/test_qwen3_next.py",
     "falcon-h1": "tests/models/test_falcon_h1.py",
     "kimi-linear": "tests/models/test_kimi_linear.py",
+    "deepseek-v32": "tests/models/test_deepseek_v32.py",
 }  # each architecture preset, and the test proving it
 CONTEXT, BYTES = 4096, 4
 
@@ -64,7 +65,16 @@ def _kind(spec: LayerSpec) -> str:
     if settings.get("latent"):
         latent = settings["latent"]
         heads = f"{n_head} latent heads (a latent of {latent['kv_rank']}, a shared key part of {latent['rope_dim']})"
-    return f"{spec.kind}: {seen}, {heads}, {_position(settings)}, {_mechanism(settings)}"
+    return f"{spec.kind}: {seen}, {heads}, {_position(settings)}, {_mechanism(settings)}{_selection(settings)}"
+
+
+def _selection(settings: dict) -> str:
+    """A selection of keys, its name and how many it keeps: DSA's top-k, MoBA's and NSA's blocks."""
+    selection = settings.get("selection")
+    if not isinstance(selection, dict) or selection.get("name", "none") == "none":
+        return ""
+    kept = f"top {selection['topk']} keys" if "topk" in selection else f"{selection.get('topk_blocks')} blocks"
+    return f", {selection['name'].upper()} ({kept})"
 
 
 def _position(settings: dict) -> str:

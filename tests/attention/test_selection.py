@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from andrea.attention import MultiHeadSelfAttention
 from andrea.attention.masks import Document
+from tests.attention.deepseek_v32 import latent_dsa_from
 from tests.fla_naive import fla_naive
 
 D, H, T = 64, 4, 16  # d_model, heads (16 wide), tokens
@@ -44,27 +45,7 @@ def _deepseek_v32(topk):
 
 
 def _ours_from(theirs, ours):
-    """Their weights in our layout: the same projections, W_UK and W_UV of every head split apart, and the
-    decoupled RoPE channels of q and k taken even-then-odd, as their interleaved RoPE turns (x_2i, x_2i+1) and
-    ours the halves (the same dot products: q and k permuted alike)."""
-    pairs = torch.cat((torch.arange(0, ROPE, 2), torch.arange(1, ROPE, 2)))
-    q_rows = torch.arange(H * (NOPE + ROPE)).view(H, NOPE + ROPE)
-    q_rows = torch.cat((q_rows[:, :NOPE], q_rows[:, NOPE:][:, pairs]), dim=1).flatten()
-    kv_rows = torch.cat((torch.arange(KV_RANK), KV_RANK + pairs))
-    kv_b = theirs.kv_b_proj.weight.view(H, 2 * NOPE, KV_RANK)
-    latent, indexer = ours.latent, ours.selection
-    with torch.no_grad():
-        latent.q_down.weight.copy_(theirs.q_a_proj.weight)
-        latent.q_norm.weight.copy_(theirs.q_a_layernorm.weight)
-        latent.q_up.weight.copy_(theirs.q_b_proj.weight[q_rows])
-        latent.kv_down.weight.copy_(theirs.kv_a_proj_with_mqa.weight[kv_rows])
-        latent.kv_norm.weight.copy_(theirs.kv_a_layernorm.weight)
-        latent.kv_up.weight.copy_(torch.cat((kv_b[:, :NOPE].flatten(0, 1), kv_b[:, NOPE:].flatten(0, 1))))
-        ours.proj.weight.copy_(theirs.o_proj.weight)
-        for name in ("q_proj", "k_proj", "weights_proj"):
-            source = {"q_proj": "wq_b", "k_proj": "wk", "weights_proj": "weights_proj"}[name]
-            getattr(indexer, name).weight.copy_(getattr(theirs.indexer, source).weight)
-        indexer.k_norm.load_state_dict(theirs.indexer.k_norm.state_dict())
+    latent_dsa_from(theirs, ours, NOPE, ROPE, KV_RANK)
 
 
 def _causal(start, length, total):

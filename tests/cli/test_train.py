@@ -75,8 +75,8 @@ def test_help_lists_every_group(tmp_path):
         assert set(groups[group].split(", ")) >= set(group_options(group)), groups[group]
     for line in (
         "heads: gqa, mha, mla, mqa",
-        "model: andrea-120m, andrea-12m, andrea-12m-hybrid, andrea-tiny, falcon-h1, gemma3, gpt-oss, kimi-linear,"
-        " llama4, olmo3, qwen3-next, toy",
+        "model: andrea-120m, andrea-12m, andrea-12m-hybrid, andrea-tiny, deepseek-v32, falcon-h1, gemma3, gpt-oss,"
+        " kimi-linear, llama4, olmo3, qwen3-next, toy",
         "logger: csv, many_loggers, none, tensorboard, wandb",
         "trainer: cpu, ddp, ddp_cpu, default, fsdp, gpu",
         "experiment: " + ", ".join(group_options("experiment")),
