@@ -353,3 +353,19 @@ def test_the_kit_runs_a_chosen_selection_s_cells_alone(tmp_path, option, cells):
     assert all("moba" in line for line in chosen)
     others = [line for line in collected if "test_parity[" in line or "test_mixer_parity" in line]
     assert option[0] != "--andrea-selections" or not others  # no attention or mixer cell beside them
+
+
+def test_dsa_s_top_k_takes_the_earlier_of_tied_keys_as_a_stable_sort_does():
+    """Scores with many ties (small integers) and keys that may not be chosen (-inf): the keys top_keys keeps are
+    the first k of a stable descending sort, every finite one where fewer than k are."""
+    from andrea.attention.selection.dsa import top_keys
+
+    scores = torch.randint(0, 4, (3, 7, 20)).float()
+    scores[torch.rand(3, 7, 20) < 0.3] = float("-inf")
+    for k in (1, 5, 13, 20, 25):
+        ranked = scores.sort(dim=-1, descending=True, stable=True)
+        keep = min(k, 20)
+        expected = torch.zeros_like(scores, dtype=torch.bool).scatter(
+            -1, ranked.indices[..., :keep], ranked.values[..., :keep] > float("-inf")
+        )
+        assert torch.equal(top_keys(scores, k), expected), k

@@ -14,12 +14,6 @@ import torch
 from torch import Tensor
 
 
-def block_starts(S: int, offset: int, block_size: int, documents: Tensor | None, device: torch.device) -> Tensor:
-    """(B or 1, S): for each of the S keys the cache holds (the first at position `offset` of the text), the index
-    of its block's first key among them; below 0 for a block whose first key the cache has dropped."""
-    return _opens(S, offset, block_size, documents, device)[1]
-
-
 def _opens(
     S: int, offset: int, block_size: int, documents: Tensor | None, device: torch.device
 ) -> tuple[Tensor, Tensor]:
@@ -38,7 +32,9 @@ def _opens(
 
 @dataclass(frozen=True)
 class Blocks:
-    """The blocks of the S keys a layer holds, numbered 0..C-1 in order (a compact form: C about S / block_size).
+    """The blocks of the S keys a layer holds, numbered 0..C-1 in order (a compact form: C about S / block_size);
+    where documents cut the rows of a batch differently, C is the largest row's count, and a shorter row's blocks
+    past its last hold no key (`held` 0).
 
     index   (B or 1, S) each key's block
     begins  (B or 1, C) each block's first key's index (below 0: begun before the cache's first key)
@@ -85,6 +81,8 @@ class Blocks:
         dtype = torch.promote_types(x.dtype, torch.float32)
         index = self.index.view(self.index.shape[0], 1, S, 1).expand(B, H_kv, S, d)
         sums = torch.zeros(B, H_kv, self.count, d, dtype=dtype, device=x.device).scatter_add(2, index, x.to(dtype))
-        held = torch.zeros(self.index.shape[0], self.count, dtype=dtype, device=x.device)
-        held = held.scatter_add(-1, self.index, torch.ones_like(self.index, dtype=dtype))
-        return sums / held.clamp(min=1).view(-1, 1, self.count, 1)
+        return sums / self.held().to(dtype).clamp(min=1).view(-1, 1, self.count, 1)
+
+    def held(self) -> Tensor:
+        """(B or 1, C) the keys of each block the cache holds."""
+        return self.per_block(torch.ones_like(self.index))

@@ -86,12 +86,7 @@ class DSA(Selection):
         scores = points["hook_selection_scores"](self.scores(x, start, cache, detached=learns))  # (B, T, S)
         visible = allowed.any(dim=1)  # (B or 1, T, S): a key some head may see
         scores = scores.masked_fill(~visible, float("-inf"))
-        # the top k, ties to the earlier key (a stable sort): a key at 0 (every ReLU shut) ties often, and a choice
-        # among ties that moved with the number of keys would make cached decoding differ from the full pass
-        ranked = scores.sort(dim=-1, descending=True, stable=True)
-        keep = min(self.topk, scores.shape[-1])
-        top_values, top_indices = ranked.values[..., :keep], ranked.indices[..., :keep]
-        chosen = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, top_indices, top_values > float("-inf"))
+        chosen = top_keys(scores, self.topk)  # (B, T, S)
         # (B, 1 or H, T, S); the warm-up's, a copy of what the mask allows (a hook may edit what it is given)
         chosen = allowed.clone() if self.train_indexer == "dense" else chosen.unsqueeze(1) & allowed
         self.own_loss = self._divergence(q.detach(), k.detach(), chosen, scores) if learns else None
@@ -100,10 +95,12 @@ class DSA(Selection):
     def _divergence(self, q: Tensor, k: Tensor, keys: Tensor, scores: Tensor) -> Tensor:
         """KL(p_t || softmax(I_t)) over the attended keys, the mean over the queries that have one: p_t the heads'
         softmax weights q·k · scale summed over the heads and normalised over the keys (float32, no gradient)."""
-        H = q.shape[1]
-        logits = q.float() @ k.float().repeat_interleave(H // k.shape[1], dim=1).transpose(-1, -2) * self.scale
-        weights = torch.softmax(logits.masked_fill(~keys, float("-inf")), dim=-1).nan_to_num(0.0)  # (B, H, T, S)
-        p = weights.sum(dim=1)  # (B, T, S)
+        H, group = q.shape[1], q.shape[1] // k.shape[1]
+        p = scores.new_zeros(scores.shape)  # (B, T, S)
+        for h in range(H):  # a head at a time: (B, T, S) at once, not (B, H, T, S)
+            logits = q[:, h].float() @ k[:, h // group].float().transpose(-1, -2) * self.scale
+            hidden = ~keys[:, h if keys.shape[1] > 1 else 0]
+            p += torch.softmax(logits.masked_fill(hidden, float("-inf")), dim=-1).nan_to_num(0.0)
         rows = p.sum(dim=-1) > 0  # a query that attends to a key
         p = p / p.sum(dim=-1, keepdim=True).clamp(min=1e-30)
         attended = keys.any(dim=1)  # (B, T, S)
@@ -124,15 +121,29 @@ class DSA(Selection):
             q, k = self.rotary(q, start), self.rotary(k, start)
         if cache is not None:
             k = cache.extend_side(INDEX_KEYS, k)  # (B, 1, S, d_I)
-        dots = F.relu(q.float() @ k.float().transpose(-1, -2) / self.index_head_dim**0.5)  # (B, H_I, T, S)
         weights = self.weights_proj(x).float() / self.index_heads**0.5  # (B, T, H_I)
-        return torch.einsum("bjts,btj->bts", dots, weights)
+        keys = k[:, 0].float().transpose(-1, -2)  # (B, d_I, S)
+        scores = torch.zeros(B, T, keys.shape[-1], device=x.device)
+        for j in range(self.index_heads):  # a head at a time: (B, T, S) at once, not (B, H_I, T, S)
+            scores += F.relu(q[:, j].float() @ keys / self.index_head_dim**0.5) * weights[..., j, None]
+        return scores
 
     def keep_every_key(self, length: int) -> None:
         self.topk = length
 
     def extra_repr(self) -> str:
         return f"topk={self.topk}, index_heads={self.index_heads}, index_head_dim={self.index_head_dim}"
+
+
+def top_keys(scores: Tensor, k: int) -> Tensor:
+    """(..., S) scores, -inf where a key may not be chosen -> the k best keys of each row (all the finite ones where
+    fewer), ties to the earlier key, as a stable sort ranks them: a key at 0 (every ReLU shut) ties often, and a
+    choice among ties that moved with the number of keys would make cached decoding differ from the full pass.
+    torch.topk finds the k-th score; of the keys that equal it, the earliest fill what the better ones leave."""
+    kth = scores.topk(min(k, scores.shape[-1]), dim=-1).values[..., -1:]  # (..., 1)
+    above, tied = scores > kth, scores == kth
+    room = min(k, scores.shape[-1]) - above.sum(dim=-1, keepdim=True)
+    return (above | (tied & (tied.cumsum(dim=-1) <= room))) & (scores > float("-inf"))
 
 
 def _rotary(sizes: SelectionSizes, rope_dim: int | None, index_head_dim: int) -> Rotary | None:

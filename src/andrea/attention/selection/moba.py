@@ -3,8 +3,9 @@ and each query attends to its own block and to the past blocks whose mean key it
 itself.
 
     block b = the keys at positions b·c .. (b+1)·c - 1           c = block_size, from position 0 (or each document's)
-    K̄_b^h = mean of block b's keys of head h                     kept at the block's first position: (B, H, S, d)
-    g_{t,b}^h = q_t^h · K̄_b^h                                    (B, H, T, S): the gate, unscaled, in float32
+    K̄_b^h = mean of block b's keys of head h                     (B, H, C, d), C blocks
+    g_{t,b}^h = q_t^h · K̄_b^h                                    (B, H, T, C): the gate, unscaled, in float32 at
+                                                                 least
     chosen_t^h = t's own block, and the top (topk_blocks - 1) blocks by g among those every key of which the
                  mask lets t see (a block wholly in its past, under causal)
 
@@ -24,7 +25,7 @@ from torch import Tensor
 
 from andrea.attention.kv_cache import KVCache
 from andrea.attention.selection.base import Selection, SelectionSizes
-from andrea.attention.selection.blocks import block_starts
+from andrea.attention.selection.blocks import Blocks
 from andrea.core.hook_points import HookPoint
 from andrea.utils.rules import POSITIVE, enforce
 
@@ -55,36 +56,21 @@ class MoBA(Selection):
         del x, cache  # the gate reads q and k; the cache holds k already
         B, H, T, _ = q.shape
         S = k.shape[2]
-        begins = block_starts(
-            S, start + T - S, self.block_size, documents, q.device
-        )  # (B or 1, S): each key's block's start
-        first = begins.clamp(min=0)  # its slot: a block the cache holds in part (a window's) at 0
-        slots = first.unsqueeze(1).unsqueeze(1)  # (B or 1, 1, 1, S): a block's keys share its first key's slot
-        sizes = torch.zeros_like(first).scatter_add(-1, first, torch.ones_like(first))  # (B or 1, S): keys a block
-        means = self._mean_keys(k, H, first, sizes)  # (B, H, S, d): at each block's first position
-        gates = points["hook_selection_scores"](q.float() @ means.transpose(-1, -2))  # (B, H, T, S)
-        seen = torch.zeros_like(allowed, dtype=torch.long).scatter_add(-1, slots.expand_as(allowed), allowed.long())
-        own = first[:, S - T :].view(first.shape[0], 1, T, 1)  # (B or 1, 1, T, 1): t's own block
-        positions = torch.arange(S, device=q.device)
-        starts = begins == positions  # a slot a block begins at (a block begun before the cache's keys begins none)
-        whole = starts.view(-1, 1, 1, S) & (seen == sizes.view(-1, 1, 1, S)) & (positions != own)
+        blocks = Blocks.of(S, start + T - S, self.block_size, documents, q.device)
+        means = blocks.means(k).repeat_interleave(H // k.shape[1], dim=1)  # (B, H, C, d), float32 at least
+        gates = points["hook_selection_scores"](q.to(means.dtype) @ means.transpose(-1, -2))  # (B, H, T, C)
+        seen = blocks.per_block(allowed.int())  # (B or 1, H or 1, T, C): keys of each block a query may see
+        own = blocks.index[:, -T:].unsqueeze(1).unsqueeze(-1)  # (B or 1, 1, T, 1): each query's block
+        ids = torch.arange(blocks.count, device=q.device)
+        held = blocks.held()  # (B or 1, C); 0 for a block number past a shorter row's last (its batch's count)
+        held_whole = ((blocks.begins >= 0) & (held > 0)).unsqueeze(1).unsqueeze(1)  # not begun before the cache
+        whole = (seen == held.view(-1, 1, 1, blocks.count)) & held_whole & (ids != own)
         gates = gates.masked_fill(~whole, float("-inf"))  # a block every key of which t may see, not its own
-        picked = positions == own  # (B or 1, 1, T, S): t's own block's slot
+        picked = ids == own  # (B or 1, 1, T, C)
         if self.topk_blocks > 1:  # a pick at -inf: fewer wholly visible blocks than asked for
-            top = gates.topk(min(self.topk_blocks - 1, S), dim=-1)
+            top = gates.topk(min(self.topk_blocks - 1, blocks.count), dim=-1)
             picked = picked | torch.zeros_like(gates, dtype=torch.bool).scatter(-1, top.indices, top.values > -1e38)
-        picked = picked.expand(B, H, T, S)
-        return picked.gather(-1, slots.expand(B, H, T, S)) & allowed  # key s: is its block's slot picked
-
-    @staticmethod
-    def _mean_keys(k: Tensor, n_head: int, first: Tensor, sizes: Tensor) -> Tensor:
-        """k (B, H_kv, S, d) -> each block's mean key at its first position, zeros elsewhere (B, H, S, d), in
-        float32, a key head's for each of its query heads."""
-        B, H_kv, S, d = k.shape
-        slots = first.view(first.shape[0], 1, S, 1).expand(B, H_kv, S, d)
-        sums = torch.zeros(B, H_kv, S, d, device=k.device).scatter_add(2, slots, k.float())
-        means = sums / sizes.clamp(min=1).view(-1, 1, S, 1)
-        return means.repeat_interleave(n_head // H_kv, dim=1)
+        return blocks.per_key(picked.expand(B, H, T, blocks.count)) & allowed  # key s: is its block picked
 
     def keep_every_key(self, length: int) -> None:
         self.topk_blocks = -(-length // self.block_size)
