@@ -50,7 +50,7 @@ def test_mqar_queries_favour_slots_near_the_pairs_in_a_random_order():
 def test_mqar_random_filler_and_its_rules():
     ids, labels = rows(MQARDataModule(vocab_size=256, seq_len=64, num_kv_pairs=4, random_non_queries=True))
     assert (ids[labels == IGNORE_INDEX][8:] != 0).float().mean() > 0.9  # the filler is random tokens
-    for bad in ({"seq_len": 63}, {"num_kv_pairs": 17}, {"vocab_size": 64}):
+    for bad in ({"seq_len": 63}, {"num_kv_pairs": 17}, {"vocab_size": 9}):  # 4 distinct keys and values: 10
         settings: dict[str, Any] = {"vocab_size": 256, "seq_len": 64, "num_kv_pairs": 4} | bad
         with pytest.raises(ValueError, match="MQAR needs an even seq_len"):
             MQARDataModule(**settings)

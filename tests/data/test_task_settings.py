@@ -5,6 +5,7 @@ as the tasks they make; the rows a task would make against the machine's memory.
 from __future__ import annotations
 
 import pytest
+import torch
 
 from andrea.data.mqar import MQARDataModule
 from andrea.train.config import ConfigError, validate
@@ -51,3 +52,19 @@ def test_a_task_s_valid_settings_still_build_and_say_their_footprint():
     task = MQARDataModule(num_kv_pairs=8, seq_len=64, vocab_size=512, eval_sets={"long": {"seq_len": 128}})
     need, setting = task.footprint()
     assert need == 2 * 16 * ((4096 + 512) * 64 + 512 * 128) and setting == "data.num_train=4096"
+
+
+def test_an_evaluation_set_s_batch_size_sets_its_loader_s_and_mqar_runs_past_its_vocabulary():
+    """A long evaluation set in batches of its own (data.eval_sets.<name>.batch_size), the others in the task's;
+    MQAR's rows at 4,096 tokens of a vocabulary of 64 (Zoology's vocab_size > seq_len asks more than its draws need):
+    every key queried once, its value the label."""
+    data = MQARDataModule(seq_len=128, num_kv_pairs=8, vocab_size=64, num_train=8, num_val=6, batch_size=4,
+                          eval_sets={"long": {"seq_len": 4096, "num_val": 6, "batch_size": 2}})  # fmt: skip
+    data.setup()
+    val, long = data.val_dataloader()
+    assert [len(b["input_ids"]) for b in val] == [4, 2] and [len(b["input_ids"]) for b in long] == [2, 2, 2]
+    ids, labels = data.extra_val["long"].input_ids, data.extra_val["long"].labels
+    assert ids.shape == (6, 4096) and int((labels != -100).sum(-1).min()) == 8
+    queried = labels != -100
+    assert torch.equal(ids[queried].view(6, 8).sort(-1).values, ids[:, 0:16:2].sort(-1).values)
+    assert torch.equal(labels[queried].view(6, 8).sort(-1).values, ids[:, 1:16:2].sort(-1).values)

@@ -412,7 +412,7 @@ REJECTED = [
     ),
     (
         ["selection=nsa", "selection.window=32"],
-        "selection.topk_blocks=3 blocks of selection.block_size=4, or selection.window=32, cover the context "
+        "selection.topk_blocks=4 blocks of selection.block_size=4, or selection.window=32, cover the context "
         "(model.net.max_context=32): a branch would be causal attention; give fewer or smaller blocks and a shorter "
         "window, or selection=none",
     ),

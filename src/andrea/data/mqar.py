@@ -9,6 +9,10 @@ filler (random tokens instead with `random_non_queries`). The query region after
 (a = `power_a`, 0.01: slots near the pairs favoured) and puts key i at position 2n + 2·slot_i. The label at a
 query key's position is its value (the next token there); every other label is IGNORE_INDEX. Every example
 has n scored positions, so the token accuracy is also the mean over examples of each one's accuracy.
+
+Zoology also asserts vocab_size > seq_len, which nothing in its generator needs; andrea asks only what the draws
+need (n distinct keys below V/2 and n distinct values above), so MQAR runs at lengths past its vocabulary
+(experiment=sparse: 4,096 tokens of a vocabulary of 256).
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ class MQARDataModule(SyntheticTaskDataModule):
     ) -> None:
         super().__init__(**kwargs)
         T, V, n = self.seq_len, self.vocab_size, num_kv_pairs
-        if not isinstance(n, int) or n < 1 or T % 2 or V <= T or 4 * n > T:
+        if not isinstance(n, int) or n < 1 or T % 2 or 2 * (n + 1) > V or 4 * n > T:
             raise ValueError(
                 f"data.num_kv_pairs={n}, data.seq_len={T}, data.vocab_size={V}: MQAR needs an even seq_len, "
-                "vocab_size > seq_len and 4 * num_kv_pairs <= seq_len (the pairs, then a query region as long)"
+                "vocab_size >= 2 * (num_kv_pairs + 1) (distinct keys and values) and 4 * num_kv_pairs <= seq_len "
+                "(the pairs, then a query region as long)"
             )
         if not 0 < power_a <= 1:
             raise ValueError(f"data.power_a={power_a} must be in (0, 1] (1: every query slot equally likely)")

@@ -5,7 +5,8 @@ where nothing can be predicted), seeded and split into train and validation. A t
 may draw its training rows otherwise than the rows it is scored on (`make_split`: MAD's
 recall trains on the next token everywhere and scores only the recalled values), and may name
 evaluation sets beside its validation set (`eval_sets`: {name: the settings that
-differ}, e.g. twice the length), each validated and logged under its own name.
+differ}, e.g. twice the length; a batch_size among them sets its loader's, for a long set), each validated and
+logged under its own name.
 
 - repetition (docs/spec.md §5): each row is one random id repeated; the label is the
   next id. The current token alone predicts the next, so attention is NOT
@@ -210,7 +211,14 @@ class SyntheticTaskDataModule(ResumableTrainData, L.LightningDataModule):
         """The validation set's loader; with evaluation sets, one loader per set in `val_set_names`' order."""
         assert self.val_set is not None  # setup() comes first
         sets = [self.val_set, *self.extra_val.values()]
-        loaders = [DataLoader(rows, batch_size=self.batch_size, num_workers=self.num_workers) for rows in sets]
+        sizes = [
+            self.batch_size,
+            *(int(changes.get("batch_size", self.batch_size)) for changes in self.eval_sets.values()),
+        ]
+        loaders = [
+            DataLoader(rows, batch_size=size, num_workers=self.num_workers)
+            for rows, size in zip(sets, sizes, strict=True)
+        ]
         return loaders if self.eval_sets else loaders[0]
 
     def probe_batch(self, n: int = 4) -> dict[str, Tensor]:

@@ -61,7 +61,7 @@ class NSA(Selection):
     shared_by_heads = False
     kit_settings: ClassVar[dict[str, Any]] = {"block_size": 3, "topk_blocks": 3, "window": 4}
 
-    def __init__(self, sizes: SelectionSizes, *, block_size: int = 4, topk_blocks: int = 3, window: int = 8) -> None:
+    def __init__(self, sizes: SelectionSizes, *, block_size: int = 4, topk_blocks: int = 4, window: int = 8) -> None:
         super().__init__()
         enforce(SETTINGS, dict(block_size=block_size, topk_blocks=topk_blocks, window=window), "selection.")
         _check(sizes, block_size, topk_blocks, window)
