@@ -135,3 +135,42 @@ def test_a_family_folder_of_another_vocabulary_is_refused(tmp_path):
     cfg = compose_train(tmp_path / "run", [*QUICK, f"init_from={tmp_path / 'olmo3'}", "data.vocab_size=65"])
     with pytest.raises(ConfigError, match="its vocabulary has 64 tokens, the data's 65; give data whose tokenizer"):
         validate(cfg)
+
+
+def _net_weights(checkpoint):
+    return {k.removeprefix("net."): v for k, v in read_checkpoint(checkpoint)["state_dict"].items() if k[:4] == "net."}
+
+
+def test_a_dense_run_starts_a_dsa_run_whose_warm_up_trains_the_indexers_alone(tmp_path):
+    """DeepSeek-V3.2's order: a dense run, then its weights into a DSA run (init_from=<its last.ckpt>) whose dense
+    warm-up (selection.train_indexer=dense) trains the indexers alone: after it every other weight is the dense
+    run's, bit for bit, and every indexer weight has left its initial value."""
+    dense = [*QUICK, "position=rope", "trainer.max_steps=3", "validate=false"]
+    assert train(compose_train(tmp_path / "dense", dense)).status == "completed"
+    start = tmp_path / "dense" / "checkpoints" / "last.ckpt"
+    cfg = compose_train(
+        tmp_path / "dsa", [*dense, "selection=dsa", "selection.train_indexer=dense", f"init_from={start}"]
+    )
+    parts = validate(cfg)
+    initial = {n: w.clone() for n, w in parts.module.net.state_dict().items() if ".selection." in n}
+    assert initial and train(cfg, parts).status == "completed"
+    before, after = _net_weights(start), _net_weights(tmp_path / "dsa" / "checkpoints" / "last.ckpt")
+    assert set(after) - set(before) == set(initial)
+    assert all(torch.equal(after[n], w) for n, w in before.items())
+    assert all(not torch.equal(after[n], w) for n, w in initial.items())
+
+
+def test_a_run_s_checkpoint_of_another_network_is_refused_in_one_line(tmp_path):
+    """init_from=<.ckpt> starts the same network but for its selection: another width is refused before any work,
+    naming the setting that differs."""
+    dense = [*QUICK, "trainer.max_steps=1", "validate=false"]
+    train(compose_train(tmp_path / "dense", dense))
+    start = tmp_path / "dense" / "checkpoints" / "last.ckpt"
+    cfg = compose_train(tmp_path / "wide", [*dense, "model.net.d_model=64", f"init_from={start}"])
+    with pytest.raises(ConfigError) as refused:
+        validate(cfg)
+    assert str(refused.value) == (
+        f"init_from={start} holds a model with model.net.d_model=32, this run builds model.net.d_model=64; a run's "
+        "checkpoint starts a run of the same network, its selections of keys aside: give the overrides its run had"
+    )
+    assert not (tmp_path / "wide" / "checkpoints").exists()

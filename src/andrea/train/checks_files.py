@@ -16,7 +16,8 @@ from andrea.train.errors import ConfigError
 def apply_init_from(cfg: DictConfig) -> None:
     """init_from=<folder>: model.net takes the network of its config.json (read as data): GPT-2's sizes, biases and
     activation (andrea.models.files.gpt2), or an OLMo 3 or Gemma 3 network whole (andrea.models.files.hf_families);
-    the attention backend stays the run's own."""
+    the attention backend stays the run's own. init_from=<an andrea-train .ckpt>: the run's own network, which
+    must be the checkpoint's but for its selections of keys (a dense run's weights into a DSA run)."""
     folder = cfg.get("init_from")
     if folder is None:
         return
@@ -26,6 +27,9 @@ def apply_init_from(cfg: DictConfig) -> None:
 
     if not isinstance(folder, str):
         raise ConfigError(f"init_from={folder!r} must be the path of a Hugging Face GPT-2, OLMo 3 or Gemma 3 folder")
+    if folder.endswith(".ckpt"):
+        _check_run_start(cfg, Path(folder))
+        return
     family = FAMILIES.get(str(model_type_of(Path(folder))))
     if family is not None:
         _apply_family(cfg, folder, family)
@@ -40,6 +44,28 @@ def apply_init_from(cfg: DictConfig) -> None:
             f"init_from={folder}: GPT-2's weights need learned positions; drop position={cfg.position.kind}"
         )
     _take_network(cfg, config)  # GPT-2 has a key/value head per query head: its config names none
+
+
+def _check_run_start(cfg: DictConfig, path: Path) -> None:
+    """init_from=<.ckpt>: a readable andrea-train checkpoint (no pickled code) whose network is this run's but for
+    its selections of keys and its backend: the weights it holds are every weight of this network but a selection's
+    (DSA's indexer starts fresh; its dense warm-up, selection.train_indexer=dense, trains it from them)."""
+    from andrea.models.files import schema as net_config
+    from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint, saved_config
+
+    try:
+        saved = saved_config(read_checkpoint(path, "init_from"), f"init_from={path}")
+        net_config.parse(saved, f"init_from={path}", CHECKPOINT_CONFIG_KEY)  # data only: nothing it names is built
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(str(err)) from None
+    current = OmegaConf.to_container(cfg.model.net, resolve=True)
+    for key, was, now in _differences(saved, current, "model.net"):
+        if "selection" in key.split(".") or key.endswith((".backend", ".backend_options")):
+            continue
+        raise ConfigError(
+            f"init_from={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; a run's checkpoint "
+            "starts a run of the same network, its selections of keys aside: give the overrides its run had"
+        )
 
 
 def _apply_family(cfg: DictConfig, folder: str, family: Any) -> None:

@@ -149,11 +149,16 @@ def _left_as_it_was(cfg: DictConfig) -> RunResult:
 
 def _load_init_from(net: Module, folder: str) -> None:
     """The folder's weights into the network validate() shaped after them: GPT-2's (andrea.models.files.gpt2), or
-    an OLMo 3 or Gemma 3 family's (andrea.models.files.hf_families)."""
+    an OLMo 3 or Gemma 3 family's (andrea.models.files.hf_families); or an andrea-train checkpoint's, every weight
+    but a selection's (andrea.models.files.checkpoint.load_run_weights)."""
+    from andrea.models.files.checkpoint import load_run_weights
     from andrea.models.files.gpt2 import load_weights
     from andrea.models.files.hf_families import FAMILIES
     from andrea.models.files.hf_folder import model_type_of
 
+    if folder.endswith(".ckpt"):
+        load_run_weights(net, Path(folder))
+        return
     family = FAMILIES.get(str(model_type_of(Path(folder))))
     if family is None:
         load_weights(net, folder, len(network(net).attention))

@@ -20,42 +20,42 @@ CHECKPOINT_CONFIG_KEY = "andrea_net_config"  # where the LightningModule keeps t
 CHECKPOINT_TOKENIZER_KEY = "andrea_tokenizer"
 
 
-def read_checkpoint(checkpoint: str | Path) -> dict:
+def read_checkpoint(checkpoint: str | Path, setting: str = "ckpt_path") -> dict:
     """The contents of an andrea-train checkpoint, read with `torch.load(weights_only=True)`: plain
     tensors and containers, never code (mmap: the weights are not copied). One-line errors for a
-    missing, corrupt, truncated, pickle-carrying or foreign file."""
+    missing, corrupt, truncated, pickle-carrying or foreign file, naming the `setting` that gave it."""
     checkpoint = Path(checkpoint)
     if not checkpoint.exists():
         raise FileNotFoundError(
-            f"ckpt_path={checkpoint} does not exist; give a .ckpt file such as <run dir>/checkpoints/last.ckpt"
+            f"{setting}={checkpoint} does not exist; give a .ckpt file such as <run dir>/checkpoints/last.ckpt"
         )
     if not checkpoint.is_file():
         raise ValueError(
-            f"ckpt_path={checkpoint} is not a regular file; give a .ckpt file such as <run dir>/checkpoints/last.ckpt"
+            f"{setting}={checkpoint} is not a regular file; give a .ckpt file such as <run dir>/checkpoints/last.ckpt"
         )
     if checkpoint.suffix == ".safetensors":
         raise ValueError(
-            f"ckpt_path={checkpoint} is a safetensors export: weights only, no training state to resume; "
-            "resume from a .ckpt (andrea-sample reads exports)"
+            f"{setting}={checkpoint} is a safetensors export: weights only, no training state; give "
+            "a .ckpt (andrea-sample reads exports)"
         )
     try:
         state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError:
         raise ValueError(
-            f"ckpt_path={checkpoint} holds pickled objects beyond plain tensors and containers, refused unrun; "
+            f"{setting}={checkpoint} holds pickled objects beyond plain tensors and containers, refused unrun; "
             "give a checkpoint written by andrea-train"
         ) from None
     except Exception:
         raise ValueError(
-            f"ckpt_path={checkpoint} is truncated or corrupt (not a readable torch checkpoint), so it cannot be "
+            f"{setting}={checkpoint} is truncated or corrupt (not a readable torch checkpoint), so it cannot be "
             "read safely; use another one, e.g. an earlier checkpoint in the same folder"
         ) from None
     if not isinstance(state, dict) or CHECKPOINT_CONFIG_KEY not in state:
         raise ValueError(
-            f"ckpt_path={checkpoint} was not written by andrea-train (no {CHECKPOINT_CONFIG_KEY}); give one of its "
+            f"{setting}={checkpoint} was not written by andrea-train (no {CHECKPOINT_CONFIG_KEY}); give one of its "
             "checkpoints"
         )
-    _check_structure(state, f"ckpt_path={checkpoint}")
+    _check_structure(state, f"{setting}={checkpoint}")
     return state
 
 
@@ -161,7 +161,7 @@ def load_checkpoint(checkpoint: str | Path, device: str = "cpu") -> tuple[nn.Mod
     state = read_checkpoint(checkpoint)
     config = saved_config(state, f"ckpt_path={checkpoint}")
     net = build_network(config, f"ckpt_path={checkpoint}", CHECKPOINT_CONFIG_KEY, device)
-    weights = {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
+    weights = _net_weights(state)
     try:
         net.load_state_dict(weights)
     except RuntimeError as err:
@@ -174,3 +174,24 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path) -> Path:
     """A Lightning checkpoint of andrea-train -> a safetensors file of its network."""
     net, config, tokenizer = load_checkpoint(checkpoint)
     return save(net, config, out, tokenizer)
+
+
+def load_run_weights(net: nn.Module, checkpoint: Path) -> None:
+    """An andrea-train checkpoint's network weights into `net`, a network of the same config but for its
+    selections of keys (init_from=<.ckpt>): every weight of `net` the file holds, a selection's (`.selection.`)
+    the only ones either side may lack; a weight of another name or shape is refused naming it."""
+    held = _net_weights(read_checkpoint(checkpoint, "init_from"))
+    own = net.state_dict()
+    foreign = [n for n in own.keys() ^ held.keys() if ".selection." not in n]
+    foreign += [n for n in own.keys() & held.keys() if own[n].shape != held[n].shape]
+    if foreign:
+        raise ValueError(
+            f"init_from={checkpoint}: its weight {sorted(foreign)[0]} does not fit this run's network; give the "
+            "checkpoint of a run of the same network"
+        )
+    net.load_state_dict({n: w for n, w in held.items() if n in own}, strict=False)
+
+
+def _net_weights(state: dict) -> dict[str, torch.Tensor]:
+    """The network's weights of a checkpoint's state_dict (the training module's `net.`), by the network's names."""
+    return {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
