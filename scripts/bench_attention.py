@@ -33,7 +33,6 @@ from andrea.attention.masks import PrecomputedMask
 from andrea.bench.timing import median_ms, paired_ratio, peak_memory_mib
 
 RAW = "raw F.sdpa"
-DEFAULT_SEQ_LENS = [256, 1024, 4096]
 
 
 def candidates(device: str, with_compiled_flex: bool) -> dict[str, object]:
@@ -90,7 +89,9 @@ def bench_cell(seq_len, mask, backward, impls, args, device):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seq-lens", type=int, nargs="+", default=DEFAULT_SEQ_LENS)
+    parser.add_argument(
+        "--seq-lens", type=int, nargs="+", help="default 256 1024 4096; with --selections 1024 4096 16384"
+    )
     parser.add_argument("--window", type=int, default=128, help="sliding window size (keys per query)")
     parser.add_argument(
         "--repeats", type=int, default=9, help="timed rounds per cell at T=1024 (scaled by sqrt(1024/T))"
@@ -109,6 +110,7 @@ def main() -> None:
     if args.selections:
         selections(args)
         return
+    args.seq_lens = args.seq_lens or [256, 1024, 4096]
     impls = candidates(args.device, not args.no_compiled_flex)
 
     print(
@@ -239,7 +241,7 @@ def crossovers(cells: dict[tuple[int, str, str], tuple[float, float] | str], seq
 
 def selections(args: argparse.Namespace) -> None:
     """The selections' table, and where each overtakes dense attention."""
-    seq_lens = args.seq_lens if args.seq_lens != DEFAULT_SEQ_LENS else [1024, 4096, 16384]
+    seq_lens = args.seq_lens or [1024, 4096, 16384]
     limit = int(args.memory_limit_gib * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     print(

@@ -124,3 +124,16 @@ def test_nsa_keeps_fewer_keys_than_causal_attention_and_learns_its_gates():
     assert int(chosen[0][:, :, -1].sum(-1).max()) <= TOPK * BLOCK < T
     out.sum().backward()
     assert block.selection.gate_proj.weight.grad is not None and block.selection.gate_proj.weight.grad.abs().sum() > 0
+
+
+def test_nsa_with_fewer_blocks_than_its_forced_ones_keeps_its_own_block_first():
+    """topk_blocks=1: the selected branch reads the query's own block (causal inside), not the document's first."""
+    block = nsa_block(topk_blocks=1)
+    chosen: list[torch.Tensor] = []
+    block.points["hook_selected"].add(lambda value, point: chosen.append(value))
+    block(torch.randn(1, T, D, dtype=torch.float64))
+    positions = torch.arange(T)
+    own = (positions.view(-1, 1) // BLOCK == positions.view(1, -1) // BLOCK) & (
+        positions.view(1, -1) <= positions.view(-1, 1)
+    )
+    assert torch.equal(chosen[0][0], own.expand(H, T, T))

@@ -174,3 +174,18 @@ def test_a_run_s_checkpoint_of_another_network_is_refused_in_one_line(tmp_path):
         "checkpoint starts a run of the same network, its selections of keys aside: give the overrides its run had"
     )
     assert not (tmp_path / "wide" / "checkpoints").exists()
+
+
+def test_a_hybrid_run_s_checkpoint_starts_its_dsa_run(tmp_path):
+    """A layout whose kinds take another mixer's settings (filled in as the checkpoint saved them) starts its DSA
+    run: the attention layer's selection is the one difference, and every weight but the indexer's is loaded."""
+    hybrid = [*QUICK, "position=rope", "model.net.n_layer=2", "model.net.layout=[gated_deltanet,attention]",
+              "trainer.max_steps=1",
+              "validate=false"]  # fmt: skip
+    train(compose_train(tmp_path / "dense", hybrid))
+    start = tmp_path / "dense" / "checkpoints" / "last.ckpt"
+    cfg = compose_train(tmp_path / "dsa", [*hybrid, "selection=dsa", f"init_from={start}"])
+    net = validate(cfg).module.net
+    _load_init_from(net, cfg.init_from)
+    saved = _net_weights(start)
+    assert all(torch.equal(w, saved[n]) for n, w in net.state_dict().items() if ".selection." not in n)

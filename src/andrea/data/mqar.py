@@ -12,7 +12,7 @@ has n scored positions, so the token accuracy is also the mean over examples of 
 
 Zoology also asserts vocab_size > seq_len, which nothing in its generator needs; andrea asks only what the draws
 need (n distinct keys below V/2 and n distinct values above), so MQAR runs at lengths past its vocabulary
-(experiment=sparse: 4,096 tokens of a vocabulary of 256).
+(experiment=sparse: 4,096 tokens of a vocabulary of 64).
 """
 
 from __future__ import annotations

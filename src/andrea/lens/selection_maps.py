@@ -28,7 +28,8 @@ from andrea.models.network import Network, attention_of
 @dataclass(frozen=True)
 class SelectionMap:
     dense: Tensor  # (B, H, T, S) the weights the heads would give every key the mask allows
-    left_out: Tensor  # (B, H, T, S) True where the mask allows the key and the selection left it out
+    left_out: Tensor  # (B, H, T, S) True where the mask allows the key and the heads gave it no weight: the
+    # selection left it out (NSA's: no branch reached it; its window's keys are used though its selection left them)
 
 
 @torch.no_grad()
@@ -44,7 +45,7 @@ def selection_maps(net: Network, ids: Tensor) -> dict[int, SelectionMap]:
         removers.append(layer.register_forward_pre_hook(_keep_input(inputs, i), with_kwargs=True).remove)
         removers.append(layer.points["hook_selected"].add(_keep_chosen(chosen, i)))
     try:
-        net(ids)
+        used = net(ids, return_weights=True)[1]  # the weights the heads used: NSA's window reaches keys unchosen
     finally:
         for remove in removers:
             remove()
@@ -57,7 +58,7 @@ def selection_maps(net: Network, ids: Tensor) -> dict[int, SelectionMap]:
         finally:
             remove()
         allowed = _allowed(dense, layer, kwargs.get("mask"))
-        maps[i] = SelectionMap(dense, allowed & ~chosen[i].expand_as(dense))
+        maps[i] = SelectionMap(dense, allowed & ~chosen[i].expand_as(dense) & (used[i] == 0))
     return maps
 
 

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from andrea.attention.spec import NETWORK, AttentionSpec
 from andrea.lens.interventions import parse_heads
 from andrea.train.checks_data import check_data
-from andrea.train.checks_files import apply_init_from, check_checkpoint
+from andrea.train.checks_files import apply_init_from, check_checkpoint, check_run_start
 from andrea.train.checks_layers import AttentionParts, attention_parts, check_mixers, network_layers
 from andrea.train.checks_study import check_study
 from andrea.train.errors import ConfigError
@@ -56,6 +56,7 @@ def check_config(cfg: DictConfig, here: bool = True) -> Checked:
     estimate = _validate_memory(cfg, here)
     _validate_trainer(cfg)
     finished = check_checkpoint(cfg)
+    check_run_start(cfg)
     if _get(cfg, "model.net.attention") is not None:  # None: the no-attention ablation
         _validate_attention(cfg)
     _validate_ablate(cfg)

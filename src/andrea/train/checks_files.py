@@ -27,8 +27,7 @@ def apply_init_from(cfg: DictConfig) -> None:
 
     if not isinstance(folder, str):
         raise ConfigError(f"init_from={folder!r} must be the path of a Hugging Face GPT-2, OLMo 3 or Gemma 3 folder")
-    if folder.endswith(".ckpt"):
-        _check_run_start(cfg, Path(folder))
+    if folder.endswith(".ckpt"):  # a run's checkpoint: this run's network, checked once its kinds are filled
         return
     family = FAMILIES.get(str(model_type_of(Path(folder))))
     if family is not None:
@@ -46,13 +45,18 @@ def apply_init_from(cfg: DictConfig) -> None:
     _take_network(cfg, config)  # GPT-2 has a key/value head per query head: its config names none
 
 
-def _check_run_start(cfg: DictConfig, path: Path) -> None:
-    """init_from=<.ckpt>: a readable andrea-train checkpoint (no pickled code) whose network is this run's but for
-    its selections of keys and its backend: the weights it holds are every weight of this network but a selection's
-    (DSA's indexer starts fresh; its dense warm-up, selection.train_indexer=dense, trains it from them)."""
+def check_run_start(cfg: DictConfig) -> None:
+    """init_from=<.ckpt>: a readable andrea-train checkpoint (no pickled code) whose network is this run's (its layer
+    kinds filled, as the checkpoint saved them) but for its selections of keys and its backend: the weights it holds
+    are every weight of this network but a selection's (DSA's indexer starts fresh; its dense warm-up,
+    selection.train_indexer=dense, trains it from them)."""
     from andrea.models.files import schema as net_config
     from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint, saved_config
 
+    start = cfg.get("init_from")
+    if not isinstance(start, str) or not start.endswith(".ckpt"):
+        return
+    path = Path(start)
     try:
         saved = saved_config(read_checkpoint(path, "init_from"), f"init_from={path}")
         net_config.parse(saved, f"init_from={path}", CHECKPOINT_CONFIG_KEY)  # data only: nothing it names is built
@@ -60,7 +64,7 @@ def _check_run_start(cfg: DictConfig, path: Path) -> None:
         raise ConfigError(str(err)) from None
     current = OmegaConf.to_container(cfg.model.net, resolve=True)
     for key, was, now in _differences(saved, current, "model.net"):
-        if "selection" in key.split(".") or key.endswith((".backend", ".backend_options")):
+        if "selection" in key.split(".") or _computes_alike(key):
             continue
         raise ConfigError(
             f"init_from={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; a run's checkpoint "
@@ -113,8 +117,8 @@ def check_checkpoint(cfg: DictConfig) -> str | None:
         raise ConfigError(str(err)) from None
     current = OmegaConf.to_container(cfg.model.net, resolve=True)
     for key, was, now in _differences(saved, current, "model.net"):
-        if key.endswith((".backend", ".backend_options")) or ".backend_options." in key:
-            continue  # another backend computes the same function of the same weights
+        if _computes_alike(key):
+            continue
         raise ConfigError(
             f"ckpt_path={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; "
             "resume with the overrides the run was started with"
@@ -146,6 +150,11 @@ def nothing_left(cfg: DictConfig, path: Path, state: dict[str, Any]) -> str | No
         f"ckpt_path={path} already holds the whole run ({reached}): nothing left to train, every file of the run "
         "left as it was; raise trainer.max_steps or trainer.max_epochs to train on"
     )
+
+
+def _computes_alike(key: str) -> bool:
+    """A setting two runs of the same weights may differ in: another backend computes the same function."""
+    return key.endswith((".backend", ".backend_options")) or ".backend_options." in key
 
 
 def _differences(a: Any, b: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:

@@ -9,8 +9,8 @@ mixed per head by gates the token sets:
                 (c + 1)·l - 1 <= t under causal)
     selected    the topk_blocks blocks of highest p_t = softmax_c(q_t · K̃_c · scale) (the compressed branch's own
                 weights), averaged over the query heads that share a key head, one choice a group (the paper's sum
-                over the group: the same order); the first block of the query's document and its own and previous
-                blocks always among them (the paper's one initial and two local blocks); attention over the chosen
+                over the group: the same order); its own block, the previous one and its document's first ahead of
+                them, in that order (the paper's two local and one initial blocks); attention over the chosen
                 blocks' keys under the mask (causal inside the own block): hook_selected shows these keys
     window      the last `window` keys the mask allows, the query's own among them
 
@@ -93,15 +93,18 @@ class NSA(Selection):
         return blocks.per_key(picked) & allowed
 
     def _pick(self, importance: Tensor, blocks: Blocks, seen: Tensor, T: int) -> Tensor:
-        """The topk_blocks blocks each query attends to (B, H, T, C): the forced ones (its document's first, its
-        own, the one before its own), then the best seen whole, ties to the earlier block."""
+        """The topk_blocks blocks each query attends to (B, H, T, C): the forced ones first (its own, the one before
+        its own, its document's first, in that order where fewer are asked for), then the best seen whole, ties to
+        the earlier block."""
         C = blocks.count
         own = blocks.index[:, -T:].unsqueeze(-1)  # (B or 1, T, 1): each query's block
         ids = torch.arange(C, device=own.device)
         opens_own = blocks.first.gather(-1, own.squeeze(-1)).unsqueeze(-1)  # its own block opens its document
-        forced = (ids == own) | ((ids == own - 1) & ~opens_own) | blocks.first.unsqueeze(1)  # (B or 1, T, C)
-        forced = forced.unsqueeze(1) & (seen > 0)  # where the query may see a key of it (a window's mask may hide)
-        ranked = torch.where(forced, 2.0, importance)  # above every weight
+        rank = torch.where(blocks.first.unsqueeze(1), 2.0, 0.0)  # (B or 1, T, C), above every weight (at most 1)
+        rank = torch.where((ids == own - 1) & ~opens_own, 3.0, rank)
+        rank = torch.where(ids == own, 4.0, rank).unsqueeze(1)
+        forced = (rank > 0) & (seen > 0)  # where the query may see a key of it (a window's mask may hide one)
+        ranked = torch.where(forced, rank, importance)
         ranked = ranked.masked_fill(~(forced | (seen == self.block_size)), float("-inf"))
         order = ranked.sort(dim=-1, descending=True, stable=True)
         keep = min(self.topk_blocks, C)
