@@ -35,8 +35,8 @@ def read_checkpoint(checkpoint: str | Path, setting: str = "ckpt_path") -> dict:
         )
     if checkpoint.suffix == ".safetensors":
         raise ValueError(
-            f"{setting}={checkpoint} is a safetensors export: weights only, no training state; give "
-            "a .ckpt (andrea-sample reads exports)"
+            f"{setting}={checkpoint} is a safetensors export: weights only, no training state to resume; "
+            "resume from a .ckpt (andrea-sample reads exports)"
         )
     try:
         state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
