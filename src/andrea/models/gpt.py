@@ -224,10 +224,14 @@ class GPT(nn.Module):
                 weights.append(w)
         if self.readout is not None:  # MAD's autoencoder: every position rebuilt from the last one's code
             x = self.readout(x)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        return self.unembed(x), weights
+
+    def unembed(self, x: Tensor) -> Tensor:
+        """(..., D) a residual stream -> logits (..., V): the final norm, the LM head, and Gemma 2's soft-cap."""
+        logits = self.lm_head(self.ln_f(x))
         if self.logit_softcap is not None:  # Gemma 2's final soft-cap: c · tanh(logits / c)
             logits = self.logit_softcap * torch.tanh(logits / self.logit_softcap)
-        return logits, weights
+        return logits
 
     def hook_points(self) -> dict[str, HookPoint]:
         """Every hook point by its name (docs/lens.md): embeddings, then each block's, then the final norm's."""

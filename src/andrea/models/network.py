@@ -45,6 +45,10 @@ class Network(Protocol):
         """Every activation the lens can read or edit, by its name (docs/lens.md), in forward order."""
         ...
 
+    def unembed(self, x: Tensor) -> Tensor:
+        """(..., D) a residual stream -> logits (..., V), as the network reads its last one (the logit lens)."""
+        ...
+
     def __call__(
         self, idx: Tensor, return_weights: bool = False, cache: list[MixerCache] | None = None
     ) -> tuple[Tensor, list[Tensor]]:

@@ -89,7 +89,11 @@ class ToyModel(nn.Module):
             if w is not None:
                 weights.append(w)
             x = self.hook_resid_post[i](x + self.hook_attn_out[i](y))  # residual
-        return self.lm_head(self.final_norm(x)), weights  # (B, T, V)
+        return self.unembed(x), weights  # (B, T, V)
+
+    def unembed(self, x: Tensor) -> Tensor:
+        """(..., D) a residual stream -> logits (..., V): the final norm and the LM head."""
+        return self.lm_head(self.final_norm(x))
 
     def hook_points(self) -> dict[str, HookPoint]:
         """Every hook point by its name (docs/lens.md): a layer is `blocks.<i>.`, as in the GPT, without an MLP."""

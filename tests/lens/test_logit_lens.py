@@ -1,0 +1,42 @@
+"""The logit lens (andrea.lens.logit_lens) on a random GPT-2 against TransformerLens's: accumulated_resid, then
+ln_final and unembed on every layer's residual (tests/lens/test_transformer_lens_parity.py's models); its last
+layer is the network's own logits, its first the embeddings read through the head, on every network kind."""
+
+from typing import Any
+
+import pytest
+import torch
+
+from andrea.lens.logit_lens import logit_lens, residual_stream
+from andrea.models.gpt import GPT
+from andrea.models.toy import ToyModel
+from tests.lens.test_transformer_lens_parity import SMALL, T, models  # noqa: F401  # models: the shared fixture
+
+
+def test_the_logit_lens_is_transformer_lens_s_on_gpt2(models):  # noqa: F811
+    net, bridge = models
+    ids = torch.randint(SMALL["vocab_size"], (2, T), generator=torch.Generator().manual_seed(3))
+    _, cache = bridge.run_with_cache(ids)
+    with torch.no_grad():
+        theirs = bridge.unembed(bridge.ln_final(cache.accumulated_resid()))  # (n_layer + 1, B, T, V)
+    ours = logit_lens(net, ids)
+    assert ours.shape == (SMALL["n_layer"] + 1, 2, T, SMALL["vocab_size"])
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["gpt", "toy", "softcap"])
+def test_the_last_layer_s_reading_is_the_network_s_logits_and_the_first_the_embeddings(kind):
+    torch.manual_seed(0)
+    net: Any
+    if kind == "toy":
+        net = ToyModel(32, 16, d_model=32, n_layer=2, attention={"n_head": 4}).eval()
+    else:
+        softcap = 5.0 if kind == "softcap" else None
+        net = GPT(vocab_size=32, max_context=16, n_layer=2, d_model=32, attention={"n_head": 4},
+                  logit_softcap=softcap).eval()  # fmt: skip
+    ids = torch.randint(32, (2, 16))
+    lens, stream = logit_lens(net, ids), residual_stream(net, ids)
+    with torch.no_grad():
+        torch.testing.assert_close(lens[-1], net(ids)[0], rtol=0, atol=0)
+        torch.testing.assert_close(lens[0], net.unembed(stream[0]), rtol=0, atol=0)
+    assert not torch.equal(lens[0], lens[-1])
