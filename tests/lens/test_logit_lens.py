@@ -40,3 +40,22 @@ def test_the_last_layer_s_reading_is_the_network_s_logits_and_the_first_the_embe
         torch.testing.assert_close(lens[-1], net(ids)[0], rtol=0, atol=0)
         torch.testing.assert_close(lens[0], net.unembed(stream[0]), rtol=0, atol=0)
     assert not torch.equal(lens[0], lens[-1])
+
+
+def test_the_logit_lens_grid_names_each_layer_s_top_token(tmp_path):
+    """The picture's cells: the last row's tokens are the network's own predictions, every probability in [0, 1];
+    the PNG has a cell per layer and position (looked at: docs/lens.md shows one)."""
+    from PIL import Image
+
+    from andrea.lens.logit_lens_figure import draw_logit_lens, top_tokens
+
+    torch.manual_seed(0)
+    net = GPT(vocab_size=32, max_context=16, n_layer=2, d_model=32, attention={"n_head": 4}).eval()
+    ids = torch.randint(32, (1, 10))
+    lens = logit_lens(net, ids)[:, 0]  # (L + 1, T, V)
+    top, probabilities = top_tokens(lens)
+    assert top.shape == (3, 10) and torch.equal(top[-1], net(ids)[0][0].argmax(-1))
+    assert ((probabilities > 0) & (probabilities <= 1)).all()
+    path = draw_logit_lens(lens, [f"t{i}" for i in ids[0].tolist()], lambda i: f"t{i}", tmp_path / "lens.png", "t")
+    width, height = Image.open(path).size
+    assert width > height > 100
