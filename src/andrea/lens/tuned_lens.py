@@ -6,6 +6,8 @@ each layer's residual, translated, predicts what the network's last layer predic
                                                       the unembedding; the last layer's untranslated (the logits)
     lens_kl(net, ids, lens)   -> (n_layer + 1,)       KL(last layer || each layer's reading), the mean over tokens;
                                                       lens None: the logit lens's
+    tuned_lens_of_run(run_dir) -> (lens, tuned KL, logit KL)   trained on the run's training rows, each KL over its
+                                                      validation rows
 
 Trained as the paper trains it: the network frozen, the summed KL over the layers, SGD with Nesterov momentum 0.9,
 the learning rate decayed linearly to 0 (the paper: lr 1.0, 250 steps, 2^18 tokens a step; the data here: a run's).
@@ -13,14 +15,16 @@ the learning rate decayed linearly to 0 (the paper: lr 1.0, 250 steps, 2^18 toke
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from andrea.lens.logit_lens import residual_stream
-from andrea.models.network import Network
+from andrea.models.network import Network, network
 
 
 class TunedLens(nn.Module):
@@ -86,3 +90,24 @@ def train_tuned_lens(
     if lens is None:
         raise ValueError("train_tuned_lens: steps must be at least 1, and batches must give as many")
     return lens
+
+
+def tuned_lens_of_run(run_dir: str | Path, steps: int = 250) -> tuple[TunedLens, Tensor, Tensor]:
+    """A tuned lens of a finished run's network (its last checkpoint), trained on the run's own training rows
+    (its data module, andrea.data.from_run), and each layer's KL over its validation rows, the tuned lens's and the
+    logit lens's: (lens, (n_layer + 1,), (n_layer + 1,))."""
+    from andrea.data.from_run import data_from_run
+    from andrea.models.files.load import load_any
+
+    net = network(load_any(Path(run_dir) / "checkpoints" / "last.ckpt")[0].eval())
+    data = data_from_run(run_dir)
+    data.setup("fit")
+    lens = train_tuned_lens(net, _rows(data.train_dataloader()), steps)
+    validation = next(iter(data.val_dataloader()))["input_ids"]
+    return lens, lens_kl(net, validation, lens), lens_kl(net, validation)
+
+
+def _rows(loader: Iterable[dict[str, Tensor]]) -> Iterator[Tensor]:
+    """The loader's input ids, batch after batch, epoch after epoch."""
+    for batch in itertools.chain.from_iterable(itertools.repeat(loader)):
+        yield batch["input_ids"]
