@@ -30,7 +30,7 @@ from torch import Tensor
 from andrea.lens.attribution import Attribution, logit_attribution
 from andrea.lens.composition import MODES, composition_scores
 from andrea.lens.heads import SHORT_NAMES, head_name, parse_head
-from andrea.lens.selection_maps import selection_maps
+from andrea.lens.selection_maps import drawn, selection_maps
 from andrea.lens.verdict import score_heads, summary
 from andrea.lens.viz import (
     LEFT_OUT_FADE,
@@ -322,9 +322,9 @@ def _drawn(net: Network, ids: Tensor, weights: list[Tensor]) -> tuple[list[Tenso
     selected = selection_maps(net, ids)
     if not selected:
         return weights, None
-    maps = [selected[i].dense if i in selected else w for i, w in enumerate(weights)]
-    return maps, [selected[i].left_out if i in selected else torch.zeros_like(w, dtype=torch.bool)
-                  for i, w in enumerate(weights)]  # fmt: skip
+    left_out = [selected[i].left_out if i in selected else torch.zeros_like(w, dtype=torch.bool)
+                for i, w in enumerate(weights)]  # fmt: skip
+    return drawn(weights, selected), left_out
 
 
 @torch.no_grad()

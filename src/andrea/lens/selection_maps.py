@@ -3,6 +3,7 @@ heads would give every key the mask allows, with the keys the selection left out
 left out and masked apart, and a strong weight on a key left out (a key the selection missed) shows.
 
     selection_maps(net, ids) -> {layer: SelectionMap}     for each layer with a selection
+    drawn(weights, maps)     -> the weights a map draws       each layer's, a selection's layer's dense ones
 
 Each layer's dense weights are computed on the input that layer had in the same forward pass (the sparse layers
 before it as they are), by the layer once more with `hook_selected` returning every key (NSA: its selected
@@ -60,6 +61,11 @@ def selection_maps(net: Network, ids: Tensor) -> dict[int, SelectionMap]:
         allowed = _allowed(dense, layer, kwargs.get("mask"))
         maps[i] = SelectionMap(dense, allowed & ~chosen[i].expand_as(dense) & (used[i] == 0))
     return maps
+
+
+def drawn(weights: list[Tensor], maps: dict[int, SelectionMap]) -> list[Tensor]:
+    """One weight tensor a layer, as the maps draw them: a layer with a selection's dense weights."""
+    return [maps[i].dense if i in maps else w for i, w in enumerate(weights)]
 
 
 def _allowed(weights: Tensor, layer: MultiHeadSelfAttention, mask: Mask | None) -> Tensor:

@@ -4,7 +4,7 @@ resume)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,26 +50,14 @@ def check_run_start(cfg: DictConfig) -> None:
     kinds filled, as the checkpoint saved them) but for its selections of keys and its backend: the weights it holds
     are every weight of this network but a selection's (DSA's indexer starts fresh; its dense warm-up,
     selection.train_indexer=dense, trains it from them)."""
-    from andrea.models.files import schema as net_config
-    from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint, saved_config
-
     start = cfg.get("init_from")
     if not isinstance(start, str) or not start.endswith(".ckpt"):
         return
-    path = Path(start)
-    try:
-        saved = saved_config(read_checkpoint(path, "init_from"), f"init_from={path}")
-        net_config.parse(saved, f"init_from={path}", CHECKPOINT_CONFIG_KEY)  # data only: nothing it names is built
-    except (FileNotFoundError, ValueError) as err:
-        raise ConfigError(str(err)) from None
-    current = OmegaConf.to_container(cfg.model.net, resolve=True)
-    for key, was, now in _differences(saved, current, "model.net"):
-        if "selection" in key.split(".") or _computes_alike(key):
-            continue
-        raise ConfigError(
-            f"init_from={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; a run's checkpoint "
-            "starts a run of the same network, its selections of keys aside: give the overrides its run had"
-        )
+    _saved_network(
+        cfg, Path(start), "init_from", lambda key: "selection" in key.split("."),
+        "a run's checkpoint starts a run of the same network, its selections of keys aside: give the overrides its "
+        "run had",
+    )  # fmt: skip
 
 
 def _apply_family(cfg: DictConfig, folder: str, family: Any) -> None:
@@ -103,27 +91,36 @@ def _take_network(cfg: DictConfig, config: dict[str, Any]) -> None:
 def check_checkpoint(cfg: DictConfig) -> str | None:
     """ckpt_path: a readable andrea-train checkpoint of this very model, loaded (once) with no pickled code;
     returns what to say instead of training when it already holds the whole run (`nothing_left`), else None."""
-    from andrea.models.files import schema as net_config
-    from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint, saved_config
-
     if cfg.get("ckpt_path") is None:
         return None
     path = Path(cfg.ckpt_path)
+    state = _saved_network(
+        cfg, path, "ckpt_path", lambda key: False, "resume with the overrides the run was started with"
+    )
+    return nothing_left(cfg, path, state)
+
+
+def _saved_network(
+    cfg: DictConfig, path: Path, setting: str, may_differ: Callable[[str], bool], fix: str
+) -> dict[str, Any]:  # fmt: skip
+    """The checkpoint `setting` names, read as data (no pickled code; nothing its config names is built), its
+    network compared with this run's: the first setting that differs, but a backend's and those `may_differ`
+    allows, refused in one line ending with `fix`. Returns the checkpoint's contents."""
+    from andrea.models.files import schema as net_config
+    from andrea.models.files.checkpoint import CHECKPOINT_CONFIG_KEY, read_checkpoint, saved_config
+
     try:
-        state = read_checkpoint(path)
-        saved = saved_config(state, f"ckpt_path={path}")  # an older file: with its math's settings
-        net_config.parse(saved, f"ckpt_path={path}", CHECKPOINT_CONFIG_KEY)  # data only: nothing it names is built
+        state = read_checkpoint(path, setting)
+        saved = saved_config(state, f"{setting}={path}")  # an older file: with its math's settings
+        net_config.parse(saved, f"{setting}={path}", CHECKPOINT_CONFIG_KEY)
     except (FileNotFoundError, ValueError) as err:
         raise ConfigError(str(err)) from None
     current = OmegaConf.to_container(cfg.model.net, resolve=True)
     for key, was, now in _differences(saved, current, "model.net"):
-        if _computes_alike(key):
+        if _computes_alike(key) or may_differ(key):
             continue
-        raise ConfigError(
-            f"ckpt_path={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; "
-            "resume with the overrides the run was started with"
-        )
-    return nothing_left(cfg, path, state)
+        raise ConfigError(f"{setting}={path} holds a model with {key}={was!r}, this run builds {key}={now!r}; {fix}")
+    return state
 
 
 def nothing_left(cfg: DictConfig, path: Path, state: dict[str, Any]) -> str | None:

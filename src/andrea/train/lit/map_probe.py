@@ -15,7 +15,7 @@ import numpy as np
 from torch import Tensor
 
 from andrea.lens.grid_png import render_attention_grid, save_png
-from andrea.lens.selection_maps import SelectionMap
+from andrea.lens.selection_maps import SelectionMap, drawn
 from andrea.lens.viz import map_file
 from andrea.models.network import Network
 from andrea.models.weight_styles import WeightStyle, allowed_of, weight_styles
@@ -78,16 +78,12 @@ def probe_job(
     tokens = [tokenizer.decode([i]).replace("\n", "⏎") for i in row_ids] if tokenizer is not None else None
     start = max(0, weights[0].shape[-1] - window) if window else 0
     chosen = range(len(weights)) if layers is None else layers
-    maps = {layer: _drawn(weights, selected, layer)[row, :, start:, start:].float().cpu().numpy() for layer in chosen}
+    shown = drawn(weights, selected)
+    maps = {layer: shown[layer][row, :, start:, start:].float().cpu().numpy() for layer in chosen}
     left_out = {i: m.left_out[row, :, start:, start:].cpu().numpy() for i, m in selected.items() if i in maps}
     allowed = allowed_of(net, weights[0].shape[-1])  # None: a mask of the batch's, not drawn
     hidden = {} if allowed is None else {layer: (~allowed[layer][start:, start:]).numpy() for layer in chosen}
     return Probe(step, maps, start, tokens, weight_styles(net), hidden, left_out)
-
-
-def _drawn(weights: list[Tensor], selected: dict[int, SelectionMap], layer: int) -> Tensor:
-    """The weights a layer's map draws: a selection's layer's dense ones."""
-    return selected[layer].dense if layer in selected else weights[layer]
 
 
 def draw(job: Probe, out_dir: Path, row: int, scale: str) -> Drawn:
